@@ -1,0 +1,173 @@
+"""Nodesets and nodes: the user-facing API for writing graph parts.
+
+A nodeset is a class that groups node operations hosted together (an environment, a
+policy model, a tokenizer ...). Each node operation is a method decorated with
+:func:`node`, which declares its input and output ports::
+
+    class Policy(NodeSet):
+        def __init__(self, noise: float = 0.0) -> None:
+            self.noise = noise
+
+        @node(inputs=("obs",), outputs=("action",))
+        def act(self, obs):
+            return {"action": 2}
+
+A node returns a dict with exactly its declared outputs. ``batched=True`` with
+``batch_dim="<input port>"`` marks a node that the BatchedInferenceServer may call with
+stacked inputs (DESIGN §5).
+
+An :class:`EnvNodeSet` is also the episode's environment: the LoopRunner calls
+``set_episode`` at the start of each episode and ``trajectory`` at its end.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+Parallelism = Literal["replicated", "shared", "inline"]
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """The declared shape of one node operation."""
+
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    batched: bool = False
+    batch_dim: str | None = None
+
+
+def node(
+    *,
+    inputs: tuple[str, ...] | list[str] = (),
+    outputs: tuple[str, ...] | list[str] = (),
+    batched: bool = False,
+    batch_dim: str | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a nodeset method as a node operation with the given ports."""
+    if batched and batch_dim not in inputs:
+        raise ValueError(f"batch_dim {batch_dim!r} must be one of the inputs {list(inputs)}")
+
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.__evaltui_node__ = NodeSpec(  # type: ignore[attr-defined]
+            op=fn.__name__,
+            inputs=tuple(inputs),
+            outputs=tuple(outputs),
+            batched=batched,
+            batch_dim=batch_dim,
+        )
+        return fn
+
+    return mark
+
+
+class NodeSet:
+    """Base class of every nodeset. Constructor keyword arguments are the nodeset params."""
+
+    _node_specs: ClassVar[dict[str, NodeSpec]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        specs: dict[str, NodeSpec] = {}
+        for klass in reversed(cls.__mro__):
+            for name, value in vars(klass).items():
+                spec = getattr(value, "__evaltui_node__", None)
+                if isinstance(spec, NodeSpec):
+                    specs[name] = spec
+        cls._node_specs = specs
+
+    @classmethod
+    def node_specs(cls) -> Mapping[str, NodeSpec]:
+        """The node operations this nodeset offers, by op name."""
+        return dict(getattr(cls, "_node_specs", {}))
+
+    def call(self, op: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """Fire one node operation; the single entry point used by local and remote hosts."""
+        result = getattr(self, op)(**inputs)
+        if not isinstance(result, Mapping):
+            raise TypeError(f"node {type(self).__name__}.{op} returned {type(result).__name__}, "
+                            "expected a dict of its outputs")
+        return dict(result)
+
+    def begin_episode(self, episode: Mapping[str, Any]) -> None:
+        """Called on replicated and inline nodesets before each episode (after the env reset).
+
+        Stateful per-episode nodesets (a planner, a recurrent policy) reset here; the
+        default keeps no per-episode state.
+        """
+
+    def close(self) -> None:
+        """Release resources (simulators, models). Called once when the host stops."""
+
+
+@dataclass
+class Trajectory:
+    """What an env reports at the end of an episode, for the metrics (DESIGN §9).
+
+    ``positions`` are the agent positions, appended when they change, starting with the
+    start position. ``nav_error`` is the final geodesic distance to the goal.
+    """
+
+    positions: list[tuple[float, ...]]
+    success: bool
+    nav_error: float
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class EnvNodeSet(NodeSet, ABC):
+    """A nodeset that is also the episode's environment (``parallelism = "replicated"``).
+
+    Subclasses declare a step node (e.g. ``@node(inputs=("action",), outputs=("obs",
+    "done"))``) and implement the two hooks below. ``success_distance`` is d_th of nDTW.
+    """
+
+    success_distance: ClassVar[float] = 1.0
+
+    @abstractmethod
+    def set_episode(self, episode: Mapping[str, Any]) -> dict[str, Any]:
+        """Reset to the given dataset episode.
+
+        Returns the initial values of the loop ports (e.g. ``{"obs": ..., "frame": ...}``).
+        Graph edges read them as ``@obs``; the step node's outputs of the same names
+        replace them after every step, and its ``done`` output ends the episode.
+        """
+
+    @abstractmethod
+    def trajectory(self) -> Trajectory:
+        """The finished (or interrupted) episode's trajectory, for the metrics."""
+
+
+class ImplError(ValueError):
+    """A nodeset ``impl`` string could not be resolved to a NodeSet class."""
+
+
+def import_impl(impl: str) -> type[NodeSet]:
+    """Resolve ``"package.module:Class"`` to a NodeSet subclass, with a clear error."""
+    module_name, sep, attr = impl.partition(":")
+    if not sep or not module_name or not attr:
+        raise ImplError(f"impl {impl!r} must look like 'package.module:Class'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImplError(f"impl {impl!r}: cannot import module {module_name!r}: {exc}") from exc
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise ImplError(f"impl {impl!r}: module {module_name!r} has no attribute {attr!r}")
+    if not (isinstance(cls, type) and issubclass(cls, NodeSet)):
+        raise ImplError(f"impl {impl!r} is not a NodeSet subclass")
+    return cls
+
+
+@dataclass(frozen=True)
+class Frame:
+    """An image (H x W x 3 uint8 array) that the ExecutionLogger saves as a PNG in assets/.
+
+    Any node output or loop port may carry a Frame; the log records its relative path.
+    """
+
+    pixels: Any

@@ -1,0 +1,59 @@
+"""Run and episode states: the string values are the ones on disk and on the wire."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class RunState(str, Enum):
+    """Lifecycle of one eval run, as a status read reports it (DESIGN §3)."""
+
+    QUEUED = "queued"
+    """Submitted and waiting for admission; no process yet."""
+    STARTING = "starting"
+    """Admitted and spawned; the run subprocess has not written summary.json yet."""
+    RUNNING = "running"
+    """The run subprocess is alive and writing its run dir."""
+    DONE = "done"
+    """``_DONE`` present and summary status ``done``."""
+    FAILED = "failed"
+    """The run subprocess exited non-zero, or summary says failed."""
+    CANCELLED = "cancelled"
+    """A cancel was requested and the process is gone."""
+    ABORTED = "aborted"
+    """No ``_DONE``, no cancel request, and the process is dead (crash, SIGKILL, reboot)."""
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_RUN_STATES
+
+
+TERMINAL_RUN_STATES = frozenset(
+    {RunState.DONE, RunState.FAILED, RunState.CANCELLED, RunState.ABORTED}
+)
+
+
+class SummaryStatus(str, Enum):
+    """The ``status`` field of summary.json, written by the run subprocess itself."""
+
+    RUNNING = "running"
+    """Episodes are still being run."""
+    DONE = "done"
+    """Every selected episode finished (whatever each episode's own status)."""
+    FAILED = "failed"
+    """The run could not go on (e.g. the graph could not load)."""
+    CANCELLED = "cancelled"
+    """SIGTERM arrived; the state on disk is consistent up to that point."""
+
+
+class EpisodeStatus(str, Enum):
+    """How one episode ended (episode.json ``status``)."""
+
+    OK = "ok"
+    """The episode ran to its end (success or not); its metrics count."""
+    ERROR = "error"
+    """A node raised (or a worker died); the traceback is in ``error`` and the log."""
+    TIMEOUT = "timeout"
+    """A step took longer than ``per_step_budget_sec``."""
+    CANCELLED = "cancelled"
+    """The run was cancelled while this episode was in flight."""
