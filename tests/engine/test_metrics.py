@@ -1,0 +1,279 @@
+"""Episode metrics and run aggregation (DESIGN §9), checked against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from evaltui.engine.metrics import (
+    aggregate,
+    dtw,
+    episode_metrics,
+    ndtw,
+    path_length,
+    spl,
+    t_quantile_975,
+)
+from evaltui.engine.nodes import Trajectory
+
+LINE = [(0.0, 0.0), (1.0, 0.0), (2.0, 0.0)]
+
+
+def naive_dtw(q, r) -> float:
+    """Textbook DTW with a Python double loop, to check the vectorised one against."""
+    n, m = len(q), len(r)
+    d = [[math.inf] * (m + 1) for _ in range(n + 1)]
+    d[0][0] = 0.0
+    for i in range(n):
+        for j in range(m):
+            c = math.dist(q[i], r[j])
+            d[i + 1][j + 1] = c + min(d[i][j + 1], d[i + 1][j], d[i][j])
+    return d[n][m]
+
+
+# --- path length -------------------------------------------------------------------
+
+
+def test_path_length_sums_step_lengths() -> None:
+    assert path_length(LINE) == pytest.approx(2.0)
+    # 3-4-5 step then a unit step back: 5 + 1.
+    assert path_length([(0, 0), (3, 4), (3, 3)]) == pytest.approx(6.0)
+
+
+def test_path_length_of_a_single_point_is_zero() -> None:
+    assert path_length([(4, 2)]) == 0.0
+
+
+# --- DTW / nDTW --------------------------------------------------------------------
+
+
+def test_identical_paths_have_zero_dtw_and_ndtw_one() -> None:
+    assert dtw(LINE, LINE) == 0.0
+    assert ndtw(LINE, LINE, success_distance=1.0) == 1.0
+
+
+def test_dtw_hand_computed_perpendicular_paths() -> None:
+    # Q along x, R along y from the same origin; c[i][j] = sqrt(i^2 + j^2):
+    #   c = [[0, 1, 2], [1, √2, √5], [2, √5, √8]]
+    #   D row 0 = [0, 1, 3]
+    #   D row 1 = [1, √2 + 0, √5 + min(3, √2, 1)] = [1, √2, √5 + 1]
+    #   D row 2 = [3, √5 + min(√2, 3, 1), √8 + min(√5+1, √5+1, √2)] = [3, √5 + 1, 3√2]
+    q = LINE
+    r = [(0, 0), (0, 1), (0, 2)]
+    assert dtw(q, r) == pytest.approx(3 * math.sqrt(2))
+    # |R| = 3, d_th = 1.
+    assert ndtw(q, r, 1.0) == pytest.approx(math.exp(-math.sqrt(2)))
+
+
+def test_dtw_warps_many_query_points_onto_few_reference_points() -> None:
+    # R = two endpoints; best alignment: (0,0)->R0 0, (1,0)->R0 1, (2,0)->R1 1, (3,0)->R1 0.
+    q = [(0, 0), (1, 0), (2, 0), (3, 0)]
+    r = [(0, 0), (3, 0)]
+    assert dtw(q, r) == pytest.approx(2.0)
+    assert ndtw(q, r, success_distance=2.0) == pytest.approx(math.exp(-2.0 / (2 * 2.0)))
+
+
+def test_repeated_query_points_matched_to_the_same_point_cost_nothing() -> None:
+    q = [(0, 0), (0, 0), (1, 0), (1, 0), (1, 0), (2, 0)]
+    assert dtw(q, LINE) == 0.0
+    assert ndtw(q, LINE, 1.0) == 1.0
+
+
+def test_agent_that_never_moves_is_scored_against_the_reference() -> None:
+    # The single start point is matched to every reference point: 0 + 1 + 2 = 3.
+    q = [(0, 0)]
+    assert dtw(q, LINE) == pytest.approx(3.0)
+    assert ndtw(q, LINE, 1.0) == pytest.approx(math.exp(-3.0 / 3))
+
+
+def test_reference_of_one_point() -> None:
+    # Every query point is matched to the goal (2,0): 2 + 1 + 0 = 3, and |R| = 1.
+    assert dtw(LINE, [(2, 0)]) == pytest.approx(3.0)
+    assert ndtw(LINE, [(2, 0)], 1.0) == pytest.approx(math.exp(-3.0))
+
+
+def test_dtw_rejects_bad_paths() -> None:
+    with pytest.raises(ValueError, match="no points"):
+        dtw([], LINE)
+    with pytest.raises(ValueError, match="coordinates"):
+        dtw([(0, 0, 0)], LINE)
+    with pytest.raises(ValueError, match="success_distance"):
+        ndtw(LINE, LINE, 0.0)
+
+
+@given(
+    q=st.lists(st.tuples(st.integers(0, 10), st.integers(0, 10)), min_size=1, max_size=12),
+    r=st.lists(st.tuples(st.integers(0, 10), st.integers(0, 10)), min_size=1, max_size=12),
+    d_th=st.floats(0.5, 5.0),
+)
+def test_dtw_properties(q, r, d_th) -> None:
+    # Integer grid cells as on BabyAI: any mismatch costs >= 1, so exp() cannot round to 1.
+    d = dtw(q, r)
+    assert d == pytest.approx(naive_dtw(q, r), rel=1e-12, abs=1e-9)
+    assert dtw(r, q) == pytest.approx(d, rel=1e-12, abs=1e-9)
+    n = ndtw(q, r, d_th)
+    assert 0.0 < n <= 1.0
+    assert (n == 1.0) == (d == 0.0)
+
+
+@pytest.mark.bench
+def test_dtw_500x500_is_fast() -> None:
+    rng = np.random.default_rng(0)
+    q, r = rng.uniform(0, 20, (500, 2)), rng.uniform(0, 20, (500, 2))
+    best = math.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        dtw(q, r)
+        best = min(best, time.perf_counter() - start)
+    print(f"dtw 500x500: {best * 1000:.1f} ms")
+    assert best < 0.05
+
+
+# --- SPL ---------------------------------------------------------------------------
+
+
+def test_spl_is_one_for_an_optimal_successful_path() -> None:
+    assert spl(True, 4.0, 4.0) == 1.0
+
+
+def test_spl_below_one_when_the_path_is_longer() -> None:
+    assert spl(True, 4.0, 5.0) == pytest.approx(0.8)
+
+
+def test_spl_caps_at_one_when_the_path_is_shorter_than_the_geodesic() -> None:
+    assert spl(1.0, 4.0, 3.0) == 1.0
+
+
+def test_spl_is_zero_without_success() -> None:
+    assert spl(False, 4.0, 4.0) == 0.0
+    assert spl(False, 4.0, 0.0) == 0.0  # never moved
+
+
+def test_spl_with_zero_geodesic_distance() -> None:
+    # Started on the goal and stayed: the 0/0 case is defined as S.
+    assert spl(True, 0.0, 0.0) == 1.0
+    assert spl(False, 0.0, 0.0) == 0.0
+    # Started on the goal but wandered off and back: S * 0 / 2 = 0 despite success.
+    assert spl(True, 0.0, 2.0) == 0.0
+
+
+# --- episode_metrics ---------------------------------------------------------------
+
+
+def test_episode_metrics_of_a_detour() -> None:
+    # Goal at (2,0), d = 2; the agent goes up, across and down: path length 4.
+    traj = Trajectory(
+        positions=[(0, 0), (0, 1), (1, 1), (2, 1), (2, 0)],
+        success=True,
+        nav_error=0.0,
+        extra={"steps": 7},
+    )
+    m = episode_metrics(traj, LINE, geodesic_distance=2.0, success_distance=1.0)
+    # DTW: (0,0)-R0 0, (0,1)-R0 1, (1,1)-R1 1, (2,1)-R2 1, (2,0)-R2 0 = 3; |R| = 3.
+    n = math.exp(-3.0 / 3)
+    assert m == pytest.approx(
+        {
+            "success": 1.0,
+            "spl": 0.5,
+            "ndtw": n,
+            "sdtw": n,
+            "path_length": 4.0,
+            "nav_error": 0.0,
+            "steps": 7.0,
+        }
+    )
+
+
+def test_episode_metrics_of_an_agent_that_never_moves() -> None:
+    traj = Trajectory(positions=[(0, 0)], success=False, nav_error=2.0)
+    m = episode_metrics(traj, LINE, geodesic_distance=2.0)
+    assert m["path_length"] == 0.0
+    assert m["spl"] == 0.0
+    assert m["sdtw"] == 0.0
+    assert m["ndtw"] == pytest.approx(math.exp(-1.0))
+    assert m["nav_error"] == 2.0
+    assert set(m) == {"success", "spl", "ndtw", "sdtw", "path_length", "nav_error"}
+
+
+def test_episode_metrics_rejects_empty_paths() -> None:
+    with pytest.raises(ValueError, match="trajectory has no positions"):
+        episode_metrics(Trajectory([], False, 1.0), LINE, 2.0)
+    with pytest.raises(ValueError, match="reference path has no points"):
+        episode_metrics(Trajectory([(0, 0)], False, 1.0), [], 2.0)
+
+
+def test_episode_metrics_rejects_extra_that_shadows_a_builtin() -> None:
+    traj = Trajectory([(0, 0)], True, 0.0, extra={"spl": 1.0})
+    with pytest.raises(ValueError, match="spl"):
+        episode_metrics(traj, [(0, 0)], 0.0)
+
+
+# --- aggregation -------------------------------------------------------------------
+
+
+def test_t_quantile_spot_checks() -> None:
+    assert t_quantile_975(1) == pytest.approx(12.7062, abs=1e-4)
+    assert t_quantile_975(3) == pytest.approx(3.182446, abs=1e-6)
+    assert t_quantile_975(10) == pytest.approx(2.2281, abs=1e-4)
+    assert t_quantile_975(30) == pytest.approx(2.042272, abs=1e-6)
+    # Past the table: exact values t(31) = 2.039513, t(100) = 1.983972, limit 1.959964.
+    assert t_quantile_975(31) == pytest.approx(2.039513, abs=1e-6)
+    assert t_quantile_975(100) == pytest.approx(1.983972, abs=1e-6)
+    assert t_quantile_975(10**9) == pytest.approx(1.959964, abs=1e-6)
+
+
+def test_aggregate_ci_for_a_known_sample() -> None:
+    # [0,1,1,1]: mean 0.75, s = 0.5, half-width = t(3) * 0.5 / sqrt(4) = 0.7956115.
+    rows = [{"status": "ok", "metrics": {"success": v}} for v in (0.0, 1.0, 1.0, 1.0)]
+    means, cis = aggregate(rows)
+    assert means == {"success": 0.75}
+    lo, hi = cis["success"]
+    assert lo == pytest.approx(0.75 - 0.7956115, abs=1e-6)
+    assert hi == pytest.approx(0.75 + 0.7956115, abs=1e-6)
+
+
+def test_aggregate_counts_only_ok_rows() -> None:
+    rows = [
+        {"status": "ok", "metrics": {"success": 1.0}},
+        {"status": "error", "metrics": {"success": 0.0}},
+        {"status": "timeout", "metrics": {}},
+        {"status": "cancelled"},
+        {"status": "ok", "metrics": {"success": 0.0}},
+    ]
+    means, cis = aggregate(rows)
+    assert means == {"success": 0.5}
+    assert cis["success"] is not None
+
+
+def test_aggregate_single_episode_has_no_ci() -> None:
+    means, cis = aggregate([{"status": "ok", "metrics": {"spl": 0.4}}])
+    assert means == {"spl": 0.4}
+    assert cis == {"spl": None}
+
+
+def test_aggregate_without_ok_rows_is_empty() -> None:
+    assert aggregate([]) == ({}, {})
+    assert aggregate([{"status": "error", "metrics": {"spl": 1.0}}]) == ({}, {})
+
+
+def test_aggregate_identical_values_give_a_zero_width_ci() -> None:
+    means, cis = aggregate([{"status": "ok", "metrics": {"spl": 0.5}}] * 3)
+    assert means == {"spl": 0.5}
+    assert cis == {"spl": [0.5, 0.5]}
+
+
+def test_aggregate_averages_each_metric_over_rows_that_have_a_finite_value() -> None:
+    rows = [
+        {"status": "ok", "metrics": {"success": 1.0, "steps": 10.0}},
+        {"status": "ok", "metrics": {"success": 0.0}},
+        {"status": "ok", "metrics": {"success": 1.0, "steps": float("nan")}},
+        {"status": "ok", "metrics": {"success": float("inf"), "steps": 20.0}},
+    ]
+    means, cis = aggregate(rows)
+    assert means == pytest.approx({"success": 2 / 3, "steps": 15.0})
+    assert set(cis) == {"success", "steps"}
