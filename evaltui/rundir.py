@@ -1,0 +1,338 @@
+"""Run-dir layout, atomic JSON files, log.jsonl reading and run-state derivation.
+
+This is the one contract the backend, the run subprocess and every UI share (DESIGN §2,
+§3): it must stay importable without Textual or FastAPI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Generator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+
+from evaltui.states import RunState, SummaryStatus
+
+RUNS_DIRNAME = "eval_runs"
+EPISODES_DIRNAME = "episodes"
+DONE_FILENAME = "_DONE"
+SCHEDULER_FILENAME = "scheduler.json"
+SUMMARY_FILENAME = "summary.json"
+
+RUN_ID_RE = re.compile(r"[0-9]{8}_[0-9]{6}(?:_(?:[2-9]|[1-9][0-9]+))?")
+"""``YYYYmmdd_HHMMSS`` with an optional collision suffix ``_2``, ``_3``, … (use fullmatch)."""
+
+_EPISODE_DIR_RE = re.compile(r"ep([0-9]{4,})")
+_JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+_LOG_CHUNK = 1 << 20
+_CORRUPT_RAW_CHARS = 200
+_CREATE_TIME_TOLERANCE_SEC = 0.5
+
+
+# --- locations ---------------------------------------------------------------------------
+
+
+def outputs_root(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The outputs root: ``explicit``, else ``$EVALTUI_OUTPUTS``, else ``./outputs``."""
+    raw = explicit if explicit is not None else (os.environ.get("EVALTUI_OUTPUTS") or "outputs")
+    return Path(raw).expanduser().resolve()
+
+
+def runs_root(outputs: Path) -> Path:
+    """``outputs/eval_runs``."""
+    return Path(outputs) / RUNS_DIRNAME
+
+
+def state_dir() -> Path:
+    """Per-user state dir (ledger, token, calibration), created with mode 0700."""
+    explicit = os.environ.get("EVALTUI_STATE_DIR")
+    xdg = os.environ.get("XDG_STATE_HOME")
+    if explicit:
+        path = Path(explicit).expanduser()
+    elif xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
+        path = Path(xdg) / "evaltui"
+    else:
+        path = Path.home() / ".local" / "state" / "evaltui"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path.resolve()
+
+
+def is_run_id(name: str) -> bool:
+    """True if ``name`` is a well-formed run_id (so it is safe to join under eval_runs/)."""
+    return isinstance(name, str) and RUN_ID_RE.fullmatch(name) is not None
+
+
+def allocate_run_dir(outputs: Path, now: datetime | None = None) -> Path:
+    """Create and return a fresh ``eval_runs/{run_id}`` dir.
+
+    ``mkdir`` either creates the dir or fails, so two processes allocating in the same
+    second get different suffixes without any lock.
+    """
+    stamp = now or datetime.now()
+    if stamp.tzinfo is not None:
+        stamp = stamp.astimezone()  # run ids are local time
+    base = stamp.strftime("%Y%m%d_%H%M%S")
+    root = runs_root(outputs)
+    root.mkdir(parents=True, exist_ok=True)
+    suffix = 1
+    while True:
+        run_dir = root / (base if suffix == 1 else f"{base}_{suffix}")
+        try:
+            os.mkdir(run_dir)
+        except FileExistsError:
+            suffix += 1
+            continue
+        return run_dir
+
+
+def episode_dir(run_dir: Path, index: int) -> Path:
+    """``run_dir/episodes/ep{index:04d}``."""
+    if index < 0:
+        raise ValueError(f"episode index must be >= 0, got {index}")
+    return Path(run_dir) / EPISODES_DIRNAME / f"ep{index:04d}"
+
+
+def episode_index_from_dirname(name: str) -> int | None:
+    """The index of an ``ep{NNNN}`` dir name, or None (also for non-canonical ``ep00012``)."""
+    m = _EPISODE_DIR_RE.fullmatch(name)
+    if m is None:
+        return None
+    index = int(m.group(1))
+    # Only the canonical spelling, so that two dirs never claim the same index.
+    return index if f"ep{index:04d}" == name else None
+
+
+# --- atomic files ------------------------------------------------------------------------
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON so that a reader sees the old file or the new one, never half.
+
+    The temp file starts with '.' so ``*.json`` globs never pick it up.
+    """
+    path = Path(path)
+    data = orjson.dumps(obj, option=_JSON_OPTS)  # before touching the disk: may raise
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file (raises ``orjson.JSONDecodeError``, a ValueError, if invalid)."""
+    return orjson.loads(Path(path).read_bytes())
+
+
+def touch_done(run_dir: Path) -> Path:
+    """Create ``_DONE`` durably: it is the run's last word on a clean exit."""
+    path = Path(run_dir) / DONE_FILENAME
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_dir(Path(run_dir))  # else a power cut could lose the entry and read as aborted
+    return path
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --- log.jsonl ---------------------------------------------------------------------------
+
+
+def iter_log(path: Path, start_offset: int = 0) -> Generator[tuple[int, dict[str, Any]], None, int]:
+    """Yield ``(byte offset, record)`` for each complete line of a log.jsonl from ``start_offset``.
+
+    A trailing line without its newline is a writer mid-append (or a crash) and is left
+    for a later read. A complete line that is not a JSON object yields an
+    ``{"event": "corrupt", ...}`` record. The generator's return value is the offset to
+    resume from (see :func:`read_log`).
+    """
+    pos = start_offset
+    with open(path, "rb") as f:
+        f.seek(start_offset)
+        carry: list[bytes] = []  # pieces of a line not yet terminated
+        while chunk := f.read(_LOG_CHUNK):
+            last_nl = chunk.rfind(b"\n")
+            if last_nl < 0:
+                carry.append(chunk)  # a line longer than a chunk: join once it ends
+                continue
+            carry.append(chunk[: last_nl + 1])
+            block = b"".join(carry)
+            carry = [chunk[last_nl + 1 :]]
+            for line in block.split(b"\n")[:-1]:
+                offset, pos = pos, pos + len(line) + 1
+                if line.strip():
+                    yield offset, _parse_log_line(line)
+    return pos
+
+
+def read_log(path: Path, start_offset: int = 0) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+    """All complete records from ``start_offset`` on, and the offset to resume from."""
+    records: list[tuple[int, dict[str, Any]]] = []
+    gen = iter_log(path, start_offset)
+    while True:
+        try:
+            records.append(next(gen))
+        except StopIteration as stop:
+            return records, stop.value
+
+
+def _parse_log_line(line: bytes) -> dict[str, Any]:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        error = str(exc)
+    else:
+        if isinstance(record, dict):
+            return record
+        error = f"not a JSON object: {type(record).__name__}"
+    raw = line[: _CORRUPT_RAW_CHARS * 4].decode("utf-8", errors="replace")
+    return {"event": "corrupt", "raw": raw[:_CORRUPT_RAW_CHARS], "error": error}
+
+
+# --- processes and run state -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PidRef:
+    """A process identity that survives PID reuse: pid plus its create time."""
+
+    pid: int
+    create_time: float
+
+    @classmethod
+    def current(cls) -> PidRef:
+        """This process."""
+        return cls.of(os.getpid())
+
+    @classmethod
+    def of(cls, pid: int) -> PidRef:
+        """A live process (raises ``psutil.NoSuchProcess`` if there is none)."""
+        return cls(pid, psutil.Process(pid).create_time())
+
+    def alive(self) -> bool:
+        """True if this very process still runs (zombies and reused PIDs count as dead)."""
+        if self.pid <= 0:
+            return False
+        try:
+            proc = psutil.Process(self.pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return False
+            return abs(proc.create_time() - self.create_time) <= _CREATE_TIME_TOLERANCE_SEC
+        except psutil.Error:  # gone, or not ours to inspect: either way not our run
+            return False
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """What a status read of one run dir found."""
+
+    state: RunState
+    summary: dict[str, Any] | None
+    scheduler: dict[str, Any] | None
+    error: str | None = None
+    """Why a file present in the run dir could not be used, for a UI badge."""
+
+
+def read_run_status(run_dir: Path) -> RunStatus:
+    """Read scheduler.json, summary.json and ``_DONE`` and derive the state (DESIGN §3)."""
+    run_dir = Path(run_dir)
+    errors: list[str] = []
+    scheduler = _read_optional_object(run_dir / SCHEDULER_FILENAME, errors)
+    summary_path = run_dir / SUMMARY_FILENAME
+    summary = _read_optional_object(summary_path, errors)
+    state = _derive_state(
+        scheduler=scheduler,
+        summary=summary,
+        summary_exists=summary_path.exists(),
+        done=(run_dir / DONE_FILENAME).exists(),
+    )
+    return RunStatus(state, summary, scheduler, "; ".join(errors) or None)
+
+
+def derive_run_state(run_dir: Path) -> RunState:
+    """The run's state, from its files and a liveness check of its recorded PID."""
+    return read_run_status(run_dir).state
+
+
+def _read_optional_object(path: Path, errors: list[str]) -> dict[str, Any] | None:
+    """A JSON object file, or None if absent or unusable (noted in ``errors``)."""
+    try:
+        obj = read_json(path)
+    except FileNotFoundError:
+        return None
+    except orjson.JSONDecodeError as exc:
+        errors.append(f"{path.name} is not valid JSON: {exc}")
+        return None
+    except OSError as exc:
+        errors.append(f"{path.name} could not be read: {exc}")
+        return None
+    if not isinstance(obj, dict):
+        errors.append(f"{path.name} is not a JSON object")
+        return None
+    return obj
+
+
+def _derive_state(
+    *,
+    scheduler: dict[str, Any] | None,
+    summary: dict[str, Any] | None,
+    summary_exists: bool,
+    done: bool,
+) -> RunState:
+    sched = scheduler or {}
+    status = (summary or {}).get("status")
+    if done:
+        if status == SummaryStatus.DONE:
+            return RunState.DONE
+        if status == SummaryStatus.FAILED:
+            return RunState.FAILED
+        if status == SummaryStatus.CANCELLED:
+            return RunState.CANCELLED
+        # _DONE without a terminal summary: judge by the rules below.
+
+    pid = sched.get("pid")
+    has_pid = isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
+    create_time = sched.get("pid_create_time")
+    if has_pid and isinstance(create_time, int | float):
+        if PidRef(pid, float(create_time)).alive():
+            return RunState.RUNNING if summary_exists else RunState.STARTING
+
+    # No live process from here on. A cancel request wins over "queued" so that a job
+    # cancelled while waiting is never re-enqueued by a restarted backend.
+    if sched.get("cancel_requested_at") is not None:
+        return RunState.CANCELLED
+    sched_state = sched.get("state")
+    if sched_state == RunState.QUEUED and not has_pid:
+        return RunState.QUEUED
+    if status == SummaryStatus.CANCELLED or sched_state == RunState.CANCELLED:
+        return RunState.CANCELLED
+    exit_code = sched.get("exit_code")
+    nonzero_exit = isinstance(exit_code, int) and exit_code != 0
+    if status == SummaryStatus.FAILED or nonzero_exit or sched_state == RunState.FAILED:
+        return RunState.FAILED
+    return RunState.ABORTED
