@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class RunState(str, Enum):
+class RunState(StrEnum):
     """Lifecycle of one eval run, as a status read reports it (DESIGN §3)."""
 
     QUEUED = "queued"
@@ -33,7 +33,7 @@ TERMINAL_RUN_STATES = frozenset(
 )
 
 
-class SummaryStatus(str, Enum):
+class SummaryStatus(StrEnum):
     """The ``status`` field of summary.json, written by the run subprocess itself."""
 
     RUNNING = "running"
@@ -46,7 +46,7 @@ class SummaryStatus(str, Enum):
     """SIGTERM arrived; the state on disk is consistent up to that point."""
 
 
-class EpisodeStatus(str, Enum):
+class EpisodeStatus(StrEnum):
     """How one episode ended (episode.json ``status``)."""
 
     OK = "ok"

@@ -1,0 +1,199 @@
+"""``evaltui eval``: run one eval in the foreground with a live progress bar.
+
+The run itself is a detached subprocess writing its run dir (the same one the scheduler
+spawns); this command only prepares the run dir, follows summary.json, prints the
+results and turns Ctrl-C into a clean cancel (SIGTERM to the run's process group).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from evaltui.engine.summary import now_iso
+from evaltui.graphs import builtin_graph_names, builtin_graph_path
+from evaltui.launch import prepare_run, spawn_run, spawned_ref, update_scheduler_record
+from evaltui.process import terminate_group
+from evaltui.rundir import derive_run_state, outputs_root, read_json
+from evaltui.spec import SpecError
+from evaltui.states import RunState
+
+DEMO = {"graph": "bot", "dataset": "babyai", "split": "GoToLocal", "episodes": 50}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="run one eval in the foreground (progress bar, results)",
+                       description="Score a graph on episodes of a dataset split. TARGET is a "
+                       "graph JSON file, a JobSpec JSON file (a dict with a 'graph' key), or "
+                       f"a built-in graph name ({', '.join(builtin_graph_names())}).")
+    p.add_argument("target", nargs="?", help="graph file, JobSpec file or built-in graph name")
+    p.add_argument("--demo", action="store_true",
+                   help="the built-in bot on 50 BabyAI GoToLocal episodes")
+    p.add_argument("--dataset", help="'babyai', a .jsonl file or a dir of {split}.jsonl")
+    p.add_argument("--split", help="dataset split, e.g. GoToLocal, GoToObjMaze, GoTo")
+    p.add_argument("--episodes", type=int, help="number of episodes (default: all)")
+    p.add_argument("--start", type=int, help="first episode index (default 0)")
+    p.add_argument("--indices", help="explicit episode indices, comma separated")
+    p.add_argument("--workers", type=int, help="worker count K")
+    p.add_argument("--step-budget", type=int, help="max steps per episode")
+    p.add_argument("--step-timeout", type=float, help="per_step_budget_sec")
+    p.add_argument("--set", action="append", default=[], metavar="NODESET.PARAM=VALUE",
+                   help="override a node param (JSON value), e.g. --set policy.noise=0.1")
+    p.add_argument("--outputs", help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
+    p.add_argument("--workspace", help="dir prepended to sys.path for user nodesets "
+                   "(default: the current dir)")
+    p.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    p.set_defaults(func=run)
+
+
+def build_spec(args: argparse.Namespace) -> dict[str, Any]:
+    """The JobSpec dict from a target file or name plus command-line overrides."""
+    target = args.target
+    if args.demo:
+        target = target or DEMO["graph"]
+        args.dataset = args.dataset or DEMO["dataset"]
+        args.split = args.split or DEMO["split"]
+        args.episodes = args.episodes or DEMO["episodes"]
+    if target is None:
+        raise SpecError("target", "give a graph file, a JobSpec file, a built-in graph name "
+                        "or --demo")
+    path = Path(target)
+    if not path.is_file():
+        builtin = builtin_graph_path(target)
+        if builtin is None:
+            raise SpecError("target", f"no such file and no built-in graph {target!r} "
+                            f"(built-ins: {', '.join(builtin_graph_names())})")
+        path = builtin
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecError("target", f"{path}: not a JSON file ({exc})") from None
+    spec: dict[str, Any] = data if isinstance(data, dict) and "graph" in data else {"graph": data}
+    ev = dict(spec.get("eval") or {})
+    overrides = {"dataset": args.dataset, "split": args.split, "episode_count": args.episodes,
+                 "start_episode_index": args.start, "worker_count": args.workers,
+                 "step_budget": args.step_budget, "per_step_budget_sec": args.step_timeout}
+    ev.update({k: v for k, v in overrides.items() if v is not None})
+    if args.indices:
+        try:
+            ev["episode_indices"] = [int(x) for x in args.indices.split(",") if x.strip()]
+        except ValueError:
+            raise SpecError("eval.episode_indices", f"not a list of integers: {args.indices!r}")\
+                from None
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SpecError("eval.selectors", f"--set {item!r} must look like nodeset.param=value")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        ev.setdefault("selectors", {})[key] = value
+    dataset = ev.get("dataset")
+    if isinstance(dataset, str) and dataset != "babyai" and Path(dataset).exists():
+        ev["dataset"] = str(Path(dataset).resolve())  # the run subprocess has another cwd
+    spec["eval"] = ev
+    spec.setdefault("active_workspace_dir", str(Path(args.workspace or os.getcwd()).resolve()))
+    return spec
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    try:
+        spec = build_spec(args)
+        workspace = spec.get("active_workspace_dir")
+        if workspace and workspace not in sys.path:
+            sys.path.insert(0, workspace)  # so user nodesets import during validation
+        run_dir, checked = prepare_run(spec, outputs_root(args.outputs))
+    except SpecError as exc:
+        console.print(f"[bold red]error[/]: {exc}")
+        return 2
+    total = len(checked.episode_indices)
+    console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on "
+                  f"{checked.spec.eval.dataset}/{checked.spec.eval.split}, {total} episodes "
+                  f"-> {run_dir}")
+    proc = spawn_run(run_dir)
+    ref = spawned_ref(proc)
+    cancelled = False
+    try:
+        follow(run_dir, proc, total, console)
+    except KeyboardInterrupt:
+        cancelled = True
+        console.print("[yellow]cancelling[/] (SIGTERM to the run; Ctrl-C again waits anyway)")
+        update_scheduler_record(run_dir, cancel_requested_at=now_iso())
+        terminate_group(ref)
+    proc.wait()
+    update_scheduler_record(run_dir, exit_code=proc.returncode)
+    state = derive_run_state(run_dir)
+    summary = _read_summary(run_dir)
+    if args.json:
+        print(json.dumps({"run_id": run_dir.name, "state": state.value, "summary": summary},
+                         indent=2))
+    else:
+        print_results(Console(), run_dir, state, summary)
+    if cancelled or state is RunState.CANCELLED:
+        return 130
+    return 0 if state is RunState.DONE else 1
+
+
+def follow(run_dir: Path, proc: Any, total: int, console: Console) -> None:
+    """A progress bar over the run's summary.json until the subprocess exits."""
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                  MofNCompleteColumn(), TextColumn("{task.fields[live]}"),
+                  TimeRemainingColumn(), console=console, transient=False) as progress:
+        task = progress.add_task("episodes", total=total, live="")
+        while True:
+            exited = proc.poll() is not None
+            summary = _read_summary(run_dir)
+            if summary:
+                sr = summary.get("metrics", {}).get("success")
+                counts = summary.get("counts_by_status", {})
+                bad = sum(v for k, v in counts.items() if k != "ok")
+                live = f"SR {sr:.3f}" if sr is not None else ""
+                live += f"  [red]{bad} not ok[/]" if bad else ""
+                progress.update(task, completed=summary.get("episodes_finished", 0), live=live)
+            if exited:
+                return
+            time.sleep(0.25)
+
+
+def _read_summary(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = read_json(run_dir / "summary.json")
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def print_results(console: Console, run_dir: Path, state: RunState,
+                  summary: dict[str, Any] | None) -> None:
+    colour = {"done": "green", "cancelled": "yellow"}.get(state.value, "red")
+    console.print(f"run {run_dir.name}: [bold {colour}]{state.value}[/]")
+    if not summary:
+        console.print(f"no summary.json; see {run_dir / 'run.log'}")
+        return
+    if summary.get("error"):
+        console.print(f"[red]{summary['error']}[/]")
+    table = Table(title=f"{summary.get('graph_name')} on {summary.get('dataset')}/"
+                  f"{summary.get('split')}")
+    table.add_column("metric")
+    table.add_column("mean", justify="right")
+    table.add_column("95% CI", justify="right")
+    ci = summary.get("metrics_ci95", {})
+    for name, mean in summary.get("metrics", {}).items():
+        lo_hi = ci.get(name)
+        table.add_row(name, f"{mean:.4f}",
+                      f"[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]" if lo_hi else "-")
+    console.print(table)
+    counts = ", ".join(f"{k} {v}" for k, v in summary.get("counts_by_status", {}).items())
+    console.print(f"episodes {summary.get('episodes_finished')}/{summary.get('episodes_total')}"
+                  f" ({counts}) in {summary.get('elapsed_sec', 0):.1f} s -> {run_dir}")

@@ -1,0 +1,84 @@
+"""ExecutionLogger: one episode's ``log.jsonl`` and ``assets/`` (DESIGN §2).
+
+Each episode has its own logger writing only into its own ``ep{NNNN}/`` dir, so logs are
+never interleaved and a copied episode dir replays standalone. Records are appended one
+JSON object per line and flushed at each step's end, so a reader sees whole steps.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+from PIL import Image
+
+from evaltui.engine.logsummary import summarise
+from evaltui.engine.nodes import Frame
+
+
+class ExecutionLogger:
+    """Appends firing records to ``ep_dir/log.jsonl`` and saves frames under ``assets/``."""
+
+    def __init__(self, ep_dir: Path) -> None:
+        self.ep_dir = ep_dir
+        self.assets = ep_dir / "assets"
+        self.assets.mkdir(parents=True, exist_ok=True)
+        # Truncate: a retried episode starts its log afresh (the attempt count is kept
+        # in episode.json).
+        self._fh: BinaryIO | None = open(ep_dir / "log.jsonl", "wb")  # noqa: SIM115
+        self._frames = 0
+        self._step = 0
+        self._node = ""
+
+    def record(
+        self,
+        event: str,
+        *,
+        step: int,
+        node: str | None = None,
+        nodeset: str | None = None,
+        dur_ms: float | None = None,
+        inputs: Any = None,
+        outputs: Any = None,
+        error: str | None = None,
+    ) -> None:
+        if self._fh is None:
+            raise RuntimeError(f"logger of {self.ep_dir} is closed")
+        self._step, self._node = step, node or event
+        rec = {
+            "t": round(time.time(), 6),
+            "step": step,
+            "node": node,
+            "nodeset": nodeset,
+            "event": event,
+            "dur_ms": None if dur_ms is None else round(dur_ms, 3),
+            "inputs": summarise(inputs, self._save_frame),
+            "outputs": summarise(outputs, self._save_frame),
+            "error": error,
+        }
+        self._fh.write(orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+
+    def flush(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+            self._fh.close()
+            self._fh = None
+
+    def _save_frame(self, frame: Frame) -> str:
+        self._frames += 1
+        name = f"step{self._step:05d}_{self._node}_{self._frames:05d}.png"
+        # compress_level=1: frames are many and small; speed matters more than bytes.
+        Image.fromarray(frame.pixels).save(self.assets / name, compress_level=1)
+        return f"assets/{name}"
+
+    def __enter__(self) -> ExecutionLogger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,64 @@
+"""Turn node inputs and outputs into small JSON values for log.jsonl (DESIGN §2).
+
+Arrays become ``{"$array": {shape, dtype, min, max}}`` (tiny ones are kept whole),
+:class:`~evaltui.engine.nodes.Frame` values are handed to ``save_frame`` and become
+``{"$frame": "assets/...png"}``, long strings and lists are cut, and objects that are not
+data (a simulator handle) become ``{"$object": "module.Class"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from evaltui.engine.nodes import Frame
+
+MAX_STR = 2000
+MAX_LIST = 64
+SMALL_ARRAY = 16
+MAX_DEPTH = 6
+
+SaveFrame = Callable[[Frame], str]
+
+
+def summarise(value: Any, save_frame: SaveFrame | None = None, depth: int = 0) -> Any:
+    """A JSON-serialisable stand-in for ``value`` that is bounded in size."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return value if len(value) <= MAX_STR else value[:MAX_STR] + f"…(+{len(value) - MAX_STR})"
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Frame):
+        if save_frame is None:
+            return {"$frame": None, "shape": list(np.shape(value.pixels))}
+        return {"$frame": save_frame(value), "shape": list(np.shape(value.pixels))}
+    if isinstance(value, np.ndarray):
+        if value.size <= SMALL_ARRAY and value.dtype.kind in "biuf":
+            return value.tolist()
+        return {"$array": _array_stats(value)}
+    if depth >= MAX_DEPTH:
+        return {"$object": _type_name(value)}
+    if isinstance(value, Mapping):
+        return {str(k): summarise(v, save_frame, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items = [summarise(v, save_frame, depth + 1) for v in value[:MAX_LIST]]
+        if len(value) > MAX_LIST:
+            items.append({"$more": len(value) - MAX_LIST})
+        return items
+    return {"$object": _type_name(value)}
+
+
+def _array_stats(arr: np.ndarray) -> dict[str, Any]:
+    stats: dict[str, Any] = {"shape": list(arr.shape), "dtype": str(arr.dtype)}
+    if arr.size and arr.dtype.kind in "biuf":
+        stats["min"] = arr.min().item()
+        stats["max"] = arr.max().item()
+    return stats
+
+
+def _type_name(value: Any) -> str:
+    cls = type(value)
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -1,0 +1,52 @@
+"""The run subprocess: ``python -m evaltui.engine.main RUN_DIR``.
+
+Spawned detached (its own session) by the scheduler or ``evaltui eval``; it owns the run
+dir until ``_DONE``. SIGTERM or SIGINT asks it to stop: the episode in flight ends
+``cancelled`` at its next step boundary, the summary says ``cancelled``, and it exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from evaltui.engine.pdeathsig import arm_pdeathsig
+from evaltui.engine.runner import BatchEvalRunner
+from evaltui.rundir import read_json
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evaltui.engine.main")
+    parser.add_argument("run_dir", type=Path)
+    args = parser.parse_args(argv)
+    run_dir: Path = args.run_dir.resolve()
+    if not (run_dir / "spec.json").is_file():
+        print(f"error: {run_dir} has no spec.json", file=sys.stderr)
+        return 2
+    try:
+        spec = read_json(run_dir / "spec.json")
+    except (OSError, ValueError):
+        spec = {}  # the runner reports the broken spec in summary.json
+    if isinstance(spec, dict):
+        if spec.get("scheduling", {}).get("tie_to_backend"):
+            parent = os.environ.get("EVALTUI_PARENT_PID")
+            arm_pdeathsig(expected_parent=int(parent) if parent else None)
+        workspace = spec.get("active_workspace_dir")
+        if isinstance(workspace, str) and workspace:
+            sys.path.insert(0, workspace)
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    return BatchEvalRunner(run_dir, stop=stop).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Ending a run's process group: SIGTERM, a grace period, then SIGKILL (DESIGN §6)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from evaltui.rundir import PidRef
+
+
+def terminate_group(ref: PidRef, grace_sec: float = 10.0, poll_sec: float = 0.05) -> bool:
+    """SIGTERM the process group led by ``ref``; SIGKILL it after ``grace_sec``.
+
+    Returns True if the leader exited within the grace period. The group is signalled
+    only while the leader is the same process (create time checked), so a reused PID is
+    never hit.
+    """
+    if not ref.alive():
+        return True
+    _signal_group(ref.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_sec
+    while time.monotonic() < deadline:
+        if not ref.alive():
+            return True
+        time.sleep(poll_sec)
+    if ref.alive():
+        _signal_group(ref.pid, signal.SIGKILL)
+    return False
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,158 @@
+"""JobSpec: everything a run needs, validated before a run dir is allocated (DESIGN §4).
+
+``JobSpec.model_validate`` checks types and ranges; :func:`check_spec` then resolves the
+graph (imports every nodeset impl, checks the DAG) and the dataset selection. Either
+raises :class:`SpecError`, whose message starts with the dotted path of the field at fault.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from evaltui.engine.datasets import DatasetError, load_episodes, resolve_dataset, select_episodes
+from evaltui.engine.graph import GraphDefinition, GraphError
+from evaltui.engine.nodes import NodeSet
+
+
+class SpecError(ValueError):
+    """A JobSpec is invalid; ``field`` is the dotted path of the field at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class EvalSection(BaseModel):
+    """What to run: the graph variant and which episodes of which split."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    graph_name: str | None = None
+    """Display name of the graph; defaults to the graph's own name."""
+    selectors: dict[str, Any] = Field(default_factory=dict)
+    """Param overrides, ``{"policy.noise": 0.1}``."""
+    dataset: str = "babyai"
+    split: str = "GoToLocal"
+    episode_count: int | None = Field(default=None, ge=1)
+    """How many episodes from ``start_episode_index``; None = to the end of the split."""
+    step_budget: int = Field(default=200, ge=1)
+    """Steps per episode before it is ended (status ok, not a success)."""
+    start_episode_index: int = Field(default=0, ge=0)
+    worker_count: int = Field(default=1, ge=1, le=256)
+    per_step_budget_sec: float | None = Field(default=None, gt=0)
+    """A step slower than this ends the episode with status ``timeout``."""
+    episode_indices: list[int] | None = None
+    """Explicit episode indices; win over start/count."""
+    episode_selectors: dict[str, str] = Field(default_factory=dict)
+    """Keep episodes whose field matches a regex, ``{"scene_id": "seed=1\\d$"}``."""
+    max_episode_retries: int = Field(default=0, ge=0, le=10)
+
+    @field_validator("episode_indices")
+    @classmethod
+    def _indices_non_negative(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("must not be empty (omit it to use start/count)")
+            for i, index in enumerate(value):
+                if index < 0:
+                    raise ValueError(f"item {i} is {index}: indices must be >= 0")
+        return value
+
+    @field_validator("episode_selectors")
+    @classmethod
+    def _selectors_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, pattern in value.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{key}: invalid regex {pattern!r}: {exc}") from None
+        return value
+
+
+class SchedulingSection(BaseModel):
+    """How the scheduler treats the run (admission, priority, lifetime)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    marginal_vram_mb: int = Field(default=0, ge=0)
+    """Declared VRAM need, used when no calibration exists."""
+    exclusive_gpu: bool = False
+    priority: int = Field(default=0, ge=-100, le=100)
+    tie_to_backend: bool = False
+    """Kill the run when the backend that spawned it dies (PR_SET_PDEATHSIG)."""
+
+
+class JobSpec(BaseModel):
+    """The whole job: written to spec.json before the run subprocess is spawned."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    eval: EvalSection = Field(default_factory=EvalSection)
+    scheduling: SchedulingSection = Field(default_factory=SchedulingSection)
+    graph: dict[str, Any]
+    shared_urls: dict[str, str] = Field(default_factory=dict, alias="_shared_urls")
+    active_workspace_dir: str | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+@dataclass
+class CheckedSpec:
+    """A spec with its graph resolved and its episodes selected: ready to run."""
+
+    spec: JobSpec
+    graph: GraphDefinition
+    classes: dict[str, type[NodeSet]]
+    dataset_path: Path
+    episode_indices: list[int]
+
+
+def parse_spec(data: Any) -> JobSpec:
+    """Validate a JobSpec dict; the first error becomes a SpecError naming its field."""
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "<spec>"
+        msg = err["msg"].removeprefix("Value error, ")
+        raise SpecError(loc, msg) from None
+
+
+def check_spec(spec: JobSpec) -> CheckedSpec:
+    """Resolve the graph (with selectors) and the episode selection, or raise SpecError."""
+    try:
+        graph = GraphDefinition.from_dict(spec.graph).with_selectors(spec.eval.selectors)
+        classes = graph.check()
+    except GraphError as exc:
+        field = exc.path if exc.path.startswith("selectors") else f"graph.{exc.path}"
+        if field.startswith("selectors"):
+            field = f"eval.{field}"
+        raise SpecError(field, str(exc).split(": ", 1)[1]) from None
+    ev = spec.eval
+    try:
+        path = resolve_dataset(ev.dataset, ev.split)
+        episodes = load_episodes(path)
+        indices = select_episodes(
+            len(episodes),
+            episodes,
+            start=ev.start_episode_index,
+            count=ev.episode_count,
+            indices=ev.episode_indices,
+            selectors=ev.episode_selectors,
+        )
+    except DatasetError as exc:
+        raise SpecError(exc.field, str(exc).split(": ", 1)[1]) from None
+    return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path,
+                       episode_indices=indices)
+
+
+def validate_spec(data: Any) -> CheckedSpec:
+    """parse_spec then check_spec: the one call submit paths use."""
+    return check_spec(parse_spec(data))
