@@ -38,7 +38,8 @@ class EvalSection(BaseModel):
     selectors: dict[str, Any] = Field(default_factory=dict)
     """Param overrides, ``{"policy.noise": 0.1}``."""
     dataset: str = "babyai"
-    split: str = "GoToLocal"
+    split: str | None = None
+    """Split name; defaults to GoToLocal for babyai and to the file stem for a .jsonl file."""
     episode_count: int | None = Field(default=None, ge=1)
     """How many episodes from ``start_episode_index``; None = to the end of the split."""
     step_budget: int = Field(default=200, ge=1)
@@ -111,6 +112,7 @@ class CheckedSpec:
     graph: GraphDefinition
     classes: dict[str, type[NodeSet]]
     dataset_path: Path
+    split: str
     episode_indices: list[int]
 
 
@@ -137,7 +139,7 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
         raise SpecError(field, str(exc).split(": ", 1)[1]) from None
     ev = spec.eval
     try:
-        path = resolve_dataset(ev.dataset, ev.split)
+        path, split = resolve_dataset(ev.dataset, ev.split)
         episodes = load_episodes(path)
         indices = select_episodes(
             len(episodes),
@@ -149,7 +151,7 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
         )
     except DatasetError as exc:
         raise SpecError(exc.field, str(exc).split(": ", 1)[1]) from None
-    return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path,
+    return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path, split=split,
                        episode_indices=indices)
 
 

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     total = len(checked.episode_indices)
     console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on "
-                  f"{checked.spec.eval.dataset}/{checked.spec.eval.split}, {total} episodes "
+                  f"{checked.spec.eval.dataset}/{checked.split}, {total} episodes "
                   f"-> {run_dir}")
     proc = spawn_run(run_dir)
     ref = spawned_ref(proc)

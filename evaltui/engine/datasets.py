@@ -36,25 +36,35 @@ def builtin_splits(dataset: str) -> dict[str, Path]:
     return {}
 
 
-def resolve_dataset(dataset: str, split: str) -> Path:
-    """The JSONL file of a dataset split, or a DatasetError naming the field at fault."""
+DEFAULT_SPLITS = {"babyai": "GoToLocal"}
+
+
+def resolve_dataset(dataset: str, split: str | None) -> tuple[Path, str]:
+    """The JSONL file of a dataset split and the split's name.
+
+    ``split`` may be omitted for a built-in dataset (its default split) and for a single
+    ``.jsonl`` file (the split is the file's stem). Errors name the field at fault.
+    """
     if dataset in BUILTIN_DATASETS:
         splits = builtin_splits(dataset)
+        split = split or DEFAULT_SPLITS[dataset]
         if split not in splits:
             raise DatasetError("eval.split", f"unknown split {split!r} of dataset {dataset!r} "
                                f"(choose from {sorted(splits)})")
-        return splits[split]
+        return splits[split], split
     path = Path(dataset).expanduser()
     if path.is_dir():
+        if not split:
+            raise DatasetError("eval.split", f"required: {path} is a directory of split files")
         candidate = path / f"{split}.jsonl"
         if not candidate.is_file():
             found = sorted(p.stem for p in path.glob("*.jsonl"))
             raise DatasetError("eval.split", f"no {split}.jsonl in {path} (splits: {found})")
-        return candidate.resolve()
+        return candidate.resolve(), split
     if path.suffix == ".jsonl":
         if not path.is_file():
             raise DatasetError("eval.dataset", f"no such file: {path}")
-        return path.resolve()
+        return path.resolve(), split or path.stem
     raise DatasetError("eval.dataset", f"unknown dataset {dataset!r}: use one of "
                        f"{list(BUILTIN_DATASETS)}, a .jsonl file, or a directory of split files")
 

@@ -45,7 +45,7 @@ class BatchEvalRunner:
             return self._fail(header, f"cannot load the run: {exc}")
         ev = checked.spec.eval
         header.update(graph_name=ev.graph_name or checked.graph.name, dataset=ev.dataset,
-                      split=ev.split, worker_count=ev.worker_count)
+                      split=checked.split, worker_count=ev.worker_count)
         specs = {n: checked.classes[nd.nodeset].node_specs()[nd.op]
                  for n, nd in checked.graph.nodes.items()}
         write_json_atomic(self.run_dir / "graph.json", self._graph_snapshot(checked, specs))

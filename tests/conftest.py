@@ -1,0 +1,17 @@
+"""Suite-wide isolation: no test reads or writes the user's own state dir or outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    state = tmp_path_factory.mktemp("state")
+    outputs = tmp_path_factory.mktemp("outputs")
+    monkeypatch.setenv("EVALTUI_STATE_DIR", str(state))
+    monkeypatch.setenv("EVALTUI_OUTPUTS", str(outputs))
+    monkeypatch.delenv("EVALTUI_FAKE_GPUS", raising=False)
+    return {"state": Path(state), "outputs": Path(outputs)}

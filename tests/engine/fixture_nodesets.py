@@ -1,0 +1,71 @@
+"""Small nodesets for engine tests: a deterministic corridor env and faulty/slow policies.
+
+Imported by the run subprocess through the spec's ``active_workspace_dir`` (this dir).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from evaltui.engine.nodes import EnvNodeSet, NodeSet, Trajectory, node
+
+
+class CorridorEnv(EnvNodeSet):
+    """The agent walks a 1-D corridor from 0 towards ``episode['goal']``; `done` at the goal."""
+
+    def __init__(self, step_sleep_sec: float = 0.0) -> None:
+        self.step_sleep_sec = step_sleep_sec
+        self.pos = 0
+        self.goal = 0
+        self.positions: list[tuple[float, ...]] = []
+
+    def set_episode(self, episode: Mapping[str, Any]) -> dict[str, Any]:
+        self.pos, self.goal = 0, int(episode["goal"])
+        self.positions = [(0.0, 0.0)]
+        return {"obs": {"pos": self.pos, "goal": self.goal}}
+
+    @node(inputs=("action",), outputs=("obs", "done"))
+    def step(self, action: int) -> dict[str, Any]:
+        if self.step_sleep_sec:
+            time.sleep(self.step_sleep_sec)
+        self.pos += int(action)
+        if self.positions[-1] != (float(self.pos), 0.0):
+            self.positions.append((float(self.pos), 0.0))
+        return {"obs": {"pos": self.pos, "goal": self.goal}, "done": self.pos == self.goal}
+
+    def trajectory(self) -> Trajectory:
+        return Trajectory(positions=self.positions, success=self.pos == self.goal,
+                          nav_error=float(abs(self.goal - self.pos)))
+
+
+class StepPolicy(NodeSet):
+    """Steps towards the goal; raises in the episode whose ``goal`` is ``fail_on_goal``."""
+
+    def __init__(self, fail_on_goal: int | None = None, sleep_sec: float = 0.0) -> None:
+        self.fail_on_goal = fail_on_goal
+        self.sleep_sec = sleep_sec
+
+    @node(inputs=("obs",), outputs=("action",))
+    def act(self, obs: Mapping[str, Any]) -> dict[str, Any]:
+        if obs["goal"] == self.fail_on_goal:
+            raise RuntimeError(f"policy exploded on goal {obs['goal']}")
+        if self.sleep_sec:
+            time.sleep(self.sleep_sec)
+        return {"action": 1 if obs["goal"] > obs["pos"] else -1}
+
+
+def corridor_graph(**policy_params: Any) -> dict[str, Any]:
+    return {
+        "name": "corridor",
+        "nodesets": {
+            "env": {"impl": "fixture_nodesets:CorridorEnv", "parallelism": "replicated"},
+            "policy": {"impl": "fixture_nodesets:StepPolicy", "parallelism": "inline",
+                       "params": policy_params},
+        },
+        "nodes": {"policy": {"nodeset": "policy", "op": "act"},
+                  "env_step": {"nodeset": "env", "op": "step"}},
+        "edges": [["@obs", "policy.obs"], ["policy.action", "env_step.action"]],
+        "loop": {"env": "env", "step": "env_step"},
+    }

@@ -1,0 +1,85 @@
+"""Helpers for tests that run the real run subprocess: spawn, wait with a deadline, reap."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from evaltui.launch import prepare_run, spawn_run
+from evaltui.rundir import read_json
+
+ENGINE_TESTS = Path(__file__).resolve().parent
+GRAPHS = ENGINE_TESTS.parents[1] / "evaltui" / "graphs"
+
+
+def builtin_graph(name: str, **param_overrides: Any) -> dict[str, Any]:
+    graph = json.loads((GRAPHS / f"{name}.json").read_text())
+    for key, value in param_overrides.items():
+        nodeset, param = key.split("__")
+        graph["nodesets"][nodeset]["params"][param] = value
+    return graph
+
+
+def write_corridor_dataset(path: Path, goals: list[int]) -> Path:
+    with open(path, "w") as fh:
+        for i, goal in enumerate(goals):
+            ref = [[float(x), 0.0] for x in range(0, goal + 1)] if goal >= 0 else \
+                  [[float(-x), 0.0] for x in range(0, -goal + 1)]
+            fh.write(json.dumps({"episode_id": f"corr-{i}", "scene_id": f"len{abs(goal)}",
+                                 "instruction": f"walk to {goal}", "goal": goal,
+                                 "reference_path": ref,
+                                 "geodesic_distance": float(abs(goal))}) + "\n")
+    return path
+
+
+@contextmanager
+def running(spec: dict[str, Any], outputs: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
+    """Prepare and spawn a run; on exit make sure its whole process group is gone."""
+    run_dir, _ = prepare_run(spec, outputs)
+    proc = spawn_run(run_dir)
+    try:
+        yield run_dir, proc
+    finally:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(timeout=30)
+
+
+def run_to_end(spec: dict[str, Any], outputs: Path, timeout: float = 120) -> Path:
+    with running(spec, outputs) as (run_dir, proc):
+        proc.wait(timeout=timeout)
+        return run_dir
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def episode_rows(run_dir: Path) -> list[dict[str, Any]]:
+    return [read_json(p) for p in sorted(run_dir.glob("episodes/ep*/episode.json"))]
+
+
+def finished_count(run_dir: Path) -> int:
+    return sum(1 for _ in run_dir.glob("episodes/ep*/episode.json"))
+
+
+TIMING_FIELDS = {"elapsed_sec", "finished_at", "run_id", "worker_id"}
+
+
+def comparable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in TIMING_FIELDS}

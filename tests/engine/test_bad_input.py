@@ -1,0 +1,90 @@
+"""Bad input is rejected before a run_id is allocated, with the field named."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from runhelpers import builtin_graph
+
+from evaltui.launch import prepare_run
+from evaltui.spec import SpecError
+
+
+def spec(**eval_fields) -> dict:
+    return {"graph": builtin_graph("bot"), "eval": eval_fields}
+
+
+@pytest.mark.parametrize(("data", "field", "text"), [
+    (spec(dataset="imagenet"), "eval.dataset", "unknown dataset 'imagenet'"),
+    (spec(split="GoToMars"), "eval.split", "unknown split 'GoToMars'"),
+    (spec(episode_count=-5), "eval.episode_count", "greater than or equal to 1"),
+    (spec(start_episode_index=-1), "eval.start_episode_index", "greater than or equal to 0"),
+    (spec(worker_count=0), "eval.worker_count", "greater than or equal to 1"),
+    (spec(episode_indices=[3, 9999]), "eval.episode_indices[1]", "9999 is out of range"),
+    (spec(episode_indices=[-2]), "eval.episode_indices", "indices must be >= 0"),
+    (spec(start_episode_index=490, episode_count=20), "eval.episode_count", "exceeds"),
+    (spec(episode_selectors={"scene_id": "("}), "eval.episode_selectors", "invalid regex"),
+    (spec(episode_selectors={"scene_id": "^nothing$"}), "eval.episode_selectors",
+     "no episode matches"),
+    (spec(selectors={"brain.noise": 0.1}), "eval.selectors.brain.noise", "no nodeset or node"),
+    (spec(colour="red"), "eval.colour", "Extra inputs are not permitted"),
+    ({"eval": {}}, "graph", "Field required"),
+    ({"graph": {"name": "g", "nodesets": {}, "nodes": {}, "edges": [],
+                "loop": {"env": "e", "step": "s"}}}, "graph.loop.env", "no nodeset named 'e'"),
+    ({"graph": "not a graph"}, "graph", "valid dictionary"),
+    ({"graph": builtin_graph("bot"), "scheduling": {"priority": 1000}},
+     "scheduling.priority", "less than or equal to 100"),
+])
+def test_bad_spec_names_the_field_and_writes_nothing(data, field, text, tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs"
+    with pytest.raises(SpecError) as err:
+        prepare_run(data, outputs)
+    assert err.value.field == field
+    assert text in str(err.value)
+    assert not outputs.exists()
+
+
+def test_jsonl_dataset_with_a_garbage_line_names_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "mine.jsonl"
+    bad.write_text('{"episode_id": "a"}\n{oops\n')
+    with pytest.raises(SpecError, match=r"eval.dataset: .*mine.jsonl:2: not JSON"):
+        prepare_run(spec(dataset=str(bad)), tmp_path / "outputs")
+    assert not (tmp_path / "outputs").exists()
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evaltui.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_rejects_bad_input_with_exit_code_2(tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs"
+    out = run_cli("eval", "bot", "--episodes", "-3", "--outputs", str(outputs), cwd=tmp_path)
+    assert out.returncode == 2
+    assert "eval.episode_count" in out.stderr
+    out = run_cli("eval", "no_such_graph", "--outputs", str(outputs), cwd=tmp_path)
+    assert out.returncode == 2 and "built-in graph" in out.stderr
+    (tmp_path / "g.json").write_text("{not json")
+    out = run_cli("eval", "g.json", "--outputs", str(outputs), cwd=tmp_path)
+    assert out.returncode == 2 and "not a JSON file" in out.stderr
+    assert not outputs.exists()
+
+
+def test_cli_eval_runs_a_jobspec_file_and_prints_results(tmp_path: Path) -> None:
+    job = {"graph": builtin_graph("bot"), "eval": {"split": "GoToLocal", "episode_count": 3}}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    out = run_cli("eval", "job.json", "--json", "--outputs", str(tmp_path / "o"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["state"] == "done"
+    assert result["summary"]["episodes_finished"] == 3
+    assert result["summary"]["metrics"]["success"] == 1.0
+
+
+def test_cli_help_lists_the_commands(tmp_path: Path) -> None:
+    out = run_cli("--help", cwd=tmp_path)
+    assert out.returncode == 0 and "eval" in out.stdout

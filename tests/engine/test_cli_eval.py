@@ -1,0 +1,47 @@
+"""``evaltui eval`` as a user runs it: Ctrl-C cancels the detached run cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+from runhelpers import finished_count, wait_until
+
+from evaltui.rundir import derive_run_state, read_json
+from evaltui.states import RunState
+
+
+def test_ctrl_c_cancels_the_run_and_leaves_no_process(tmp_path: Path) -> None:
+    outputs = tmp_path / "o"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "evaltui.cli", "eval", "bot", "--episodes", "300",
+         "--set", "env.sim_latency_ms=20", "--outputs", str(outputs)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    run_pid = None
+    try:
+        wait_until(lambda: any(outputs.glob("eval_runs/*/scheduler.json")), what="run dir")
+        run_dir = next(outputs.glob("eval_runs/*"))
+        wait_until(lambda: finished_count(run_dir) >= 2, what="2 episodes")
+        run_pid = read_json(run_dir / "scheduler.json")["pid"]
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait()
+        if run_pid and psutil.pid_exists(run_pid):
+            try:
+                os.killpg(run_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert cli.returncode == 130, err
+    assert "cancelling" in err
+    assert derive_run_state(run_dir) is RunState.CANCELLED
+    assert read_json(run_dir / "summary.json")["status"] == "cancelled"
+    assert not psutil.pid_exists(run_pid) or \
+        psutil.Process(run_pid).status() == psutil.STATUS_ZOMBIE
