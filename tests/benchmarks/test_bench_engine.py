@@ -25,9 +25,10 @@ EPISODES = 200
 
 def plain_loop(n: int) -> float:
     """The same env and bot with no engine: no logging, no frames, no metrics."""
+    from minigrid.utils.baby_ai_bot import BabyAIBot
+
     from evaltui.benchmarks.babyai import manifest_path
     from evaltui.benchmarks.babyai.minigrid_import import make_env
-    from minigrid.utils.baby_ai_bot import BabyAIBot
 
     episodes = [json.loads(line) for line in manifest_path("GoToLocal").read_text().splitlines()]
     env = make_env("BabyAI-GoToLocal-v0")
@@ -59,7 +60,8 @@ def test_harness_overhead(tmp_path: Path) -> None:
     episode_sum = sum(r["elapsed_sec"] for r in summary["episodes"])
     print(f"\nharness overhead, {EPISODES} GoToLocal bot episodes, frames off")
     print(f"  plain loop (no engine)          {plain:7.3f} s")
-    print(f"  run subprocess, episodes only   {episode_sum:7.3f} s  ratio {episode_sum / plain:.3f}")
+    ratio = episode_sum / plain
+    print(f"  run subprocess, episodes only   {episode_sum:7.3f} s  ratio {ratio:.3f}")
     print(f"  run subprocess, in-run elapsed  {in_run:7.3f} s  ratio {in_run / plain:.3f}")
     print(f"  run subprocess, wall incl start {wall:7.3f} s  ratio {wall / plain:.3f}")
 
