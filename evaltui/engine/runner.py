@@ -1,38 +1,59 @@
 """BatchEvalRunner: scores a graph on the selected episodes and fills the run dir.
 
-It reads ``spec.json``, writes ``graph.json``, runs each episode through the LoopRunner
-with its own ExecutionLogger, writes each ``episode.json`` as soon as its episode ends,
-keeps ``summary.json`` fresh through a SummaryWriter, and touches ``_DONE`` last.
-Episodes run one after another here (worker_count nodeset replicas come with the pool).
+It reads ``spec.json``, writes ``graph.json``, starts a host subprocess for each shared
+nodeset that ``shared_urls.json`` has no URL for, and deals the episodes to an
+EnvWorkerPool of ``worker_count`` worker subprocesses (one is still a subprocess, so
+K = 1 and K > 1 run the same code). Each worker runs whole episodes and writes their
+``log.jsonl``/``assets``; this process is the single writer of every ``episode.json``
+(as soon as its episode ends) and of ``summary.json`` (through a SummaryWriter), and it
+touches ``_DONE`` last.
+
+Hosts started here authenticate clients with a random per-run secret that reaches the
+hosts and workers only through their inherited control pipes; their unix sockets live
+in a private 0700 temp dir (``evaltui-{run_id}-*``, removed at the end) and their URLs
+are added to ``shared_urls.json``. URLs the backend put there use the per-host secret of
+the state dir (:func:`evaltui.engine.channel.host_secret`).
 """
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import traceback
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from evaltui.engine.channel import ChannelError, host_secret, new_secret, parse_url
 from evaltui.engine.datasets import load_episodes
-from evaltui.engine.logger import ExecutionLogger
-from evaltui.engine.loop import EpisodeOutcome, LoopRunner
-from evaltui.engine.nodes import NodeSet
+from evaltui.engine.hostprocess import HostConfig, HostProcess, HostStartError
+from evaltui.engine.loop import EpisodeOutcome
+from evaltui.engine.pool import EnvWorkerPool, EpisodeResult, PoolError
 from evaltui.engine.summary import SummaryWriter, now_iso
+from evaltui.engine.worker import SharedEndpoint, WorkerConfig
 from evaltui.rundir import episode_dir, read_json, touch_done, write_json_atomic
 from evaltui.spec import CheckedSpec, SpecError, check_spec, parse_spec
 from evaltui.states import EpisodeStatus, SummaryStatus
 
 EXIT_OK, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 3
+HOST_MAX_BATCH_SIZE = 64
+HOST_MAX_WAIT_MS = 2.0
 
 
 class BatchEvalRunner:
-    """Runs one eval from its run dir; ``stop`` (set by SIGTERM) ends it consistently."""
+    """Runs one eval from its run dir; ``stop`` (set by SIGTERM) ends it consistently.
 
-    def __init__(self, run_dir: Path, stop: threading.Event | None = None) -> None:
+    Call ``run`` from a thread that outlives the run: the worker and host subprocesses'
+    PR_SET_PDEATHSIG is tied to the thread that spawned them.
+    """
+
+    def __init__(self, run_dir: Path, stop: threading.Event | None = None, *,
+                 cancel_grace_sec: float = 5.0) -> None:
         self.run_dir = run_dir
         self.run_id = run_dir.name
         self.stop = stop or threading.Event()
+        self.cancel_grace_sec = cancel_grace_sec
 
     def run(self) -> int:
         """Run every selected episode; returns the process exit code."""
@@ -54,36 +75,40 @@ class BatchEvalRunner:
         kept, attempts = self._earlier_rows(checked.episode_indices)
         summary.preload(kept)
         summary.start()
-        try:
-            registry = self._build(checked)
-        except Exception as exc:
-            summary.finish(SummaryStatus.FAILED, "cannot build the graph's nodesets: "
-                           + "".join(traceback.format_exception_only(exc)).strip())
-            touch_done(self.run_dir)
-            return EXIT_FAILED
-        loop = LoopRunner(checked.graph, specs, step_budget=ev.step_budget,
-                          per_step_budget_sec=ev.per_step_budget_sec, stop=self.stop)
         row_base = {**header, "nodes": self._node_list(checked, specs)}
         done_indices = {int(r["episode_index"]) for r in kept}
-        try:
-            for index in checked.episode_indices:
-                if index in done_indices:
-                    continue
-                if self.stop.is_set():
-                    break
-                episode = episodes[index]
-                ep_dir = episode_dir(self.run_dir, index)
-                with ExecutionLogger(ep_dir) as logger:
-                    outcome = loop.run_episode(episode, registry, logger)
-                row = self._row(row_base, index, episode, outcome, attempts.get(index, 0) + 1)
-                write_json_atomic(ep_dir / "episode.json", row)
-                summary.add(row)
-                if outcome.status is EpisodeStatus.ERROR:
-                    # A node that raised may have left its nodeset in any state: start the
-                    # next episode on fresh replicas.
-                    registry = self._rebuild(checked, registry)
-        finally:
-            _close_all(registry)
+        todo = [i for i in checked.episode_indices if i not in done_indices]
+
+        def record(result: EpisodeResult) -> None:
+            row = self._row(row_base, episodes[result.index], result)
+            ep_dir = episode_dir(self.run_dir, result.index)
+            ep_dir.mkdir(parents=True, exist_ok=True)  # a worker may have died before it
+            write_json_atomic(ep_dir / "episode.json", row)
+            summary.add(row)
+
+        hosts: list[HostProcess] = []
+        with tempfile.TemporaryDirectory(prefix=f"evaltui-{self.run_id}-",
+                                         dir=_socket_parent()) as sockets:
+            try:
+                if todo and not self.stop.is_set():
+                    secret = new_secret()
+                    shared = self._shared_endpoints(checked, secret, Path(sockets), hosts)
+                    make_config = partial(WorkerConfig, self.run_dir, checked=checked,
+                                          shared=shared, call_timeout=ev.per_step_budget_sec)
+                    with EnvWorkerPool(lambda slot: make_config(slot=slot),
+                                       min(ev.worker_count, len(todo)),
+                                       max_episode_retries=ev.max_episode_retries,
+                                       stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
+                                       hosts=hosts) as pool:
+                        pool.run(todo, record, attempts_before=attempts)
+            except (HostStartError, PoolError, ChannelError) as exc:
+                summary.finish(SummaryStatus.FAILED, "cannot build the graph's nodesets: "
+                               + "".join(traceback.format_exception_only(exc)).strip())
+                touch_done(self.run_dir)
+                return EXIT_FAILED
+            finally:
+                for host in hosts:
+                    host.stop()
         cancelled = self.stop.is_set()
         summary.finish(SummaryStatus.CANCELLED if cancelled else SummaryStatus.DONE)
         touch_done(self.run_dir)
@@ -96,23 +121,54 @@ class BatchEvalRunner:
         touch_done(self.run_dir)
         return EXIT_FAILED
 
-    def _build(self, checked: CheckedSpec) -> dict[str, NodeSet]:
-        registry: dict[str, NodeSet] = {}
-        try:
-            for name, ns in checked.graph.nodesets.items():
-                registry[name] = checked.classes[name](**ns.params)
-        except Exception:
-            _close_all(registry)
-            raise
-        return registry
-
-    def _rebuild(self, checked: CheckedSpec, registry: dict[str, NodeSet]) -> dict[str, NodeSet]:
-        fresh = dict(registry)
-        for name, ns in checked.graph.nodesets.items():
+    def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: Path,
+                          hosts: list[HostProcess]) -> dict[str, SharedEndpoint]:
+        """Where each shared nodeset lives: a URL the backend gave, or a host started here."""
+        urls = self._given_urls(checked)
+        endpoints: dict[str, SharedEndpoint] = {}
+        given_secret: bytes | None = None
+        for i, (name, ns) in enumerate(checked.graph.nodesets.items()):
             if ns.parallelism != "shared":
-                _close_quietly(registry[name])
-                fresh[name] = checked.classes[name](**ns.params)
-        return fresh
+                continue
+            if name in urls:
+                given_secret = given_secret or host_secret()
+                endpoints[name] = SharedEndpoint(urls[name], given_secret)
+                continue
+            host = HostProcess(HostConfig(
+                name=name, impl=ns.impl, params=dict(ns.params), secret=secret,
+                url=f"evaltui+unix://{sockets}/{i}-{name[:32]}.sock",
+                max_batch_size=HOST_MAX_BATCH_SIZE, max_wait_ms=HOST_MAX_WAIT_MS))
+            hosts.append(host)
+            urls[name] = host.start()
+            endpoints[name] = SharedEndpoint(host.url, secret)
+        if hosts:
+            write_json_atomic(self.run_dir / "shared_urls.json", urls)
+        return endpoints
+
+    def _given_urls(self, checked: CheckedSpec) -> dict[str, str]:
+        """shared_urls.json (else the spec's ``_shared_urls``), minus this run's own hosts.
+
+        An earlier attempt at this run dir (resume) recorded the URLs of the hosts it
+        started; those died with it and are recognised by their socket dir's name.
+        """
+        path = self.run_dir / "shared_urls.json"
+        try:
+            data = read_json(path) if path.exists() else dict(checked.spec.shared_urls)
+        except (OSError, ValueError):
+            data = dict(checked.spec.shared_urls)
+        own_prefix = f"evaltui-{self.run_id}-"
+        given: dict[str, str] = {}
+        for name, url in (data if isinstance(data, dict) else {}).items():
+            try:
+                addr = parse_url(url)
+            except (ValueError, TypeError):
+                given[name] = url  # let connecting report it, naming the URL
+                continue
+            if addr.family == "AF_UNIX" and Path(str(addr.address)).parent.name.startswith(
+                    own_prefix):
+                continue
+            given[name] = url
+        return given
 
     def _earlier_rows(self, indices: list[int]) -> tuple[list[dict[str, Any]], dict[int, int]]:
         """Rows of episodes already ``ok`` in this run dir (kept) and attempts so far."""
@@ -149,10 +205,11 @@ class BatchEvalRunner:
         return graph
 
     @staticmethod
-    def _row(base: Mapping[str, Any], index: int, episode: Mapping[str, Any],
-             outcome: EpisodeOutcome, attempts: int) -> dict[str, Any]:
+    def _row(base: Mapping[str, Any], episode: Mapping[str, Any],
+             result: EpisodeResult) -> dict[str, Any]:
+        outcome: EpisodeOutcome = result.outcome
         return {
-            "episode_index": index,
+            "episode_index": result.index,
             "episode_id": episode.get("episode_id"),
             "scene_id": episode.get("scene_id"),
             "instruction": episode.get("instruction"),
@@ -161,20 +218,14 @@ class BatchEvalRunner:
             "elapsed_sec": round(outcome.elapsed_sec, 4),
             "status": outcome.status.value,
             "error": outcome.error,
-            "worker_id": 0,
-            "attempts": attempts,
+            "worker_id": result.worker_id,
+            "attempts": result.attempts,
             "finished_at": now_iso(),
             **base,
         }
 
 
-def _close_quietly(ns: NodeSet) -> None:
-    try:
-        ns.close()
-    except Exception:  # closing a broken nodeset must not hide the episode's own error
-        traceback.print_exc()
-
-
-def _close_all(registry: Mapping[str, NodeSet]) -> None:
-    for ns in registry.values():
-        _close_quietly(ns)
+def _socket_parent() -> str:
+    """The temp dir for the hosts' sockets, if its paths fit a unix socket (107 bytes)."""
+    tmp = tempfile.gettempdir()
+    return tmp if len(tmp) <= 48 else "/tmp"

@@ -1,0 +1,301 @@
+"""EnvWorkerPool: K worker subprocesses fed from one episode queue (DESIGN §1, §5).
+
+Dealing is dynamic: an idle worker gets the next index from a single queue, so a long
+episode never holds other workers idle and no episode is dealt twice unless retried.
+The pool owns its workers (``start``/``close``) and runs from one thread -- the thread
+that started them, since their PR_SET_PDEATHSIG is tied to it.
+
+Faults stay with their episode:
+- a worker that dies mid-episode (SIGKILL, segfault, OOM) makes that episode ``error``
+  ("worker died (signal 9) ..."); the slot gets a fresh worker;
+- after an episode ends ``error`` (a node raised) its worker is replaced before it runs
+  another episode, since the raise may have left its simulator in any state;
+- an ``error`` episode goes back to the front of the queue up to
+  ``max_episode_retries`` times, reaching a fresh worker; every attempt is reported;
+- a supervised nodeset host that dies is restarted at the same URL.
+
+Cancel (``stop`` set, e.g. by SIGTERM): dealing stops, busy workers get SIGTERM and end
+their episode ``cancelled`` at the next step boundary; those still busy after
+``cancel_grace_sec`` are SIGKILLed and their episodes reported ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from multiprocessing.connection import wait
+from typing import Any
+
+from evaltui.engine.child import Child, spawn_child
+from evaltui.engine.hostprocess import HostProcess
+from evaltui.engine.loop import EpisodeOutcome
+from evaltui.engine.worker import WorkerConfig
+from evaltui.states import EpisodeStatus
+
+WAIT_SLICE_SEC = 0.1
+
+
+class PoolError(RuntimeError):
+    """The pool cannot go on: workers fail to start, or a host cannot be restarted."""
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """One finished attempt at an episode, as the run records it (attempts: 1 = first)."""
+
+    index: int
+    outcome: EpisodeOutcome
+    worker_id: int
+    attempts: int
+
+
+@dataclass
+class _Slot:
+    worker_id: int
+    child: Child | None = None
+    ready: bool = False
+    index: int | None = None
+    dealt_at: float = 0.0
+
+
+class EnvWorkerPool:
+    """K worker slots, each one subprocess at a time; see the module docstring."""
+
+    def __init__(self, make_config: Callable[[int], WorkerConfig], worker_count: int, *,
+                 max_episode_retries: int = 0, stop: threading.Event | None = None,
+                 cancel_grace_sec: float = 5.0, hosts: Sequence[HostProcess] = ()) -> None:
+        if worker_count < 1:
+            raise ValueError(f"worker_count must be >= 1, got {worker_count}")
+        self.make_config = make_config
+        self.slots = [_Slot(i) for i in range(worker_count)]
+        self.max_episode_retries = max_episode_retries
+        self.stop = stop or threading.Event()
+        self.cancel_grace_sec = cancel_grace_sec
+        self.hosts = list(hosts)
+        self._retiring: list[Child] = []
+        self._ever_ready = False
+        self._start_failures = 0
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def start(self) -> EnvWorkerPool:
+        for slot in self.slots:
+            self._spawn(slot)
+        return self
+
+    def close(self, grace_sec: float = 2.0) -> None:
+        """Stop every worker (``stop`` message, SIGTERM, then SIGKILL) and reap them."""
+        children = [s.child for s in self.slots if s.child is not None] + self._retiring
+        for child in children:
+            try:
+                child.conn.send(("stop",))
+            except OSError:
+                pass  # already gone
+        deadline = time.monotonic() + grace_sec
+        for child in children:
+            child.exit_code(max(deadline - time.monotonic(), 0.01))
+            child.end(grace_sec=0.5)
+        for slot in self.slots:
+            slot.child = None
+        self._retiring.clear()
+
+    def __enter__(self) -> EnvWorkerPool:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- dealing ---------------------------------------------------------------------------
+    def run(self, indices: Iterable[int], on_result: Callable[[EpisodeResult], None],
+            attempts_before: Mapping[int, int] | None = None) -> None:
+        """Run every index once (plus retries); ``on_result`` gets each attempt's result."""
+        queue = deque(indices)
+        attempts: Counter[int] = Counter(attempts_before or {})
+        retries: Counter[int] = Counter()
+        cancel_deadline: float | None = None
+        while True:
+            if self.stop.is_set() and cancel_deadline is None:
+                cancel_deadline = time.monotonic() + self.cancel_grace_sec
+                self._begin_cancel()
+            if cancel_deadline is None:
+                self._deal_idle(queue, attempts)
+            busy = [s for s in self.slots if s.index is not None]
+            if not busy and (not queue or cancel_deadline is not None):
+                return
+            if cancel_deadline is not None and time.monotonic() > cancel_deadline:
+                for slot in busy:
+                    self._kill_busy(slot, attempts, on_result)
+                return
+            self._reap_retired()
+            watched: dict[Any, Any] = {s.child.conn: s for s in self.slots if s.child}
+            if cancel_deadline is None:
+                watched.update({h.child.conn: h for h in self.hosts if h.child})
+            finished: list[EpisodeResult] = []
+            for conn in wait(list(watched), timeout=WAIT_SLICE_SEC):
+                owner = watched[conn]
+                if isinstance(owner, HostProcess):
+                    self._check_host(owner)
+                    continue
+                result = self._on_message(owner)
+                if result is None:
+                    continue
+                result = replace(result, attempts=attempts[result.index])
+                retry = (result.outcome.status is EpisodeStatus.ERROR
+                         and retries[result.index] < self.max_episode_retries
+                         and not self.stop.is_set())
+                if retry:
+                    retries[result.index] += 1
+                    queue.appendleft(result.index)
+                finished.append(result)
+            if finished and cancel_deadline is None:
+                # Hand out the next episodes before recording these (episode.json is
+                # fsynced), so that no worker waits on the run's disk writes.
+                self._deal_idle(queue, attempts)
+            for result in finished:
+                on_result(result)
+
+    def _deal_idle(self, queue: deque[int], attempts: Counter[int]) -> None:
+        for slot in self.slots:
+            if queue and slot.ready and slot.index is None and slot.child is not None:
+                index = queue.popleft()
+                attempts[index] += 1
+                self._deal(slot, index)
+
+    def _deal(self, slot: _Slot, index: int) -> None:
+        slot.index, slot.dealt_at = index, time.monotonic()
+        assert slot.child is not None
+        try:
+            slot.child.conn.send(("episode", index))
+        except OSError:
+            pass  # it just died; its closed pipe reports the death on the next wait
+
+    def _on_message(self, slot: _Slot) -> EpisodeResult | None:
+        """Handle one message (or the death) of a slot's worker; an episode result or None."""
+        child = slot.child
+        assert child is not None
+        try:
+            message = child.conn.recv()
+        except (EOFError, OSError):
+            return self._on_death(slot)
+        kind = message[0]
+        if kind == "ready":
+            slot.ready, self._ever_ready, self._start_failures = True, True, 0
+        elif kind == "failed":
+            self._on_start_failure(slot, message[1])
+        elif kind == "outcome":
+            _, index, outcome = message
+            slot.index = None
+            if outcome.status is EpisodeStatus.ERROR and not self.stop.is_set():
+                # A node raised: its nodesets may be in any state. Fresh worker.
+                self._retire(slot)
+                self._spawn(slot)
+            return EpisodeResult(index, outcome, slot.worker_id, 0)
+        return None
+
+    def _on_death(self, slot: _Slot) -> EpisodeResult | None:
+        child = slot.child
+        assert child is not None
+        how = child.describe_exit()
+        child.end(grace_sec=0.5)
+        slot.child = None
+        index, slot.index = slot.index, None
+        if not slot.ready:
+            self._on_start_failure(slot, f"worker {slot.worker_id} died while starting ({how})")
+            return None
+        slot.ready = False
+        if not self.stop.is_set():
+            self._spawn(slot)
+        if index is None:
+            return None
+        cancelled = self.stop.is_set()
+        error = (f"worker died ({how}) while running this episode "
+                 f"(worker {slot.worker_id}, pid {child.pid})")
+        if cancelled:
+            error = f"run cancelled; {error}"
+        outcome = EpisodeOutcome(
+            status=EpisodeStatus.CANCELLED if cancelled else EpisodeStatus.ERROR,
+            step_count=0, elapsed_sec=time.monotonic() - slot.dealt_at, error=error)
+        return EpisodeResult(index, outcome, slot.worker_id, 0)
+
+    def _on_start_failure(self, slot: _Slot, error: str) -> None:
+        if slot.child is not None:
+            slot.child.end(grace_sec=0.5)
+            slot.child = None
+        slot.ready = False
+        if self.stop.is_set():
+            return  # a worker killed by the cancel while it was starting
+        self._start_failures += 1
+        # Before any worker came up, K failures mean the graph cannot be built at all;
+        # afterwards, a run of failures means something broke for good (a host is gone).
+        limit = len(self.slots) if not self._ever_ready else 3 * len(self.slots)
+        if self._start_failures >= limit:
+            raise PoolError(f"workers cannot start: {error}")
+        self._spawn(slot)
+
+    def _spawn(self, slot: _Slot) -> None:
+        slot.ready, slot.index = False, None
+        slot.child = spawn_child("evaltui.engine.worker", self.make_config(slot.worker_id),
+                                 name=f"worker{slot.worker_id}",
+                                 args=["--slot", str(slot.worker_id)])
+
+    def _retire(self, slot: _Slot) -> None:
+        if slot.child is not None:
+            try:
+                slot.child.conn.send(("stop",))
+            except OSError:
+                pass  # already gone
+            self._retiring.append(slot.child)
+            slot.child = None
+        slot.ready = False
+
+    def _reap_retired(self) -> None:
+        still = []
+        for child in self._retiring:
+            if child.exit_code() is None:
+                still.append(child)
+            else:
+                child.end()
+        self._retiring = still
+
+    def _check_host(self, host: HostProcess) -> None:
+        if not host.died():
+            return
+        assert host.child is not None
+        how = host.child.describe_exit()
+        print(f"evaltui: host of shared nodeset {host.name!r} died ({how}); restarting it",
+              file=sys.stderr, flush=True)
+        try:
+            host.restart()
+        except Exception as exc:
+            raise PoolError(f"the host of shared nodeset {host.name!r} died ({how}) and "
+                            f"could not be restarted: {exc}") from exc
+
+    # ---- cancel ----------------------------------------------------------------------------
+    def _begin_cancel(self) -> None:
+        for slot in self.slots:
+            if slot.child is None:
+                continue
+            if slot.index is None:
+                try:
+                    slot.child.conn.send(("stop",))
+                except OSError:
+                    pass  # already gone
+            # The group SIGTERM may not have reached it (the run alone was signalled).
+            slot.child.send_signal(signal.SIGTERM)
+
+    def _kill_busy(self, slot: _Slot, attempts: Mapping[int, int],
+                   on_result: Callable[[EpisodeResult], None]) -> None:
+        assert slot.child is not None and slot.index is not None
+        slot.child.send_signal(signal.SIGKILL)
+        slot.child.end(grace_sec=0.5)
+        outcome = EpisodeOutcome(
+            status=EpisodeStatus.CANCELLED, step_count=0,
+            elapsed_sec=time.monotonic() - slot.dealt_at,
+            error=f"run cancelled; worker {slot.worker_id} was killed after the "
+                  f"{self.cancel_grace_sec} s grace period")
+        on_result(EpisodeResult(slot.index, outcome, slot.worker_id, attempts[slot.index]))
+        slot.child, slot.index = None, None

@@ -1,0 +1,76 @@
+"""Specs and process lookups shared by the worker-pool tests (real run subprocesses)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psutil
+from faulty_nodesets import write_dataset
+from runhelpers import ENGINE_TESTS
+
+
+def walk_graph(env: dict[str, Any] | None = None, *, shared_policy: bool = False,
+               policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    """WalkEnv with StepPolicy inline, or BatchedStepPolicy shared (hosted by the run)."""
+    return {
+        "name": "walk",
+        "nodesets": {
+            "env": {"impl": "faulty_nodesets:WalkEnv", "parallelism": "replicated",
+                    "params": env or {}},
+            "policy": {"impl": "faulty_nodesets:BatchedStepPolicy" if shared_policy
+                       else "faulty_nodesets:StepPolicy",
+                       "parallelism": "shared" if shared_policy else "inline",
+                       "params": policy or {}},
+        },
+        "nodes": {"policy": {"nodeset": "policy", "op": "act"},
+                  "env_step": {"nodeset": "env", "op": "step"}},
+        "edges": [["@obs", "policy.obs"], ["policy.action", "env_step.action"]],
+        "loop": {"env": "env", "step": "env_step"},
+    }
+
+
+def walk_spec(tmp_path: Path, lengths: list[int], graph: dict[str, Any],
+              **eval_fields: Any) -> dict[str, Any]:
+    dataset = write_dataset(tmp_path / "walk.jsonl", lengths)
+    return {"graph": graph, "active_workspace_dir": str(ENGINE_TESTS),
+            "eval": {"dataset": str(dataset), **eval_fields}}
+
+
+def starts(trace_dir: Path) -> Counter[str]:
+    """How many times each episode id was started (set_episode), over all processes."""
+    return Counter(p.name.split(".")[1] for p in trace_dir.glob("start.*"))
+
+
+def start_pids(trace_dir: Path, episode_id: str) -> list[int]:
+    found = sorted(trace_dir.glob(f"start.{episode_id}.*"), key=lambda p: int(p.name.split(".")[3]))
+    return [int(p.name.split(".")[2]) for p in found]
+
+
+def engine_children(pid: int) -> list[psutil.Process]:
+    """The run's worker and host subprocesses."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for kid in kids:
+        try:
+            cmd = " ".join(kid.cmdline())
+        except psutil.Error:
+            continue
+        if "evaltui.engine.worker" in cmd or "evaltui.engine.hostprocess" in cmd:
+            out.append(kid)
+    return out
+
+
+def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    living = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                living.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return living
