@@ -8,9 +8,12 @@ the run outlives whoever started it; its stdout and stderr go to ``run.log``.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +25,17 @@ from evaltui.spec import CheckedSpec, validate_spec
 from evaltui.states import RunState
 
 
-def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUEUED
-                ) -> tuple[Path, CheckedSpec]:
+def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUEUED,
+                record_extra: Mapping[str, Any] | None = None) -> tuple[Path, CheckedSpec]:
     """Validate (raising SpecError), then allocate the run dir and write its records."""
     checked = validate_spec(spec_data)
+    return write_run(checked, outputs, state=state, record_extra=record_extra), checked
+
+
+def write_run(checked: CheckedSpec, outputs: Path, *, state: RunState = RunState.QUEUED,
+              record_extra: Mapping[str, Any] | None = None) -> Path:
+    """Allocate the run dir of a validated spec; write spec.json, shared_urls.json and
+    scheduler.json (plus ``record_extra`` fields, e.g. the scheduler's estimate)."""
     run_dir = allocate_run_dir(outputs)
     spec_json = checked.spec.to_json_dict()
     write_json_atomic(run_dir / "spec.json", spec_json)
@@ -40,12 +50,19 @@ def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUE
         "reservation": None,
         "cancel_requested_at": None,
         "exit_code": None,
+        **(record_extra or {}),
     })
-    return run_dir, checked
+    return run_dir
 
 
-def spawn_run(run_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start the run subprocess in a new session and record its PID in scheduler.json."""
+def spawn_run(run_dir: Path, env: Mapping[str, str] | None = None, *, record: bool = True
+              ) -> subprocess.Popen[bytes]:
+    """Start the run subprocess in a new session.
+
+    ``env`` replaces the environment (default: this process's); the scheduler passes one
+    with ``CUDA_VISIBLE_DEVICES`` set. With ``record`` the PID is merged into
+    scheduler.json here; the scheduler passes False and writes its own record.
+    """
     child_env = dict(os.environ if env is None else env)
     child_env["EVALTUI_PARENT_PID"] = str(os.getpid())
     child_env.setdefault("PYTHONUNBUFFERED", "1")
@@ -55,9 +72,10 @@ def spawn_run(run_dir: Path, env: dict[str, str] | None = None) -> subprocess.Po
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, env=child_env, cwd=run_dir,
         )
-    ref = spawned_ref(proc)
-    update_scheduler_record(run_dir, state=RunState.STARTING.value, admitted_at=now_iso(),
-                            pid=proc.pid, pid_create_time=ref.create_time)
+    if record:
+        ref = spawned_ref(proc)
+        update_scheduler_record(run_dir, state=RunState.STARTING.value, admitted_at=now_iso(),
+                                pid=proc.pid, pid_create_time=ref.create_time)
     return proc
 
 
@@ -70,9 +88,33 @@ def spawned_ref(proc: subprocess.Popen[bytes]) -> PidRef:
         return PidRef(proc.pid, 0.0)
 
 
+@contextmanager
+def scheduler_record_lock(run_dir: Path) -> Iterator[None]:
+    """Exclusive access to a run's scheduler.json for a read-modify-write.
+
+    The lock is ``flock`` on the run dir itself (no extra file in the layout): the file is
+    replaced on every write, so it cannot carry the lock. Every writer of scheduler.json
+    (schedulers, ``evaltui eval``, a cancel from another backend) takes it, so that no
+    update is lost between two of them.
+    """
+    fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
+
+
 def update_scheduler_record(run_dir: Path, **fields: Any) -> dict[str, Any]:
+    """Merge ``fields`` into scheduler.json under its lock; returns the merged record."""
     path = run_dir / "scheduler.json"
-    record = read_json(path) if path.exists() else {}
-    record.update(fields)
-    write_json_atomic(path, record)
+    with scheduler_record_lock(run_dir):
+        try:
+            record = read_json(path)
+        except FileNotFoundError:
+            record = {}
+        if not isinstance(record, dict):
+            record = {}
+        record.update(fields)
+        write_json_atomic(path, record)
     return record

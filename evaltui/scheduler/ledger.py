@@ -1,0 +1,187 @@
+"""The machine-wide reservation ledger: what every scheduler on this machine has admitted.
+
+``state_dir()/ledger.json`` holds one reservation per admitted run (or hosted nodeset),
+keyed by its holder process (PID and create time) and run id. Every read-decide-write goes through
+:meth:`Ledger.transaction`, which holds ``fcntl.flock`` on ``ledger.lock``: two schedulers
+(the TUI, ``evaltui serve``, a wrapper) never decide on the same free memory. A
+reservation whose holder is dead is stale and is purged by the next transaction, so a
+crashed scheduler or run never leaks a reservation.
+
+With ``EVALTUI_LEDGER_AUDIT=/path/audit.jsonl`` (or ``audit_path``) every admit, release
+and purge is appended, under the lock, as one JSON line with the totals after it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evaltui.rundir import state_dir
+from evaltui.scheduler import procs
+
+LEDGER_FILENAME = "ledger.json"
+LOCK_FILENAME = "ledger.lock"
+AUDIT_ENV = "EVALTUI_LEDGER_AUDIT"
+_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Memory held back for one admitted run or hosted nodeset until its holder exits."""
+
+    run_id: str
+    """The run id, or ``nodeset:{name}`` for a shared nodeset host."""
+    holder_pid: int
+    holder_create_time: float
+    """The holding process (a run's session leader); the reservation dies with it."""
+    scheduler_pid: int
+    outputs: str
+    """Outputs root of the scheduler that admitted it (which run dir it belongs to)."""
+    gpu: int | None
+    vram_mb: int
+    ram_mb: int
+    exclusive: bool = False
+    admitted_at: float = 0.0
+    pending: bool = False
+    """Held by the admitting scheduler while the run's shared nodesets load (no run yet)."""
+
+    @property
+    def key(self) -> str:
+        """``{pid}:{create_time}:{run_id}`` of the holder."""
+        return holder_key(self.holder_pid, self.holder_create_time, self.run_id)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Reservation:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def holder_key(pid: int, create_time: float, run_id: str) -> str:
+    """The ledger key of a reservation: its holder process and what it holds."""
+    return f"{pid}:{create_time:.3f}:{run_id}"
+
+
+class LedgerTxn:
+    """The ledger's entries while its lock is held; changes are written on commit."""
+
+    def __init__(self, entries: dict[str, Reservation]) -> None:
+        self._entries = entries
+        self.changes: list[tuple[str, Reservation]] = []
+
+    @property
+    def entries(self) -> list[Reservation]:
+        return list(self._entries.values())
+
+    def get(self, key: str) -> Reservation | None:
+        return self._entries.get(key)
+
+    def add(self, reservation: Reservation) -> None:
+        """Record an admission (replacing any entry of the same holder)."""
+        self._entries[reservation.key] = reservation
+        self.changes.append(("admit", reservation))
+
+    def remove(self, key: str) -> Reservation | None:
+        """Release the reservation of a holder; returns it, or None if there was none."""
+        reservation = self._entries.pop(key, None)
+        if reservation is not None:
+            self.changes.append(("release", reservation))
+        return reservation
+
+    def _purge(self, reservation: Reservation) -> None:
+        del self._entries[reservation.key]
+        self.changes.append(("purge", reservation))
+
+
+class Ledger:
+    """Reservations shared by every scheduler of this user on this machine."""
+
+    def __init__(self, directory: Path | None = None, audit_path: Path | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else state_dir()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / LEDGER_FILENAME
+        self.lock_path = self.directory / LOCK_FILENAME
+        env_audit = os.environ.get(AUDIT_ENV)
+        self.audit_path = audit_path or (Path(env_audit) if env_audit else None)
+
+    @contextmanager
+    def transaction(self) -> Iterator[LedgerTxn]:
+        """Lock, load and purge stale entries; write back on a clean exit if anything changed."""
+        with self._locked(fcntl.LOCK_EX):
+            txn = LedgerTxn(self._load())
+            for reservation in txn.entries:
+                if not procs.alive(reservation.holder_pid, reservation.holder_create_time):
+                    txn._purge(reservation)
+            try:
+                yield txn
+            finally:
+                # Also after an error in the body: a run spawned there must stay reserved.
+                if txn.changes:
+                    self._store(txn)
+
+    def entries(self) -> list[Reservation]:
+        """A consistent read of the current entries (stale ones included until purged)."""
+        with self._locked(fcntl.LOCK_SH):
+            return list(self._load().values())
+
+    @contextmanager
+    def _locked(self, mode: int) -> Iterator[None]:
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, mode)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor drops the lock
+
+    def _load(self) -> dict[str, Reservation]:
+        try:
+            data = orjson.loads(self.path.read_bytes())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError):
+            return {}  # unreadable: every holder re-appears at its scheduler's next admit
+        if not isinstance(data, dict) or data.get("version") != _VERSION:
+            return {}
+        entries: dict[str, Reservation] = {}
+        for raw in data.get("entries", {}).values():
+            try:
+                reservation = Reservation.from_json(raw)
+            except (TypeError, KeyError):
+                continue
+            entries[reservation.key] = reservation
+        return entries
+
+    def _store(self, txn: LedgerTxn) -> None:
+        data = orjson.dumps({"version": _VERSION,
+                             "entries": {r.key: r.to_json() for r in txn.entries}})
+        # No fsync: after a reboot every holder is dead and every entry stale anyway; the
+        # rename alone keeps a reader (who holds the lock) from seeing half a file.
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        tmp.write_bytes(data)
+        os.replace(tmp, self.path)
+        if self.audit_path is not None:
+            self._audit(txn)
+
+    def _audit(self, txn: LedgerTxn) -> None:
+        now = time.time()
+        totals: dict[str, int] = {}
+        for r in txn.entries:
+            totals[str(r.gpu)] = totals.get(str(r.gpu), 0) + r.vram_mb
+        lines = b"".join(
+            orjson.dumps({"t": now, "op": op, "key": r.key, "run_id": r.run_id, "gpu": r.gpu,
+                          "vram_mb": r.vram_mb, "ram_mb": r.ram_mb, "exclusive": r.exclusive,
+                          "scheduler_pid": r.scheduler_pid, "reserved_after_txn": totals}) + b"\n"
+            for op, r in txn.changes
+        )
+        with open(self.audit_path, "ab") as f:  # type: ignore[arg-type]
+            f.write(lines)

@@ -1,0 +1,46 @@
+"""``python -m evaltui.scheduler.nodeset_host``: a shared nodeset hosted for the scheduler.
+
+Unlike a run's own hosts (evaltui.engine.hostprocess), this one must outlive the
+scheduler that started it: the runs using it do. So it runs in its own session, arms no
+death signal and does not watch a control pipe. It reads its config as one JSON line on
+stdin, authenticates clients with the per-host secret of the state dir
+(``channel.host_secret``, the one a run reads for URLs in shared_urls.json), prints
+``{"url", "pid"}`` (or ``{"error"}``) as one JSON line once clients can connect, and then
+hosts until SIGTERM. After that line, stdout goes to the log like stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import traceback
+
+
+def main() -> int:
+    config = json.loads(sys.stdin.readline())
+    sys.path[:] = list(dict.fromkeys([*config.get("sys_path", []), *sys.path]))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+    def ready(url: str) -> None:
+        print(json.dumps({"url": url, "pid": os.getpid()}), flush=True)
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the launcher stops reading now
+
+    try:
+        from evaltui.engine.channel import host_secret
+        from evaltui.engine.hosting import serve_nodeset
+
+        serve_nodeset(config["impl"], config.get("params", {}), config["url"],
+                      host_secret(create=True), stop=stop, on_ready=ready)
+    except Exception:
+        print(json.dumps({"error": traceback.format_exc()}), flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

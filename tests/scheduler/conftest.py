@@ -1,0 +1,92 @@
+"""Scheduler test fixtures: isolated state dir and outputs, schedulers and processes that are
+always stopped and killed at teardown, even when a test fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaltui.scheduler import JobScheduler
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))  # sched_nodesets must import for spec validation
+
+from schedhelpers import kill_group, kill_runs, write_dataset  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def sched_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Per-test state dir and outputs root; no fake GPUs, audit log or GPU mask leak in."""
+    state, outputs = tmp_path / "state", tmp_path / "outputs"
+    state.mkdir()
+    outputs.mkdir()
+    monkeypatch.setenv("EVALTUI_STATE_DIR", str(state))
+    monkeypatch.setenv("EVALTUI_OUTPUTS", str(outputs))
+    for var in ("EVALTUI_FAKE_GPUS", "EVALTUI_FAKE_GPU_INDEX", "EVALTUI_LEDGER_AUDIT",
+                "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(var, raising=False)
+    return {"state": state, "outputs": outputs}
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    def set_gpus(value: str) -> None:
+        monkeypatch.setenv("EVALTUI_FAKE_GPUS", value)
+
+    return set_gpus
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    """Ten short episodes (goals 1..3)."""
+    return write_dataset(tmp_path / "line.jsonl", [1, 2, 3, 1, 2, 3, 1, 2, 3, 1])
+
+
+@pytest.fixture
+def make_scheduler(sched_env: dict[str, Path]) -> Iterator[Callable[..., JobScheduler]]:
+    """Build schedulers (default: fast ticks); all are stopped and their runs killed after."""
+    made: list[JobScheduler] = []
+
+    def make(**kwargs: Any) -> JobScheduler:
+        kwargs.setdefault("tick_interval", 0.05)
+        kwargs.setdefault("probe_interval", 0.05)
+        kwargs.setdefault("cancel_grace_sec", 2.0)
+        scheduler = JobScheduler(**kwargs)
+        made.append(scheduler)
+        return scheduler
+
+    yield make
+    for scheduler in made:
+        scheduler.stop()
+    kill_runs(sched_env["outputs"])
+    for scheduler in made:
+        for ns in scheduler.nodesets():
+            kill_group(ns.pid)
+
+
+@pytest.fixture
+def popen() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Start helper processes in their own group; their groups are killed at teardown."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+        kwargs.setdefault("start_new_session", True)
+        kwargs.setdefault("env", dict(os.environ))
+        proc = subprocess.Popen(args, **kwargs)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        kill_group(proc.pid)
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()

@@ -1,0 +1,83 @@
+"""A scheduler in its own process, for tests that kill it or race several of them.
+
+    python sched_driver.py serve SPECS.json   submit each spec in turn (``"wait_running": true``
+                                        waits until that run runs), print the run ids as
+                                        one JSON line, then keep scheduling until killed.
+    python sched_driver.py race N SEED DATASET
+                                        submit N jobs of 2-16 GiB whose runs are tiny shell
+                                        processes holding for 10-50 ms, schedule them all,
+                                        print {run_id: state} as one JSON line and exit.
+
+The outputs root and state dir come from EVALTUI_OUTPUTS / EVALTUI_STATE_DIR.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from schedhelpers import line_spec  # noqa: E402
+
+from evaltui.scheduler import JobScheduler  # noqa: E402
+from evaltui.states import RunState  # noqa: E402
+
+FAKE_RUN = """
+date +%s.%N > started
+sleep "$1"
+date +%s.%N > ended
+printf '{"status": "done"}' > summary.json
+touch _DONE
+"""
+
+
+def serve(specs_path: str) -> None:
+    scheduler = JobScheduler(tick_interval=0.05, probe_interval=0.05).start()
+    ids = []
+    for item in json.loads(Path(specs_path).read_text()):
+        run_id, _ = scheduler.submit(item["spec"])
+        ids.append(run_id)
+        if item.get("wait_running"):
+            deadline = time.monotonic() + 30
+            while scheduler.get_run(run_id).state is not RunState.RUNNING:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{run_id} never started running")
+                time.sleep(0.02)
+    print(json.dumps(ids), flush=True)
+    while True:
+        time.sleep(1)
+
+
+def race(n: int, seed: int, dataset: str) -> None:
+    rng = random.Random(seed)
+
+    def spawn(run_dir: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+        hold = f"{rng.uniform(0.01, 0.05):.3f}"
+        return subprocess.Popen(["sh", "-c", FAKE_RUN, "sh", hold], cwd=run_dir, env=dict(env),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+
+    scheduler = JobScheduler(spawner=spawn, tick_interval=0.01, probe_interval=0.01).start()
+    # Distinct params per job: each is a nodeset never calibrated, so it reserves what it
+    # declares (the fake runs use no VRAM, and a calibrated 0 would reserve nothing).
+    ids = [scheduler.submit(line_spec(Path(dataset), episodes=1,
+                                      marginal_vram_mb=rng.randint(2048, 16384),
+                                      sleep_sec=seed + i / 1000))[0]
+           for i in range(n)]
+    states = {run_id: scheduler.wait(run_id, timeout=120).value for run_id in ids}
+    scheduler.stop()
+    print(json.dumps(states), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "serve":
+        serve(sys.argv[2])
+    else:
+        race(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
