@@ -1,0 +1,82 @@
+"""Routes of admit entries: ``evaltui run`` queues its command here (an addition to
+DESIGN §7; see evaltui.scheduler.admits)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query
+
+from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
+from evaltui.api.models import Admit, AdmitBind, AdmitRequest
+from evaltui.rundir import PidRef
+from evaltui.scheduler import to_jsonable
+from evaltui.scheduler.admits import AdmitError, AdmitNotFound, AdmitQueue, HolderNotRunning
+
+router = APIRouter(tags=["admits"])
+Ctx = Annotated[ApiContext, Depends(context)]
+AdmitId = Annotated[str, Path(max_length=64)]
+
+
+@router.post("/admits", status_code=201, response_model=Admit, responses=errors())
+def create(body: AdmitRequest, ctx: Ctx) -> Any:
+    """Queue a command for admission; the reservation lives with ``holder_pid``."""
+    admits = _queue(ctx)
+    try:
+        info = admits.add(body.profile, PidRef(body.holder_pid, body.holder_create_time),
+                          vram_mb=body.marginal_vram_mb, exclusive=body.exclusive_gpu,
+                          priority=body.priority, command=body.command)
+    except AdmitError as exc:
+        raise ApiFailure(422, str(exc), "holder_pid") from None
+    return json_response(to_jsonable(info), 201)
+
+
+@router.get("/admits", response_model=list[Admit], responses=errors())
+def list_admits(ctx: Ctx) -> Any:
+    """Waiting entries in admission order, then admitted ones, then recently released."""
+    return json_response(to_jsonable(_queue(ctx).all()))
+
+
+@router.get("/admits/{admit_id}", response_model=Admit, responses=errors(404))
+def get(admit_id: AdmitId, ctx: Ctx,
+        wait: Annotated[float, Query(ge=0, le=30)] = 0,
+        seen: Annotated[int | None, Query(ge=0)] = None) -> Any:
+    """One entry. With ``?wait=S`` the answer comes once its ``version`` differs from
+    ``seen`` (default: its version now), or after S seconds: a long poll."""
+    admits = _queue(ctx)
+    try:
+        info = admits.wait(admit_id, wait, seen) if wait else admits.get(admit_id)
+    except AdmitNotFound:
+        raise ApiFailure(404, f"no admit entry {admit_id!r}") from None
+    return json_response(to_jsonable(info))
+
+
+@router.post("/admits/{admit_id}/bind", response_model=Admit, responses=errors(404, 409))
+def bind(admit_id: AdmitId, body: AdmitBind, ctx: Ctx) -> Any:
+    """Hand the entry's reservation to the command's process (it leads its own session)."""
+    try:
+        info = _queue(ctx).bind(admit_id, PidRef(body.pid, body.create_time))
+    except AdmitNotFound:
+        raise ApiFailure(404, f"no admit entry {admit_id!r}") from None
+    except HolderNotRunning as exc:
+        raise ApiFailure(422, str(exc), "pid") from None
+    except AdmitError as exc:
+        raise ApiFailure(409, str(exc)) from None
+    return json_response(to_jsonable(info))
+
+
+@router.delete("/admits/{admit_id}", response_model=Admit, responses=errors(404))
+def release(admit_id: AdmitId, ctx: Ctx) -> Any:
+    """Leave the queue, or release the reservation (idempotent)."""
+    try:
+        info = _queue(ctx).release(admit_id)
+    except AdmitNotFound:
+        raise ApiFailure(404, f"no admit entry {admit_id!r}") from None
+    return json_response(to_jsonable(info))
+
+
+def _queue(ctx: ApiContext) -> AdmitQueue:
+    if ctx.admits is None:
+        raise ApiFailure(404, "this backend queues no admit entries (start it with "
+                         "`evaltui serve`)")
+    return ctx.admits

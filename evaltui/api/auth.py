@@ -1,0 +1,102 @@
+"""The API's bearer token: a file in the state dir (mode 0600), created on first start.
+
+Every client on the machine (the CLI, ``evaltui run``, the attached TUI) reads the same
+file, so nothing has to be configured; a remote client passes ``EVALTUI_TOKEN``.
+Tokens are compared with ``hmac.compare_digest`` so a wrong guess learns nothing from
+the time the answer takes.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from evaltui.rundir import state_dir
+
+TOKEN_FILENAME = "token"
+TOKEN_ENV = "EVALTUI_TOKEN"
+MIN_TOKEN_CHARS = 16
+
+
+class TokenError(RuntimeError):
+    """The token file cannot be created or is unusable."""
+
+
+def token_path() -> Path:
+    """``state_dir()/token``."""
+    return state_dir() / TOKEN_FILENAME
+
+
+def load_or_create_token(path: Path | None = None) -> str:
+    """The token in ``path`` (default :func:`token_path`), creating it (0600) if absent.
+
+    Created by hard-linking a complete temp file into place: two servers starting at
+    once agree on one token, and no reader ever sees an empty file.
+    """
+    path = Path(path) if path is not None else token_path()
+    existing = _read(path)
+    if existing is not None:
+        _tighten(path)
+        return existing
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, token.encode() + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        token = _read(path) or ""
+    finally:
+        tmp.unlink(missing_ok=True)
+    if len(token) < MIN_TOKEN_CHARS:
+        raise TokenError(f"token file {path} holds no usable token (delete it to make a new one)")
+    return token
+
+
+def read_token(path: Path | None = None) -> str | None:
+    """The client's token: ``$EVALTUI_TOKEN``, else the token file, else None."""
+    env = os.environ.get(TOKEN_ENV, "").strip()
+    if env:
+        return env
+    return _read(Path(path) if path is not None else token_path())
+
+
+def token_matches(expected: str, authorization: str | None) -> bool:
+    """True if an ``Authorization`` header carries ``Bearer {expected}`` (constant time)."""
+    if not authorization:
+        return False
+    scheme, _, given = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(expected.encode(), given.strip().encode("utf-8", "replace"))
+
+
+def _read(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise TokenError(f"cannot read token file {path}: {exc}") from None
+    if len(text) < MIN_TOKEN_CHARS:
+        # Too short to be ours (or being written by hand): never accept a guessable token.
+        raise TokenError(f"token file {path} holds no usable token (delete it to make a new one)")
+    return text
+
+
+def _tighten(path: Path) -> None:
+    """Keep the token owner-only even if someone loosened the file's mode."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            os.chmod(path, 0o600)
+    except OSError:
+        pass

@@ -1,0 +1,279 @@
+"""``evaltui ls | show | cancel | resume | logs``: clients of a backend's HTTP API.
+
+They talk to ``$BACKEND_URL`` (default ``http://127.0.0.1:8000``, or ``--url``) with
+the state dir's token (or ``$EVALTUI_TOKEN``), print rich tables for people and, with
+``--json``, plain JSON for scripts. Exit codes: 0 ok, 1 the backend refused or failed
+(no such run, a conflict, no backend), 2 invalid input (bad command line or spec).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from evaltui.api.client import ApiClient, ApiError, InvalidRequest
+from evaltui.api.models import Run
+from evaltui.states import RunState
+
+STATE_STYLE = {"queued": "cyan", "starting": "blue", "running": "bold blue", "done": "green",
+               "failed": "red", "cancelled": "yellow", "aborted": "magenta"}
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Register ls, show, cancel, resume and logs."""
+    p = sub.add_parser("ls", help="list runs of a backend", description="List runs, newest "
+                       "first.")
+    p.add_argument("--state", choices=[s.value for s in RunState], help="only runs in STATE")
+    p.add_argument("--limit", type=int, default=50, help="at most N runs (0: all; default 50)")
+    _common(p, run_ls)
+
+    p = sub.add_parser("show", help="one run: state, record, metrics")
+    p.add_argument("run_id")
+    p.add_argument("--episodes", action="store_true", help="also list its episodes")
+    _common(p, run_show)
+
+    p = sub.add_parser("cancel", help="cancel queued or running runs")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    _common(p, run_cancel)
+
+    p = sub.add_parser("resume", help="re-run what is not ok of finished runs")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    _common(p, run_resume)
+
+    p = sub.add_parser("logs", help="an episode's log (log.jsonl)")
+    p.add_argument("run_id")
+    p.add_argument("episode", type=int, help="episode index")
+    p.add_argument("--follow", "-f", action="store_true",
+                   help="keep printing while the run is active")
+    _common(p, run_logs)
+
+
+def _common(p: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int]) -> None:
+    p.add_argument("--url", help="backend URL (default $BACKEND_URL or http://127.0.0.1:8000)")
+    p.add_argument("--json", action="store_true", help="JSON output for scripts")
+    p.set_defaults(func=lambda args: with_client(args, func))
+
+
+def with_client(args: argparse.Namespace, func: Callable[[argparse.Namespace], int]) -> int:
+    """Run ``func`` with ``args.client`` set; API errors become a message and an exit code."""
+    try:
+        with ApiClient(args.url) as client:
+            args.client = client
+            return func(args)
+    except ApiError as exc:
+        Console(stderr=True).print(f"[bold red]error[/]: {exc}", highlight=False)
+        return 2 if isinstance(exc, InvalidRequest) else 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `evaltui logs ... | head`: the reader left; quietly, and without a second error
+        # when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def emit_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+# ---- commands -------------------------------------------------------------------------------
+
+
+def run_ls(args: argparse.Namespace) -> int:
+    client: ApiClient = args.client
+    runs = client.list_runs(args.state, limit=args.limit or None)
+    if args.json:
+        emit_json([r.model_dump(mode="json") for r in runs])
+        return 0
+    console = Console()
+    if not runs:
+        console.print("no runs" + (f" in state {args.state}" if args.state else ""))
+        return 0
+    console.print(runs_table(runs))
+    if args.limit and len(runs) == args.limit:
+        console.print(f"[dim]first {args.limit} runs; --limit 0 lists all[/]")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    client: ApiClient = args.client
+    run = client.get_run(args.run_id)
+    rows = client.episodes(args.run_id) if args.episodes else None
+    if args.json:
+        body = run.model_dump(mode="json")
+        if rows is not None:
+            body["episodes"] = [r.model_dump(mode="json") for r in rows]
+        emit_json(body)
+        return 0
+    console = Console()
+    print_run(console, run)
+    if rows is not None:
+        console.print(episodes_table(rows))
+    return 0
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    return _each(args, args.client.cancel, "cancel")
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    return _each(args, args.client.resume, "resume")
+
+
+def _each(args: argparse.Namespace, call: Callable[[str], Any], verb: str) -> int:
+    """Apply ``call`` to every run id; one failing does not stop the others."""
+    console, err = Console(), Console(stderr=True)
+    results, code = [], 0
+    for run_id in args.run_ids:
+        try:
+            ref = call(run_id)
+        except ApiError as exc:
+            err.print(f"[red]{verb} {run_id}[/]: {exc}", highlight=False)
+            results.append({"run_id": run_id, "error": str(exc)})
+            code = 1
+            continue
+        results.append(ref.model_dump(mode="json"))
+        if not args.json:
+            console.print(f"run {ref.run_id}: {state_text(ref.state.value)}")
+    if args.json:
+        emit_json(results)
+    return code
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    client: ApiClient = args.client
+    offset = 0
+    while True:
+        page = client.log(args.run_id, args.episode, offset=offset, limit=1000)
+        for item in page.records:
+            if args.json:
+                print(json.dumps(item.record, default=str))
+            else:
+                print(format_log_record(item.record))
+        sys.stdout.flush()
+        offset = page.next_offset
+        if page.complete:
+            if not args.follow or client.get_run(args.run_id).state.terminal:
+                return 0
+            time.sleep(0.5)
+
+
+# ---- rendering --------------------------------------------------------------------------------
+
+
+def state_text(state: str) -> str:
+    return f"[{STATE_STYLE.get(state, 'white')}]{state}[/]"
+
+
+def runs_table(runs: list[Run]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for name, justify in (("run", "left"), ("state", "left"), ("graph", "left"),
+                          ("data", "left"), ("episodes", "right"), ("SR", "right"),
+                          ("note", "left")):
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for run in runs:
+        summary = run.summary or {}
+        spec = run.spec
+        graph = summary.get("graph_name") or (spec.graph_name if spec else None) or "?"
+        dataset = summary.get("dataset") or (spec.dataset if spec else None) or "?"
+        split = summary.get("split") or (spec.split if spec else None)
+        total = summary.get("episodes_total") or (spec.episodes_total if spec else None)
+        done = summary.get("episodes_finished") or 0
+        sr = (summary.get("metrics") or {}).get("success")
+        note = run.waiting_reason if run.state is RunState.QUEUED else \
+            summary.get("error") or run.error or ""
+        table.add_row(run.run_id, state_text(run.state.value), str(graph),
+                      f"{dataset}/{split}" if split else str(dataset),
+                      f"{done}/{total if total is not None else '?'}",
+                      f"{sr:.3f}" if isinstance(sr, int | float) else "-", str(note or ""))
+    return table
+
+
+def print_run(console: Console, run: Run) -> None:
+    record = run.scheduler or {}
+    summary = run.summary or {}
+    console.print(f"run [bold]{run.run_id}[/]: {state_text(run.state.value)}  "
+                  f"[dim]{run.run_dir}[/]", highlight=False)
+    facts = [("graph", summary.get("graph_name") or (run.spec.graph_name if run.spec else None)),
+             ("data", "/".join(str(x) for x in (summary.get("dataset"), summary.get("split"))
+                               if x)),
+             ("episodes", f"{summary.get('episodes_finished', 0)}/"
+                          f"{summary.get('episodes_total', '?')}" if summary else None),
+             ("priority", record.get("priority")), ("queued", _when(record.get("queued_at"))),
+             ("admitted", _when(record.get("admitted_at"))),
+             ("finished", _when(record.get("finished_at"))),
+             ("gpu", record.get("gpu")), ("reserved", _mb((record.get("reservation") or {})
+                                                          .get("mb"))),
+             ("measured peak", _mb(record.get("measured_peak_mb"))), ("pid", record.get("pid")),
+             ("waiting", run.waiting_reason), ("error", summary.get("error") or run.error
+                                                  or record.get("error"))]
+    for name, value in facts:
+        if value not in (None, ""):
+            console.print(f"  {name:>13}: {value}", highlight=False)
+    metrics = summary.get("metrics") or {}
+    if metrics:
+        ci = summary.get("metrics_ci95") or {}
+        table = Table(box=None, header_style="bold")
+        table.add_column("metric")
+        table.add_column("mean", justify="right")
+        table.add_column("95% CI", justify="right")
+        for name, mean in metrics.items():
+            lo_hi = ci.get(name)
+            table.add_row(name, f"{mean:.4f}" if isinstance(mean, int | float) else str(mean),
+                          f"[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]" if lo_hi else "-")
+        console.print(table)
+
+
+def episodes_table(rows: list[Any]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for name in ("ep", "status", "success", "spl", "steps", "sec", "scene", "error"):
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        m = row.metrics
+        table.add_row(str(row.episode_index), str(row.status), _num(m.get("success")),
+                      _num(m.get("spl")), str(row.step_count or ""),
+                      f"{row.elapsed_sec:.1f}" if row.elapsed_sec is not None else "",
+                      str(row.scene_id or ""), (row.error or "").splitlines()[-1:][0]
+                      if row.error else "")
+    return table
+
+
+def format_log_record(rec: dict[str, Any]) -> str:
+    """One log.jsonl record as a line: step, node, event, duration, outputs or error."""
+    event = rec.get("event", "?")
+    if event == "corrupt":
+        return f"corrupt line: {rec.get('error')}"
+    head = f"{rec.get('step', ''):>5} {event:<13} {rec.get('node') or '':<16}"
+    dur = rec.get("dur_ms")
+    tail = f"{dur:8.2f} ms " if isinstance(dur, int | float) else ""
+    if rec.get("error"):
+        tail += f"error: {str(rec['error']).splitlines()[-1]}"
+    elif rec.get("outputs") is not None:
+        tail += json.dumps(rec["outputs"], default=str)[:160]
+    return f"{head} {tail}".rstrip()
+
+
+def _when(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return value
+
+
+def _mb(value: Any) -> str | None:
+    return f"{value / 1024:.1f} GiB" if isinstance(value, int | float) else None
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, int | float) else ""

@@ -1,0 +1,117 @@
+"""``evaltui submit``: queue an eval on a backend; ``--wait`` follows it with a progress bar.
+
+The spec is built exactly as ``evaltui eval`` builds it (same target and options), plus
+the scheduling fields. Ctrl-C while waiting stops waiting only: the run goes on (cancel
+it with ``evaltui cancel RUN_ID``). Exit codes with ``--wait``: 0 done, 1 failed or
+aborted, 3 cancelled, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from evaltui.api.client import ApiClient
+from evaltui.api.models import Run
+from evaltui.commands import eval as eval_cmd
+from evaltui.commands.runs import emit_json, print_run, state_text, with_client
+from evaltui.graphs import builtin_graph_names
+from evaltui.spec import SpecError
+from evaltui.states import RunState
+
+EXIT_BY_STATE = {RunState.DONE: 0, RunState.CANCELLED: 3}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("submit", help="queue an eval on a backend (evaltui serve)",
+                       description="Queue an eval on the backend at $BACKEND_URL. TARGET is a "
+                       "graph JSON file, a JobSpec JSON file or a built-in graph name "
+                       f"({', '.join(builtin_graph_names())}).")
+    p.add_argument("target", nargs="?", help="graph file, JobSpec file or built-in graph name")
+    p.add_argument("--demo", action="store_true",
+                   help="the built-in bot on 50 BabyAI GoToLocal episodes")
+    p.add_argument("--dataset", help="'babyai', a .jsonl file or a dir of {split}.jsonl")
+    p.add_argument("--split", help="dataset split, e.g. GoToLocal")
+    p.add_argument("--episodes", type=int, help="number of episodes (default: all)")
+    p.add_argument("--start", type=int, help="first episode index (default 0)")
+    p.add_argument("--indices", help="explicit episode indices, comma separated")
+    p.add_argument("--workers", type=int, help="worker count K")
+    p.add_argument("--step-budget", type=int, help="max steps per episode")
+    p.add_argument("--step-timeout", type=float, help="per_step_budget_sec")
+    p.add_argument("--set", action="append", default=[], metavar="NODESET.PARAM=VALUE",
+                   help="override a node param (JSON value)")
+    p.add_argument("--workspace", help="dir prepended to sys.path for user nodesets "
+                   "(default: the current dir)")
+    p.add_argument("--priority", type=int, help="-100..100; higher is admitted first")
+    p.add_argument("--vram-mb", type=int, help="declared VRAM need (marginal_vram_mb)")
+    p.add_argument("--exclusive", action="store_true", help="exclusive_gpu")
+    p.add_argument("--tie-to-backend", action="store_true",
+                   help="kill the run if the backend dies")
+    p.add_argument("--wait", action="store_true", help="follow the run until it ends")
+    p.add_argument("--url", help="backend URL (default $BACKEND_URL or http://127.0.0.1:8000)")
+    p.add_argument("--json", action="store_true", help="JSON output for scripts")
+    p.set_defaults(func=lambda args: with_client(args, run))
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    try:
+        spec = eval_cmd.build_spec(args)
+    except SpecError as exc:
+        console.print(f"[bold red]error[/]: {exc}", highlight=False)
+        return 2
+    scheduling = dict(spec.get("scheduling") or {})
+    for key, value in (("priority", args.priority), ("marginal_vram_mb", args.vram_mb),
+                       ("exclusive_gpu", args.exclusive or None),
+                       ("tie_to_backend", args.tie_to_backend or None)):
+        if value is not None:
+            scheduling[key] = value
+    spec["scheduling"] = scheduling
+    client: ApiClient = args.client
+    ref = client.submit(spec)
+    if not args.wait:
+        if args.json:
+            emit_json(ref.model_dump(mode="json"))
+        else:
+            Console().print(f"run [bold]{ref.run_id}[/]: {state_text(ref.state.value)} "
+                            f"on {client.base_url}", highlight=False)
+        return 0
+    console.print(f"run [bold]{ref.run_id}[/] queued on {client.base_url}", highlight=False)
+    try:
+        final = follow(client, ref.run_id, console)
+    except KeyboardInterrupt:
+        console.print(f"stopped waiting; run {ref.run_id} goes on "
+                      f"(evaltui cancel {ref.run_id} to stop it)", highlight=False)
+        return 130
+    if args.json:
+        emit_json(final.model_dump(mode="json"))
+    else:
+        print_run(Console(), final)
+    return EXIT_BY_STATE.get(final.state, 1)
+
+
+def follow(client: ApiClient, run_id: str, console: Console, poll_sec: float = 0.5) -> Run:
+    """A progress bar over the run until it is in a terminal state; returns it then."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console,
+                  transient=False) as progress:
+        task = progress.add_task("queued", total=None, note="")
+        while True:
+            run = client.get_run(run_id)
+            summary = run.summary or {}
+            total = summary.get("episodes_total") or (run.spec.episodes_total if run.spec
+                                                      else None)
+            sr = (summary.get("metrics") or {}).get("success")
+            if run.state is RunState.QUEUED:
+                note = run.waiting_reason or ""
+            else:
+                note = f"SR {sr:.3f}" if isinstance(sr, int | float) else ""
+            progress.update(task, description=run.state.value, total=total, note=note,
+                            completed=summary.get("episodes_finished") or 0)
+            if run.state.terminal:
+                return run
+            time.sleep(poll_sec)
+
