@@ -6,7 +6,15 @@ import argparse
 import sys
 
 from evaltui import __version__
+from evaltui.commands import demo as demo_cmd
 from evaltui.commands import eval as eval_cmd
+from evaltui.commands import replay as replay_cmd
+from evaltui.commands import run as run_cmd
+from evaltui.commands import runs as runs_cmd
+from evaltui.commands import serve as serve_cmd
+from evaltui.commands import submit as submit_cmd
+from evaltui.commands import teardown as teardown_cmd
+from evaltui.commands import tui as tui_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,8 +24,16 @@ def build_parser() -> argparse.ArgumentParser:
         "GPU-budget admission, replayable per-episode logs.",
     )
     parser.add_argument("--version", action="version", version=f"evaltui {__version__}")
+    tui_cmd.add_global_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     eval_cmd.add_parser(sub)
+    replay_cmd.add_parser(sub)
+    demo_cmd.add_parser(sub)
+    serve_cmd.add_parser(sub)
+    submit_cmd.add_parser(sub)
+    runs_cmd.add_parsers(sub)
+    run_cmd.add_parser(sub)
+    teardown_cmd.add_parser(sub)
     return parser
 
 
@@ -25,8 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help()
-        return 0
+        return tui_cmd.run(args)  # bare `evaltui`: the TUI
     return int(args.func(args))
 
 

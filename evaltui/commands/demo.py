@@ -1,0 +1,102 @@
+"""``evaltui demo``: the TUI with three runs of the built-in benchmark queued.
+
+No GPU is needed: without NVML the demo declares one fake 24 GiB GPU
+(``EVALTUI_FAKE_GPUS=1x24576``, inherited by the runs it spawns). The first two runs
+each declare 14 GiB of VRAM, so the second waits for the first: a newcomer sees a
+waiting reason, an admission, live per-episode tables and, once episodes finish,
+replays, all within a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from contextlib import ExitStack
+from typing import Any
+
+from evaltui.graphs import builtin_graph_names
+
+FAKE_GPU = "1x24576"
+DEMO_VRAM_MB = 14 * 1024
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="the TUI with the built-in benchmark queued (no GPU needed)",
+                       description="Queue three BabyAI runs (bot, noisy bot, and the shipped "
+                       "model when present) and open the TUI on them.")
+    p.add_argument("--theme", default=None, help="TUI theme (default evaltui-dark)")
+    p.add_argument("--outputs", default=None,
+                   help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
+    p.add_argument("--episodes", type=int, default=None,
+                   help="episodes per run (default: 100, 300 and 200)")
+    p.set_defaults(func=run)
+
+
+def demo_specs(episodes: int | None = None) -> list[dict[str, Any]]:
+    """The three JobSpecs the demo queues, in submit order."""
+    workspace = os.getcwd()
+
+    def spec(graph: str, split: str, count: int, **scheduling: Any) -> dict[str, Any]:
+        from evaltui.commands.eval import build_spec
+
+        args = argparse.Namespace(target=graph, demo=False, dataset="babyai", split=split,
+                                  episodes=episodes or count, start=None, indices=None,
+                                  workers=2, step_budget=None, step_timeout=None, set=[],
+                                  workspace=workspace)
+        built = build_spec(args)
+        built["scheduling"] = scheduling
+        return built
+
+    model = next((name for name in builtin_graph_names() if "model" in name), None)
+    third = spec(model, "GoToLocal", 200, marginal_vram_mb=4096) if model else \
+        spec("bot", "GoToLocal", 200, exclusive_gpu=True, priority=-1)
+    return [spec("bot", "GoTo", 100, marginal_vram_mb=DEMO_VRAM_MB, priority=1),
+            spec("noisy_bot", "GoToObjMaze", 300, marginal_vram_mb=DEMO_VRAM_MB),
+            third]
+
+
+def ensure_gpu() -> str | None:
+    """Declare a fake GPU when there is no real one; returns a note saying so, if done."""
+    if os.environ.get("EVALTUI_FAKE_GPUS"):
+        return None
+    from evaltui.scheduler.resources import NvmlProbe
+
+    probe = NvmlProbe()
+    try:
+        if probe.read().available:
+            return None
+    finally:
+        probe.close()
+    os.environ["EVALTUI_FAKE_GPUS"] = FAKE_GPU
+    return "no GPU: demo on a fake 24 GiB GPU"
+
+
+def run(args: argparse.Namespace) -> int:
+    note = ensure_gpu()
+    from evaltui.commands.tui import DEFAULT_API_PORT, run_app, serve_api
+    from evaltui.rundir import outputs_root
+    from evaltui.scheduler import JobScheduler
+    from evaltui.spec import SpecError
+    from evaltui.tui.embedded import EmbeddedBackend
+
+    outputs = outputs_root(args.outputs)
+    scheduler = JobScheduler(outputs)
+    backend = EmbeddedBackend(scheduler)
+    services = ExitStack()
+    specs = demo_specs(args.episodes)
+
+    def queue_runs() -> None:
+        api = serve_api(scheduler, DEFAULT_API_PORT, services)
+        backend.api_note = " · ".join(n for n in (note, api) if n)
+        for spec in specs:
+            try:
+                run_id, _ = backend.submit(spec)
+            except SpecError as exc:
+                print(f"evaltui demo: cannot queue {spec['graph'].get('name')}: {exc}",
+                      file=sys.stderr)
+            else:
+                print(f"queued {run_id}", file=sys.stderr)
+
+    print(f"evaltui demo: outputs in {outputs}", file=sys.stderr)
+    return run_app(backend, args.theme, before_run=queue_runs, services=services)

@@ -1,0 +1,39 @@
+"""``evaltui replay EP_DIR``: the episode replay viewer on an episode dir, anywhere.
+
+An ``ep{NNNN}/`` dir is self-contained (episode.json, log.jsonl, assets/), so a dir
+copied from a teammate's run replays without the run, the dataset or the graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("replay", help="replay one episode dir step by step (TUI)",
+                       description="Open the replay viewer on an episode dir "
+                       "(outputs/eval_runs/RUN_ID/episodes/epNNNN, or a copy of one).")
+    p.add_argument("ep_dir", metavar="EP_DIR", help="an episode dir with log.jsonl")
+    p.add_argument("--theme", default=None, help="evaltui-dark (default), evaltui-light, "
+                   "evaltui-high-contrast, or any Textual theme")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    ep_dir = Path(args.ep_dir).expanduser()
+    if not (ep_dir / "log.jsonl").is_file() and not (ep_dir / "episode.json").is_file():
+        print(f"evaltui replay: {ep_dir} is not an episode dir (no log.jsonl or episode.json)",
+              file=sys.stderr)
+        return 2
+    from evaltui.tui.app import make_app  # Textual only for the commands that need it
+    from evaltui.tui.themes import DEFAULT_THEME, ThemeError
+
+    try:
+        app = make_app(replay_dir=ep_dir.resolve(), theme=args.theme or DEFAULT_THEME)
+    except ThemeError as exc:
+        print(f"evaltui replay: {exc}", file=sys.stderr)
+        return 2
+    app.run()
+    return 0

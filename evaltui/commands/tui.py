@@ -1,0 +1,113 @@
+"""``evaltui`` with no sub-command: the TUI over an embedded scheduler (or ``--attach``).
+
+The scheduler runs in this process (ticking in its own thread) and, when its port is
+free, the HTTP API of ``evaltui serve`` is served beside it (loopback only), so scripts
+and other clients can use this backend while the TUI is open. Runs are spawned in their
+own sessions: quitting the TUI never kills them; the next backend adopts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+
+DEFAULT_API_PORT = 8000
+
+
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    """Options of the bare ``evaltui`` command (the TUI)."""
+    parser.add_argument("--theme", default=None, help="evaltui-dark (default), evaltui-light, "
+                        "evaltui-high-contrast, or any Textual theme name")
+    parser.add_argument("--attach", metavar="URL", default=None,
+                        help="run the TUI against a running `evaltui serve` at URL")
+    parser.add_argument("--outputs", default=None,
+                        help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
+    parser.add_argument("--api-port", type=int, default=DEFAULT_API_PORT,
+                        help=f"serve the HTTP API on 127.0.0.1:PORT beside the TUI (default "
+                        f"{DEFAULT_API_PORT}; 0 = do not serve it)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Open the TUI; returns the process exit code."""
+    if getattr(args, "attach", None):
+        return _attach(args)
+    from evaltui.rundir import outputs_root
+    from evaltui.scheduler import JobScheduler
+    from evaltui.tui.embedded import EmbeddedBackend
+
+    scheduler = JobScheduler(outputs_root(args.outputs))
+    backend = EmbeddedBackend(scheduler)
+    services = ExitStack()
+
+    def start_api() -> None:
+        backend.api_note = serve_api(scheduler, args.api_port, services)
+
+    return run_app(backend, args.theme, before_run=start_api, services=services)
+
+
+def serve_api(scheduler: Any, port: int, stack: ExitStack) -> str:
+    """Serve the HTTP API on 127.0.0.1:``port`` until ``stack`` closes; say how it went.
+
+    A busy port (another backend runs) is not an error: the TUI still works, and the
+    header says where the API is not.
+    """
+    if port == 0:
+        return "API: off (--api-port 0)"
+    from evaltui.api.app import make_api
+    from evaltui.api.auth import TokenError, load_or_create_token
+    from evaltui.api.server import ApiServer
+    from evaltui.scheduler.admits import AdmitQueue
+
+    try:
+        token = load_or_create_token()
+    except TokenError as exc:
+        return f"API: off ({exc})"
+    admits = AdmitQueue(scheduler.outputs)
+    server = ApiServer(make_api(scheduler, token, admits=admits), "127.0.0.1", port)
+    try:
+        server.start()
+    except (OSError, RuntimeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        return f"API: not served, 127.0.0.1:{port} is busy ({reason})"
+    admits.start()
+    stack.callback(admits.stop)
+    stack.callback(server.stop)
+    return f"API: {server.url}"
+
+
+def run_app(backend: Any, theme: str | None, before_run: Callable[[], None] | None = None,
+            services: ExitStack | None = None) -> int:
+    """Start ``backend``, then ``before_run``, run the app; however the app ends, close
+    ``services`` (e.g. the API server) and then stop the backend."""
+    from evaltui.tui.app import make_app
+    from evaltui.tui.themes import DEFAULT_THEME, ThemeError
+
+    try:
+        app = make_app(backend, theme=theme or DEFAULT_THEME)
+    except ThemeError as exc:
+        print(f"evaltui: {exc}", file=sys.stderr)
+        return 2
+    backend.start()
+    try:
+        if before_run is not None:
+            before_run()
+        app.run()
+    finally:
+        if services is not None:
+            services.close()
+        backend.stop()
+    return 0
+
+
+def _attach(args: argparse.Namespace) -> int:
+    try:
+        from evaltui.tui.attached import AttachedBackend  # type: ignore[import-not-found]
+    except ImportError:
+        print("evaltui --attach: not available yet: the TUI's client backend "
+              "(evaltui.tui.attached.AttachedBackend over evaltui.api.client) is not "
+              "written yet", file=sys.stderr)
+        return 2
+    return run_app(AttachedBackend(args.attach), args.theme)

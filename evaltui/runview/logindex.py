@@ -1,0 +1,162 @@
+"""LineIndex: byte offsets of the complete lines of an append-only log.jsonl.
+
+A log can hold hundreds of thousands of lines, so it is never read whole: the index is
+built by reading fixed-size chunks with ``os.pread`` (the buffer is dropped after each
+chunk, so memory grows by the offsets only, 8 bytes a line) and each line is read back
+with one ``pread`` when it is shown. A trailing line without its newline is a writer
+mid-append, or a crash: it is left out until it is complete.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+CHUNK_BYTES = 4 << 20
+_ERROR_MARK = b'"event":"error"'
+"""How ExecutionLogger (orjson, compact) spells an error record; inside a JSON string the
+quotes would be escaped, so a value can never fake it."""
+_CORRUPT_RAW_CHARS = 200
+
+
+def parse_record(line: bytes) -> dict[str, Any]:
+    """One log line as a dict; a garbage line becomes an ``event: corrupt`` record."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        error = str(exc)
+    else:
+        if isinstance(record, dict):
+            return record
+        error = f"not a JSON object: {type(record).__name__}"
+    raw = line[: _CORRUPT_RAW_CHARS * 4].decode("utf-8", errors="replace")
+    return {"event": "corrupt", "raw": raw[:_CORRUPT_RAW_CHARS], "error": error}
+
+
+class LineIndex:
+    """Start offsets of the complete lines of one file, extended by :meth:`scan`.
+
+    ``scan`` may run in a worker thread while the UI reads lines already indexed: the
+    arrays are only ever replaced, never mutated, under a lock.
+    """
+
+    def __init__(self, path: Path, chunk_bytes: int = CHUNK_BYTES) -> None:
+        self.path = Path(path)
+        self.chunk_bytes = chunk_bytes
+        self._lock = threading.Lock()
+        self._scan_lock = threading.Lock()
+        """One scan at a time: two threads extending the index would interleave chunks."""
+        self._starts = np.zeros(0, dtype=np.int64)
+        """Offset of the first byte of each complete line."""
+        self._ends = np.zeros(0, dtype=np.int64)
+        """Offset of each line's newline."""
+        self._error_offsets: list[int] = []
+        self._scanned = 0
+        """Bytes indexed so far: always just past a newline."""
+        self._only_partial_left = False
+        self.file_size = 0
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @property
+    def scanned_bytes(self) -> int:
+        return self._scanned
+
+    @property
+    def complete(self) -> bool:
+        """True when every complete line written so far is indexed."""
+        return self._scanned >= self.file_size or self._only_partial_left
+
+    def scan(self, max_bytes: int | None = None) -> int:
+        """Index up to ``max_bytes`` more of the file; return how many lines were added."""
+        with self._scan_lock:
+            return self._scan(max_bytes)
+
+    def _scan(self, max_bytes: int | None) -> int:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return 0
+        try:
+            self.file_size = os.fstat(fd).st_size
+            budget = self.file_size - self._scanned if max_bytes is None else max_bytes
+            added = 0
+            size = self.chunk_bytes
+            while budget > 0 and self._scanned < self.file_size:
+                base = self._scanned
+                buf = os.pread(fd, min(size, self.file_size - base), base)
+                newlines = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == 10)
+                if len(newlines) == 0:
+                    if base + len(buf) >= self.file_size:
+                        self._only_partial_left = True  # an unterminated last line
+                        break
+                    size *= 2  # a line longer than a chunk: read more at once
+                    continue
+                size = self.chunk_bytes
+                self._only_partial_left = False
+                ends = newlines.astype(np.int64) + base
+                starts = np.empty_like(ends)
+                starts[0] = base
+                starts[1:] = ends[:-1] + 1
+                keep = ends > starts  # blank lines carry no record
+                errors = self._find_errors(buf[: int(newlines[-1]) + 1], base)
+                with self._lock:
+                    self._starts = np.concatenate([self._starts, starts[keep]])
+                    self._ends = np.concatenate([self._ends, ends[keep]])
+                    self._error_offsets.extend(errors)
+                    self._scanned = int(ends[-1]) + 1
+                added += int(keep.sum())
+                budget -= self._scanned - base
+            return added
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _find_errors(buf: bytes, base: int) -> list[int]:
+        found: list[int] = []
+        pos = buf.find(_ERROR_MARK)
+        while pos >= 0:
+            found.append(base + pos)
+            pos = buf.find(_ERROR_MARK, pos + len(_ERROR_MARK))
+        return found
+
+    def line(self, i: int) -> bytes:
+        """The bytes of line ``i`` (without its newline)."""
+        with self._lock:
+            start, end = int(self._starts[i]), int(self._ends[i])
+        with open(self.path, "rb") as f:
+            return os.pread(f.fileno(), end - start, start)
+
+    def record(self, i: int) -> dict[str, Any]:
+        """Line ``i`` parsed (a garbage line gives an ``event: corrupt`` record)."""
+        return parse_record(self.line(i))
+
+    def records(self, first: int, stop: int) -> list[dict[str, Any]]:
+        """Lines ``first`` to ``stop - 1`` parsed, with one read for the whole range."""
+        stop = min(stop, len(self))
+        if first >= stop:
+            return []
+        with self._lock:
+            starts = self._starts[first:stop].copy()
+            ends = self._ends[first:stop].copy()
+        with open(self.path, "rb") as f:
+            base = int(starts[0])
+            blob = os.pread(f.fileno(), int(ends[-1]) - base, base)
+        return [parse_record(blob[s - base : e - base]) for s, e in zip(starts.tolist(),
+                                                                        ends.tolist(),
+                                                                        strict=True)]
+
+    def error_lines(self) -> list[int]:
+        """Indexes of the lines that are ``error`` records, in file order."""
+        with self._lock:
+            offsets = np.asarray(self._error_offsets, dtype=np.int64)
+            starts = self._starts
+        if len(offsets) == 0:
+            return []
+        return (np.searchsorted(starts, offsets, side="right") - 1).tolist()

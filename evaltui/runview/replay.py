@@ -1,0 +1,169 @@
+"""EpisodeReplay: one ``ep{NNNN}/`` dir as steps, firings, errors and frames.
+
+Everything comes from the episode dir alone (episode.json, log.jsonl, assets/), so a dir
+copied anywhere replays. Steps in log.jsonl never decrease (episode_start is step 0,
+then each step's firings, then episode_end), so the first line of a step is found by
+bisecting the line index, parsing ~log2(lines) lines instead of the whole log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evaltui.runview.logindex import LineIndex
+
+LOG_FILENAME = "log.jsonl"
+EPISODE_FILENAME = "episode.json"
+FIRINGS_PER_STEP_LIMIT = 500
+"""A step with more records than this shows the first ones and says how many were left."""
+ERROR_STEPS_LIMIT = 10_000
+"""Each error's step costs one line read: a log of nothing but errors stays cheap."""
+_FRAME_LOOKBACK_STEPS = 64
+_STEP_CACHE_MAX = 8192
+
+
+@dataclass(frozen=True)
+class Firing:
+    """One log record of a step, with its line number in log.jsonl."""
+
+    line: int
+    record: dict[str, Any]
+
+    @property
+    def event(self) -> str:
+        return str(self.record.get("event", "?"))
+
+    @property
+    def is_error(self) -> bool:
+        return self.event in ("error", "corrupt")
+
+
+class EpisodeReplay:
+    """Random access to one episode's log by step, built on a lazy :class:`LineIndex`."""
+
+    def __init__(self, ep_dir: Path) -> None:
+        self.ep_dir = Path(ep_dir)
+        self.index = LineIndex(self.ep_dir / LOG_FILENAME)
+        self.episode: dict[str, Any] = {}
+        self.episode_error: str | None = None
+        """Why episode.json could not be used (the replay still works from the log)."""
+        self._steps: dict[int, int] = {}
+        self.load_episode()
+
+    def load_episode(self) -> None:
+        """(Re)read episode.json; a missing or corrupt one is noted, not raised."""
+        path = self.ep_dir / EPISODE_FILENAME
+        try:
+            data = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            self.episode, self.episode_error = {}, "episode.json not written yet"
+            return
+        except (OSError, orjson.JSONDecodeError) as exc:
+            self.episode, self.episode_error = {}, f"episode.json is unreadable: {exc}"
+            return
+        if not isinstance(data, dict):
+            self.episode, self.episode_error = {}, "episode.json is not a JSON object"
+            return
+        self.episode, self.episode_error = data, None
+
+    # --- steps ---------------------------------------------------------------------------
+
+    def step_of(self, line: int) -> int:
+        """The step of line ``line``; a corrupt line takes the step of the line before it."""
+        cached = self._steps.get(line)
+        if cached is not None:
+            return cached
+        step = 0
+        for i in range(line, max(-1, line - 16), -1):
+            value = self.index.record(i).get("step")
+            if isinstance(value, int) and not isinstance(value, bool):
+                step = value
+                break
+        if len(self._steps) >= _STEP_CACHE_MAX:
+            self._steps.clear()
+        self._steps[line] = step
+        return step
+
+    @property
+    def last_step(self) -> int:
+        """The highest step indexed so far (0 for an empty log)."""
+        return self.step_of(len(self.index) - 1) if len(self.index) else 0
+
+    def first_line_of(self, step: int) -> int:
+        """The first line whose step is >= ``step`` (``len(index)`` if none)."""
+        lo, hi = 0, len(self.index)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.step_of(mid) < step:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def step_lines(self, step: int) -> range:
+        """Line numbers of the records of ``step``."""
+        return range(self.first_line_of(step), self.first_line_of(step + 1))
+
+    def firings(self, step: int, limit: int = FIRINGS_PER_STEP_LIMIT) -> tuple[list[Firing], int]:
+        """The records of ``step`` (at most ``limit``) and how many there are in all."""
+        lines = self.step_lines(step)
+        shown = lines[:limit]
+        records = self.index.records(shown.start, shown.stop) if len(shown) else []
+        return [Firing(i, r) for i, r in zip(shown, records, strict=True)], len(lines)
+
+    # --- errors --------------------------------------------------------------------------
+
+    def error_steps(self, limit: int = ERROR_STEPS_LIMIT) -> list[int]:
+        """Steps that hold an ``error`` record, ascending (the first ``limit`` errors')."""
+        return sorted({self.step_of(i) for i in self.index.error_lines()[:limit]})
+
+    def next_error_step(self, after_step: int) -> int | None:
+        """The first error step after ``after_step``, wrapping to the first; None if none."""
+        steps = self.error_steps()
+        if not steps:
+            return None
+        later = [s for s in steps if s > after_step]
+        return later[0] if later else steps[0]
+
+    # --- frames --------------------------------------------------------------------------
+
+    def frame_of(self, step: int) -> Path | None:
+        """The frame to show at ``step``: its last frame, else the latest one before it."""
+        for s in range(step, max(-1, step - _FRAME_LOOKBACK_STEPS), -1):
+            firings, _ = self.firings(s)
+            for firing in reversed(firings):
+                rel = _find_frame(firing.record.get("outputs"))
+                if rel is not None:
+                    return self._asset_path(rel)
+        return None
+
+    def _asset_path(self, rel: str) -> Path | None:
+        path = (self.ep_dir / rel).resolve()
+        # A copied dir comes from someone else: never follow a reference out of it.
+        if not path.is_relative_to(self.ep_dir.resolve()) or not path.is_file():
+            return None
+        return path
+
+
+def _find_frame(value: Any, depth: int = 0) -> str | None:
+    """The last ``{"$frame": path}`` reference inside a logged value."""
+    if depth > 6:
+        return None
+    if isinstance(value, dict):
+        ref = value.get("$frame")
+        if isinstance(ref, str):
+            return ref
+        found = None
+        for item in value.values():
+            found = _find_frame(item, depth + 1) or found
+        return found
+    if isinstance(value, list):
+        found = None
+        for item in value[:64]:
+            found = _find_frame(item, depth + 1) or found
+        return found
+    return None

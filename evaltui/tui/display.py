@@ -1,0 +1,116 @@
+"""How the TUI spells numbers, sizes, times and states (plain strings, no widgets)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from evaltui.states import RunState
+
+STATE_COLOUR: Mapping[str, str] = {
+    RunState.QUEUED: "secondary",
+    RunState.STARTING: "accent",
+    RunState.RUNNING: "primary",
+    RunState.DONE: "success",
+    RunState.FAILED: "error",
+    RunState.CANCELLED: "warning",
+    RunState.ABORTED: "error",
+    "ok": "success",
+    "error": "error",
+    "timeout": "warning",
+    "cancelled": "warning",
+    "unreadable": "error",
+}
+"""Theme variable (without ``$``) that colours a run state or an episode status."""
+
+STATE_GLYPH: Mapping[str, str] = {
+    RunState.QUEUED: "◌",
+    RunState.STARTING: "◐",
+    RunState.RUNNING: "●",
+    RunState.DONE: "✔",
+    RunState.FAILED: "✘",
+    RunState.CANCELLED: "⊘",
+    RunState.ABORTED: "✘",
+}
+"""A glyph per run state, so the state reads without colour too."""
+
+NONE = "—"
+
+
+def mib(mb: float | None) -> str:
+    """``512 MiB``, ``20.0 GiB``; ``—`` for None."""
+    if mb is None:
+        return NONE
+    return f"{mb / 1024:.1f} GiB" if abs(mb) >= 1024 else f"{mb:.0f} MiB"
+
+
+def gib(mb: float | None) -> str:
+    """MiB as GiB with one decimal, no unit (``20.0``); ``—`` for None."""
+    return NONE if mb is None else f"{mb / 1024:.1f}"
+
+
+def metric(value: float | None, digits: int = 3) -> str:
+    """A metric mean, or ``—``."""
+    return NONE if value is None else f"{value:.{digits}f}"
+
+
+def interval(ci: object, digits: int = 3) -> str:
+    """A 95% CI as ``[lo, hi]``, or ``—``."""
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(v, int | float)
+                                                           for v in ci):
+        return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+    return NONE
+
+
+def duration(seconds: float | None) -> str:
+    """``0.42 s``, ``12 s``, ``3m05s``, ``2h07m``, ``3d04h``."""
+    if seconds is None or seconds < 0:
+        return NONE
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, sec = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def age(seconds: float | None) -> str:
+    """A k9s-style age: ``45s``, ``3m``, ``2h``, ``5d``."""
+    if seconds is None or seconds < 0:
+        return NONE
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def parse_time(value: object) -> datetime | None:
+    """An ISO 8601 time from a run file, or None if absent or malformed."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.astimezone()
+
+
+def seconds_between(start: object, end: datetime) -> float | None:
+    """Seconds from an ISO time to ``end``, or None."""
+    begun = parse_time(start)
+    return None if begun is None else (end - begun).total_seconds()
+
+
+def first_line(text: object, limit: int = 120) -> str:
+    """The first non-empty line of a message (tracebacks end with the useful one)."""
+    if not isinstance(text, str) or not text.strip():
+        return ""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,88 @@
+"""Messages posted by the TUI's workers and watcher threads to its screens.
+
+The frequent ones (a queue poll, a run-dir change, index progress) carry the latest
+state or only a "look again" signal, so ``can_replace`` lets a burst coalesce into
+one update: the UI never falls behind a fast run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.message import Message
+
+from evaltui.runview.replay import Firing
+from evaltui.tui.backend import QueueSnapshot
+
+
+@dataclass
+class QueuePolled(Message):
+    """A fresh snapshot of the backend (handler: ``on_queue_polled``)."""
+
+    snapshot: QueueSnapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, QueuePolled)
+
+
+class BackendChanged(Message):
+    """The backend reported a run state change: poll now (handler:
+    ``on_backend_changed``; coalesces)."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, BackendChanged)
+
+
+@dataclass
+class BackendFailed(Message):
+    """The backend could not be reached or refused a call (handler: ``on_backend_failed``)."""
+
+    action: str
+    error: str
+
+
+@dataclass
+class ActionDone(Message):
+    """A backend call (submit, cancel, resume, priority, lock) finished.
+
+    Handler: ``on_action_done``.
+    """
+
+    action: str
+    run_id: str | None
+    detail: str
+
+
+class RunChanged(Message):
+    """The run dir being shown changed; drain its RunModel (handler: ``on_run_changed``)."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RunChanged)
+
+
+@dataclass
+class LogIndexed(Message):
+    """More of an episode's log.jsonl is indexed (handler: ``on_log_indexed``)."""
+
+    lines: int
+    complete: bool
+    first_step: int
+    last_step: int
+    error_steps: frozenset[int]
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LogIndexed)
+
+
+@dataclass
+class StepLoaded(Message):
+    """The records and frame of one replay step were read (handler: ``on_step_loaded``)."""
+
+    step: int
+    firings: list[Firing]
+    total: int
+    frame: Path | None
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, StepLoaded)

@@ -1,0 +1,179 @@
+"""SubmitScreen: a form over the JobSpec, with validation errors next to their fields.
+
+The form builds the same spec as ``evaltui eval`` (a built-in graph name or a graph or
+JobSpec file, plus overrides). Pydantic checks types and ranges of every field at once
+before anything is sent; the backend then checks the rest (the graph imports, the
+dataset and split exist) and its SpecError lands under the field it names.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pydantic import ValidationError
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.suggester import SuggestFromList
+from textual.widgets import Button, Checkbox, Input, Label
+
+from evaltui.commands.eval import build_spec
+from evaltui.graphs import builtin_graph_names
+from evaltui.spec import JobSpec, SpecError
+from evaltui.tui.backend import Backend
+
+SPLITS = ["GoToLocal", "GoToObjMaze", "GoTo"]
+
+FIELDS: tuple[tuple[str, str, str, str], ...] = (
+    # id, label, default, input type
+    ("graph", "graph", "bot", "text"),
+    ("dataset", "dataset", "babyai", "text"),
+    ("split", "split", "GoToLocal", "text"),
+    ("episodes", "episodes", "20", "integer"),
+    ("start", "first index", "0", "integer"),
+    ("workers", "workers", "1", "integer"),
+    ("step_budget", "step budget", "200", "integer"),
+    ("priority", "priority", "0", "integer"),
+    ("vram", "VRAM MiB", "0", "integer"),
+)
+
+FIELD_OF_PATH = {
+    "target": "graph", "graph": "graph", "eval.dataset": "dataset", "eval.split": "split",
+    "eval.episode_count": "episodes", "eval.episode_indices": "episodes",
+    "eval.start_episode_index": "start", "eval.worker_count": "workers",
+    "eval.step_budget": "step_budget", "scheduling.priority": "priority",
+    "scheduling.marginal_vram_mb": "vram", "scheduling.exclusive_gpu": "exclusive",
+}
+
+
+def field_for(path: str) -> str:
+    """The form field an error path (``eval.worker_count``, ``graph.nodes.x``) belongs to."""
+    for prefix in sorted(FIELD_OF_PATH, key=len, reverse=True):
+        if path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "["):
+            return FIELD_OF_PATH[prefix]
+    return "form"
+
+
+class SubmitScreen(ModalScreen[str | None]):
+    """Dismisses with the new run_id, or None if cancelled."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Cancel"),
+        Binding("ctrl+s", "submit", "Submit", priority=True),
+    ]
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__()
+        self.backend = backend
+
+    def compose(self) -> ComposeResult:
+        graphs = ", ".join(builtin_graph_names())
+        with Vertical(classes="dialog submit"):
+            yield Label("Submit an eval run", classes="dialog-title")
+            with Grid(id="submit-form"):
+                for field_id, label, default, kind in FIELDS:
+                    yield Label(label, classes="form-label")
+                    yield Input(default, id=field_id, type=kind,  # type: ignore[arg-type]
+                                placeholder=f"built-in ({graphs}) or a JSON file"
+                                if field_id == "graph" else "",
+                                suggester=SuggestFromList(SPLITS) if field_id == "split"
+                                else None)
+                    yield Label("", id=f"{field_id}-error", classes="field-error")
+                yield Label("exclusive", classes="form-label")
+                yield Checkbox("alone on its GPU (nothing else admitted there)", id="exclusive")
+                yield Label("", id="exclusive-error", classes="field-error")
+            yield Label("", id="form-error", classes="field-error")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Cancel", id="cancel")
+                yield Button("Submit (ctrl+s)", id="submit", variant="primary")
+
+    def on_mount(self) -> None:
+        for label in self.query(".field-error"):
+            label.display = False
+        self.query_one("#graph", Input).focus()
+
+    def spec(self) -> dict[str, Any]:
+        """The JobSpec dict the form describes (raises SpecError for a bad graph target)."""
+        def value(field_id: str) -> str:
+            return self.query_one(f"#{field_id}", Input).value.strip()
+
+        def integer(field_id: str) -> int | None:
+            raw = value(field_id)
+            return int(raw) if raw not in ("", "-") else None
+
+        args = argparse.Namespace(
+            target=value("graph") or None, demo=False, dataset=value("dataset") or None,
+            split=value("split") or None, episodes=integer("episodes"), start=integer("start"),
+            indices=None, workers=integer("workers"), step_budget=integer("step_budget"),
+            step_timeout=None, set=[], workspace=None)
+        spec = build_spec(args)
+        scheduling = dict(spec.get("scheduling") or {})
+        for key, field_id in (("priority", "priority"), ("marginal_vram_mb", "vram")):
+            number = integer(field_id)
+            if number is not None:
+                scheduling[key] = number
+        scheduling["exclusive_gpu"] = self.query_one("#exclusive", Checkbox).value
+        spec["scheduling"] = scheduling
+        return spec
+
+    def action_submit(self) -> None:
+        self._clear_errors()
+        try:
+            spec = self.spec()
+            JobSpec.model_validate(spec)
+        except SpecError as exc:
+            self._show_errors({field_for(exc.field): exc.message})
+            return
+        except ValidationError as exc:
+            errors: dict[str, str] = {}
+            for err in exc.errors():
+                path = ".".join(str(p) for p in err["loc"])
+                errors.setdefault(field_for(path), err["msg"].removeprefix("Value error, "))
+            self._show_errors(errors)
+            return
+        self.query_one("#submit", Button).disabled = True
+        self._send(spec)
+
+    @work(thread=True, exclusive=True, group="submit", exit_on_error=False)
+    def _send(self, spec: dict[str, Any]) -> None:
+        try:
+            run_id, _ = self.backend.submit(spec)
+        except SpecError as exc:
+            self.app.call_from_thread(self._rejected, {field_for(exc.field): exc.message})
+        except Exception as exc:  # the backend's own failure: show it, keep the form
+            self.app.call_from_thread(self._rejected, {"form": f"{type(exc).__name__}: {exc}"})
+        else:
+            self.app.call_from_thread(self.dismiss, run_id)
+
+    def _rejected(self, errors: dict[str, str]) -> None:
+        self.query_one("#submit", Button).disabled = False
+        self._show_errors(errors)
+
+    def _clear_errors(self) -> None:
+        for label in self.query(".field-error").results(Label):
+            label.update("")
+            label.display = False
+
+    def _show_errors(self, errors: dict[str, str]) -> None:
+        for field_id, message in errors.items():
+            label = self.query_one(f"#{field_id}-error", Label)
+            label.update(f"↳ {message}")
+            label.display = True
+        first = next(iter(errors))
+        if first not in ("form", "exclusive"):
+            self.query_one(f"#{first}", Input).focus()
+
+    @on(Button.Pressed, "#submit")
+    def _submit_pressed(self) -> None:
+        self.action_submit()
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel_pressed(self) -> None:
+        self.dismiss(None)
+
+    @on(Input.Submitted)
+    def _enter(self) -> None:
+        self.action_submit()

@@ -1,0 +1,1 @@
+"""One module per widget (tables, meters, timeline, firing and frame views...)."""

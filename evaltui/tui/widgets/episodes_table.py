@@ -1,0 +1,265 @@
+"""EpisodesTable: the run screen's per-episode rows, updated in place as episodes end.
+
+Rows arrive in batches from the run watcher. A new row is appended (or inserted with
+one re-sort when the table is sorted otherwise than by index); a rewritten episode
+(resume) updates its cells; the row under the cursor stays selected through both. The
+table filters by status and by text without re-reading anything: it keeps every row
+it was given and only changes which ones are shown.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist
+
+from evaltui.tui.display import NONE, STATE_COLOUR, duration, first_line, metric
+from evaltui.tui.widgets.bars import theme_style
+
+StatusFilter = Literal["all", "not-ok", "ok", "error", "timeout", "cancelled"]
+STATUS_FILTERS: tuple[StatusFilter, ...] = ("all", "not-ok", "ok", "error", "timeout",
+                                            "cancelled")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its key, header, width and how a row sorts by it."""
+
+    key: str
+    label: str
+    width: int
+    sort_key: Callable[[dict[str, Any]], Any]
+
+
+def _metric(name: str) -> Callable[[dict[str, Any]], Any]:
+    def key(row: dict[str, Any]) -> float:
+        value = (row.get("metrics") or {}).get(name)
+        return value if isinstance(value, int | float) else float("-inf")
+    return key
+
+
+def _number(name: str) -> Callable[[dict[str, Any]], Any]:
+    def key(row: dict[str, Any]) -> float:
+        value = row.get(name)
+        return value if isinstance(value, int | float) else float("-inf")
+    return key
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("index", "#", 5, _number("episode_index")),
+    Column("episode", "episode", 16, lambda r: str(r.get("episode_id") or "")),
+    Column("status", "status", 9, lambda r: str(r.get("status") or "")),
+    Column("success", "SR", 3, _metric("success")),
+    Column("spl", "SPL", 5, _metric("spl")),
+    Column("ndtw", "nDTW", 5, _metric("ndtw")),
+    Column("steps", "steps", 5, _number("step_count")),
+    Column("time", "time", 7, _number("elapsed_sec")),
+    Column("worker", "wkr", 3, _number("worker_id")),
+    Column("attempts", "try", 3, _number("attempts")),
+    Column("detail", "instruction / error", 20, lambda r: str(r.get("instruction") or "")),
+)
+_BY_KEY = {c.key: c for c in COLUMNS}
+
+
+class EpisodesTable(DataTable[Any]):
+    """Episode rows of one run, sortable by any column, filterable by status and text."""
+
+    BINDINGS = [Binding("enter", "select_cursor", "Replay")]
+
+    DEFAULT_CSS = """
+    EpisodesTable {
+        height: 1fr;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self._rows: dict[int, dict[str, Any]] = {}
+        self.status_filter: StatusFilter = "all"
+        self.text_filter = ""
+        self.sort_column = "index"
+        self.sort_reverse = False
+        self._last_shown = -1
+        """Highest index shown while sorted by index ascending (appends need no sort)."""
+
+    def on_mount(self) -> None:
+        for column in COLUMNS:
+            self.add_column(column.label, key=column.key, width=column.width)
+        self.app.theme_changed_signal.subscribe(self, lambda _: self._rebuild())
+
+    def on_resize(self) -> None:
+        fixed = sum(c.width + 2 * self.cell_padding for c in COLUMNS[:-1])
+        detail = self.columns.get(COLUMNS[-1].key)  # type: ignore[call-overload]
+        width = max(20, self.size.width - fixed - 2 * self.cell_padding - 1)
+        if detail is not None and detail.width != width:
+            detail.width = width
+            self._rebuild()  # the cell cache holds cells cut to the old width
+
+    # --- data ----------------------------------------------------------------------------
+
+    @property
+    def total(self) -> int:
+        """Rows known, shown or not."""
+        return len(self._rows)
+
+    def counts(self) -> Counter[str]:
+        """Rows by status, shown or not."""
+        return Counter(str(r.get("status") or "?") for r in self._rows.values())
+
+    def row_data(self, index: int) -> dict[str, Any] | None:
+        return self._rows.get(index)
+
+    def selected_index(self) -> int | None:
+        """The episode index of the row under the cursor."""
+        if not self.row_count:
+            return None
+        try:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
+        except Exception:  # an empty table or a cursor mid-update
+            return None
+        return int(key.value) if key.value is not None else None
+
+    def upsert(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Add new rows and update rewritten ones, keeping the selected row selected."""
+        selected = self.selected_index()
+        needs_sort = False
+        for row in rows:
+            index = row.get("episode_index")
+            if not isinstance(index, int):
+                continue
+            self._rows[index] = row
+            key = str(index)
+            shown = key in self.rows
+            if not self._matches(row):
+                if shown:
+                    self.remove_row(key)
+                continue
+            cells = self._cells(row)
+            if shown:
+                for column, cell in zip(COLUMNS, cells, strict=True):
+                    self.update_cell(key, column.key, cell)
+                needs_sort = needs_sort or self.sort_column != "index"
+                continue
+            self.add_row(*cells, key=key)
+            if self.sort_column == "index" and not self.sort_reverse and index > self._last_shown:
+                self._last_shown = index
+            else:
+                needs_sort = True
+        if needs_sort:
+            self._sort()
+        self._select(selected)
+
+    # --- filter and sort ------------------------------------------------------------------
+
+    def set_filter(self, *, status: StatusFilter | None = None, text: str | None = None) -> None:
+        """Show only rows of ``status`` whose text contains ``text`` (case-insensitive)."""
+        if status is not None:
+            self.status_filter = status
+        if text is not None:
+            self.text_filter = text.strip().lower()
+        self._rebuild()
+
+    def sort_by(self, column: str, reverse: bool | None = None) -> None:
+        """Sort by ``column``; choosing the current column again flips the order."""
+        if column not in _BY_KEY:
+            raise ValueError(f"no column {column!r}")
+        if reverse is None:
+            reverse = not self.sort_reverse if column == self.sort_column else False
+        self.sort_column, self.sort_reverse = column, reverse
+        selected = self.selected_index()
+        self._sort()
+        self._select(selected)
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        self.sort_by(str(event.column_key.value))
+
+    @property
+    def shown(self) -> int:
+        return self.row_count
+
+    def _matches(self, row: dict[str, Any]) -> bool:
+        status = row.get("status")
+        wanted = self.status_filter
+        if wanted == "not-ok" and status == "ok":
+            return False
+        if wanted not in ("all", "not-ok") and status != wanted:
+            return False
+        if self.text_filter:
+            haystack = " ".join(str(row.get(k) or "") for k in
+                                ("episode_index", "episode_id", "scene_id", "instruction",
+                                 "status", "error")).lower()
+            return self.text_filter in haystack
+        return True
+
+    def _sort(self) -> None:
+        column = _BY_KEY[self.sort_column]
+        rows = self._rows
+
+        def key(index: int) -> Any:
+            return (column.sort_key(rows[index]), index)
+
+        self.sort("index", key=key, reverse=self.sort_reverse)
+        self._last_shown = max((int(k.value or 0) for k in self.rows), default=-1) \
+            if self.sort_column == "index" and not self.sort_reverse else -1
+
+    def _rebuild(self) -> None:
+        if not self.columns:
+            return
+        selected = self.selected_index()
+        self.clear()
+        self._last_shown = -1
+        for index in sorted(self._rows):
+            row = self._rows[index]
+            if self._matches(row):
+                self.add_row(*self._cells(row), key=str(index))
+                self._last_shown = index
+        if self.sort_column != "index" or self.sort_reverse:
+            self._sort()
+        self._select(selected)
+
+    def _select(self, index: int | None) -> None:
+        if index is None:
+            return
+        try:
+            row = self.get_row_index(str(index))
+        except RowDoesNotExist:
+            return
+        if row != self.cursor_row:
+            self.move_cursor(row=row, scroll=False)
+
+    # --- cells ---------------------------------------------------------------------------
+
+    def _cells(self, row: dict[str, Any]) -> list[Any]:
+        app = self.app
+        status = str(row.get("status") or "?")
+        metrics = row.get("metrics") or {}
+        success = metrics.get("success")
+        if isinstance(success, int | float):
+            sr = Text("✔" if success >= 1 else "✘",
+                      style=theme_style(app, "success" if success >= 1 else "error"))
+        else:
+            sr = Text(NONE)
+        error = first_line(row.get("error"))
+        detail = Text(error, style=theme_style(app, "error")) if error and status != "ok" \
+            else Text(str(row.get("instruction") or ""))
+        detail.no_wrap, detail.overflow = True, "ellipsis"
+        return [
+            row.get("episode_index"),
+            str(row.get("episode_id") or NONE),
+            Text(status, style=theme_style(app, STATE_COLOUR.get(status, "foreground"))),
+            sr,
+            Text(metric(metrics.get("spl"), 2), justify="right"),
+            Text(metric(metrics.get("ndtw"), 2), justify="right"),
+            Text(str(row.get("step_count", NONE)), justify="right"),
+            Text(duration(row.get("elapsed_sec")), justify="right"),
+            Text(str(row.get("worker_id", NONE)), justify="right"),
+            Text(str(row.get("attempts", NONE)), justify="right"),
+            detail,
+        ]

@@ -1,0 +1,108 @@
+"""Resource meters for the queue screen: one line per GPU, one for the host.
+
+A GPU line shows memory as a stacked bar (used by processes, then reserved by admitted
+runs not yet at their peak, then free), coloured by how full the device would be once
+reservations land, and the utilisation. Without NVML the panel says so plainly:
+admission then uses host RAM and CPU only.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from evaltui.tui.backend import GpuInfo, HostInfo, Resources
+from evaltui.tui.display import gib
+from evaltui.tui.widgets.bars import level_variable, stacked_bar, theme_style
+
+LABEL_WIDTH = 22
+INFO_WIDTH = 56
+
+
+class ResourceMeters(Widget):
+    """Per-GPU memory and utilisation meters, then host CPU and RAM."""
+
+    DEFAULT_CSS = """
+    ResourceMeters {
+        height: auto;
+        padding: 0 1;
+    }
+    """
+
+    resources: reactive[Resources | None] = reactive(None, layout=True)
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
+
+    def render(self) -> Group:
+        grid = Table.grid(padding=(0, 1), expand=True)
+        bar_width = max(10, self.content_size.width - LABEL_WIDTH - INFO_WIDTH - 2)
+        grid.add_column(width=LABEL_WIDTH, no_wrap=True, overflow="ellipsis")
+        grid.add_column(width=bar_width, no_wrap=True)
+        grid.add_column(width=INFO_WIDTH, no_wrap=True, overflow="ellipsis")
+        res = self.resources
+        if res is None:
+            return Group(Text("probing resources…", style=theme_style(self.app,
+                                                                      "foreground-muted")))
+        lines: list[Text | Table] = []
+        if not res.gpus:
+            note = res.gpu_note or "no GPU found"
+            if not note.startswith("NVML"):
+                note = f"NVML unavailable: {note}"
+            line = Text("GPU".ljust(LABEL_WIDTH + 1),
+                        style=theme_style(self.app, "warning", bold=True))
+            line.append(note, style=theme_style(self.app, "warning"))
+            line.append(" — admission uses host RAM and CPU only",
+                        style=theme_style(self.app, "foreground-muted"))
+            line.no_wrap, line.overflow = True, "ellipsis"
+            lines.append(line)
+        for gpu in res.gpus:
+            grid.add_row(*self._gpu_row(gpu, bar_width))
+        grid.add_row(*self._cpu_row(res.host, bar_width))
+        grid.add_row(*self._ram_row(res.host, bar_width))
+        return Group(*lines, grid)
+
+    def _gpu_row(self, gpu: GpuInfo, width: int) -> tuple[Text, Text, Text]:
+        app = self.app
+        total = max(gpu.total_mb, 1.0)
+        committed = (gpu.used_mb + gpu.reserved_mb) / total
+        label = Text(f"GPU{gpu.index} ", style=theme_style(app, "primary", bold=True))
+        fake = gpu.fake and "fake" not in gpu.name.lower()
+        label.append(gpu.name + (" (fake)" if fake else ""),
+                     style=theme_style(app, "foreground-muted"))
+        used_style = theme_style(app, level_variable(committed))
+        bar = stacked_bar(width, [(gpu.used_mb, used_style),
+                                  (gpu.reserved_mb, theme_style(app, "secondary"))],
+                          total, theme_style(app, "panel"))
+        util = "util —" if gpu.util_pct is None else f"util {gpu.util_pct:3.0f}%"
+        info = Text(f"{gib(gpu.used_mb)} used", style=used_style)
+        info.append(f" · {gib(gpu.reserved_mb)} rsv", style=theme_style(app, "secondary"))
+        info.append(f" · {gib(gpu.free_mb)} free / {gib(gpu.total_mb)} GiB · {util}")
+        return label, bar, info
+
+    def _cpu_row(self, host: HostInfo, width: int) -> tuple[Text, Text, Text]:
+        app = self.app
+        fraction = host.cpu_pct / 100
+        style = theme_style(app, level_variable(fraction, warn=0.8, high=0.95))
+        label = Text("CPU ", style=theme_style(app, "primary", bold=True))
+        label.append(f"{host.cpu_count} cores", style=theme_style(app, "foreground-muted"))
+        bar = stacked_bar(width, [(fraction, style)], 1.0, theme_style(app, "panel"))
+        return label, bar, Text(f"{host.cpu_pct:5.1f}%", style=style)
+
+    def _ram_row(self, host: HostInfo, width: int) -> tuple[Text, Text, Text]:
+        app = self.app
+        total = max(host.ram_total_mb, 1.0)
+        style = theme_style(app, level_variable((host.ram_used_mb + host.ram_reserved_mb)
+                                                / total))
+        label = Text("RAM", style=theme_style(app, "primary", bold=True))
+        bar = stacked_bar(width, [(host.ram_used_mb, style),
+                                  (host.ram_reserved_mb, theme_style(app, "secondary"))],
+                          total, theme_style(app, "panel"))
+        info = Text(f"{gib(host.ram_used_mb)} used", style=style)
+        if host.ram_reserved_mb:
+            info.append(f" · {gib(host.ram_reserved_mb)} rsv", style=theme_style(app, "secondary"))
+        info.append(f" / {gib(host.ram_total_mb)} GiB")
+        return label, bar, info

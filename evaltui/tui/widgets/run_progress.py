@@ -1,0 +1,106 @@
+"""RunProgress: a run's progress bar, counts by status, throughput and ETA."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from rich.console import Group
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from evaltui.tui.display import STATE_COLOUR, duration, seconds_between
+from evaltui.tui.widgets.bars import stacked_bar, theme_style
+
+STATUS_ORDER = ("ok", "error", "timeout", "cancelled")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the widget shows; built by the run screen from the summary and live rows."""
+
+    total: int
+    counts: Counter[str] = field(default_factory=Counter)
+    elapsed_sec: float | None = None
+    running: bool = False
+
+    @property
+    def finished(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def rate(self) -> float | None:
+        """Episodes a second so far."""
+        if not self.elapsed_sec or self.elapsed_sec <= 0 or not self.finished:
+            return None
+        return self.finished / self.elapsed_sec
+
+    @property
+    def eta_sec(self) -> float | None:
+        rate = self.rate
+        if not self.running or rate is None:
+            return None
+        return max(0, self.total - self.finished) / rate
+
+    @classmethod
+    def of(cls, summary: Mapping[str, Any] | None, counts: Counter[str], running: bool,
+           now: datetime) -> Progress:
+        """Live counts plus the summary's total and clock (``now`` for a running run)."""
+        summary = summary or {}
+        total = summary.get("episodes_total")
+        elapsed = summary.get("elapsed_sec")
+        if running:
+            elapsed = seconds_between(summary.get("started_at"), now) or elapsed
+        return cls(total=total if isinstance(total, int) else sum(counts.values()),
+                   counts=counts, elapsed_sec=elapsed if isinstance(elapsed, int | float)
+                   else None, running=running)
+
+
+class RunProgress(Widget):
+    """Progress bar by status colour, counts, episodes per second and time left."""
+
+    DEFAULT_CSS = """
+    RunProgress {
+        height: auto;
+    }
+    """
+
+    progress: reactive[Progress | None] = reactive(None)
+    """Always four lines (one while reading), so a change never needs a new layout."""
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
+
+    def render(self) -> Group | Text:
+        p = self.progress
+        app = self.app
+        if p is None:
+            return Text("reading the run…\n\n\n", style=theme_style(app, "foreground-muted"))
+        width = max(10, self.content_size.width)
+        parts = [(p.counts.get(s, 0), theme_style(app, STATE_COLOUR[s])) for s in STATUS_ORDER]
+        bar = stacked_bar(width, parts, max(p.total, p.finished, 1), theme_style(app, "panel"))
+        pct = 100 * p.finished / p.total if p.total else 0.0
+        head = Text(f"{p.finished}/{p.total} episodes", style=theme_style(app, "foreground",
+                                                                          bold=True))
+        head.append(f"  {pct:.0f}%", style=theme_style(app, "foreground-muted"))
+        counts = Text()
+        for status in STATUS_ORDER + tuple(sorted(set(p.counts) - set(STATUS_ORDER))):
+            if counts:
+                counts.append("  ")
+            counts.append(f"{status} ", style=theme_style(app, "foreground-muted"))
+            counts.append(str(p.counts.get(status, 0)),
+                          style=theme_style(app, STATE_COLOUR.get(status, "foreground")))
+        rate = p.rate
+        if rate is None:
+            pace = Text("— ep/s")
+        else:  # slow runs (big episodes) read better per minute
+            pace = Text(f"{rate:.1f} ep/s" if rate >= 0.1 else f"{rate * 60:.1f} ep/min")
+        pace.append(f"  elapsed {duration(p.elapsed_sec)}",
+                    style=theme_style(app, "foreground-muted"))
+        if p.running:
+            pace.append(f"  ETA {duration(p.eta_sec)}", style=theme_style(app, "accent"))
+        return Group(head, bar, counts, pace)

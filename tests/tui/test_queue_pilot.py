@@ -1,0 +1,196 @@
+"""The queue screen driven by keys, over a real (not ticking) JobScheduler."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from conftest import SIZE, wait_for
+from rich.console import Console
+from textual.widgets import Input
+
+from evaltui.states import RunState
+from evaltui.tui.screens.confirm import ConfirmScreen
+from evaltui.tui.screens.help import HelpScreen
+from evaltui.tui.screens.queue import QueueScreen
+from evaltui.tui.screens.run import RunScreen
+from evaltui.tui.screens.submit import SubmitScreen
+from evaltui.tui.widgets.episodes_table import EpisodesTable
+from evaltui.tui.widgets.runs_table import RunsTable
+
+ALL_RUNS = 9
+pytestmark = pytest.mark.anyio
+
+
+def table(app) -> RunsTable:
+    return app.screen.query_one(RunsTable)
+
+
+def state_of(app, run_id: str) -> RunState | None:
+    run = table(app).run(run_id)
+    return run.state if run else None
+
+
+async def ready(app) -> None:
+    await wait_for(lambda: isinstance(app.screen, QueueScreen) and
+                   table(app).row_count == ALL_RUNS, what="all runs listed")
+
+
+async def select(pilot, run_id: str) -> None:
+    t = table(pilot.app)
+    t.move_cursor(row=t.get_row_index(run_id))
+    await pilot.pause()
+
+
+async def test_submit_adds_a_queued_row(runs, make_backend, app_factory) -> None:
+    app = app_factory(make_backend())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+        await pilot.press("s")
+        await wait_for(lambda: isinstance(app.screen, SubmitScreen))
+        app.screen.query_one("#episodes", Input).value = "3"
+        await pilot.press("ctrl+s")
+        await wait_for(lambda: isinstance(app.screen, QueueScreen), timeout=20,
+                       what="the form to close")
+        await wait_for(lambda: table(app).row_count == ALL_RUNS + 1, what="the new row")
+        new = set(table(app)._runs) - {p.name for p in runs.values()}
+        assert len(new) == 1
+        assert state_of(app, new.pop()) is RunState.QUEUED
+
+
+async def test_submit_shows_backend_errors_inline(runs, make_backend, app_factory) -> None:
+    """A split that does not exist passes pydantic but not the backend's full check."""
+    app = app_factory(make_backend())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+        await pilot.press("s")
+        await wait_for(lambda: isinstance(app.screen, SubmitScreen))
+        app.screen.query_one("#split", Input).value = "NoSuchSplit"
+        await pilot.press("ctrl+s")
+        error = app.screen.query_one("#split-error")
+        await wait_for(lambda: error.display, timeout=20, what="the inline error")
+        assert "NoSuchSplit" in str(error.render())
+        assert isinstance(app.screen, SubmitScreen)
+        await pilot.press("escape")
+        assert table(app).row_count == ALL_RUNS
+
+
+async def test_cancel_asks_then_cancels(runs, make_backend, app_factory) -> None:
+    app = app_factory(make_backend())
+    run_id = runs["queued"].name
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+        await select(pilot, run_id)
+        await pilot.press("c")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("n")
+        await wait_for(lambda: isinstance(app.screen, QueueScreen))
+        assert state_of(app, run_id) is RunState.QUEUED
+        await pilot.press("c")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(lambda: state_of(app, run_id) is RunState.CANCELLED,
+                       what="the row to read cancelled")
+
+
+async def test_filter_narrows_and_escape_clears(runs, make_backend, app_factory) -> None:
+    app = app_factory(make_backend())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+        await pilot.press("slash", *"failed")
+        assert table(app).row_count == 1
+        assert table(app).selected.run_id == runs["failed"].name
+        await pilot.press("enter")  # leaves the box; the filter stays
+        assert table(app).row_count == 1
+        await pilot.press("escape")
+        assert table(app).row_count == ALL_RUNS
+
+
+async def test_corrupt_summary_is_badged_and_ui_keeps_working(runs, make_backend,
+                                                              app_factory) -> None:
+    app = app_factory(make_backend())
+    run_id = runs["corrupt"].name
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+        row = table(app).run(run_id)
+        assert row is not None and row.file_error and "summary.json" in (row.error or "")
+        await select(pilot, run_id)
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, RunScreen))
+        header = app.screen.query_one("#run-header")
+        await wait_for(lambda: "⚠" in str(header.render()), what="the run screen badge")
+        await pilot.press("escape")
+        await wait_for(lambda: isinstance(app.screen, QueueScreen))
+        await select(pilot, runs["done"].name)
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, RunScreen) and
+                       app.screen.query_one(EpisodesTable).row_count == 20)
+
+
+async def test_priority_keys_move_a_queued_run(runs, make_backend, app_factory) -> None:
+    app = app_factory(make_backend())
+    low, high = runs["queued_low"].name, runs["queued"].name
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+
+        def priority(run_id: str) -> int:
+            run = table(app).run(run_id)
+            return run.priority if run else -999
+
+        def order() -> list[str]:
+            return [str(r.key.value) for r in table(app).ordered_rows]
+
+        assert order().index(high) < order().index(low)
+        await select(pilot, low)
+        await pilot.press(*["plus"] * 6)  # 0 -> 6 overtakes the other queued run (5)
+        await wait_for(lambda: priority(low) == 6, what="priority 6")
+        assert order().index(low) < order().index(high)
+        assert table(app).selected.run_id == low  # the selection moved with the row
+        await pilot.press("minus")
+        await wait_for(lambda: priority(low) == 5, what="priority 5")
+        await select(pilot, runs["done"].name)
+        await pilot.press("plus")  # not queued: refused with a message, nothing breaks
+        await pilot.pause(0.2)
+        assert any("queued" in str(n.message) for n in app._notifications)
+
+
+async def test_lock_toggles_the_scheduler_mode(runs, make_backend, app_factory) -> None:
+    app = app_factory(make_backend())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+        screen = app.screen
+        assert screen.snapshot.scheduler.mode == "paused"
+        await pilot.press("l")
+        await wait_for(lambda: screen.snapshot.scheduler.mode == "locked", what="locked")
+        assert screen.snapshot.scheduler.lock_owner == "tester"
+        await pilot.press("l")
+        await wait_for(lambda: screen.snapshot.scheduler.mode == "paused", what="unlocked")
+
+
+async def test_resume_requeues_a_finished_run(runs, make_backend, app_factory) -> None:
+    """The done fixture has an error and a timeout episode: resume queues it again."""
+    app = app_factory(make_backend())
+    run_id = runs["done"].name
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+        await select(pilot, run_id)
+        await pilot.press("R")
+        await wait_for(lambda: state_of(app, run_id) is RunState.QUEUED, timeout=20,
+                       what="the resumed run queued")
+        assert not (runs["done"] / "_DONE").exists()
+
+
+async def test_help_lists_the_screen_keys(runs, make_backend, app_factory) -> None:
+    app = app_factory(make_backend())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+        await pilot.press("question_mark")
+        await wait_for(lambda: isinstance(app.screen, HelpScreen))
+        console = Console(width=100, record=True, file=io.StringIO())
+        console.print(app.screen._render_help())
+        text = console.export_text()
+        for words in ("Submit", "Cancel", "Priority +", "Resume", "Lock", "Filter"):
+            assert words in text
+        await pilot.press("escape")
+        await wait_for(lambda: isinstance(app.screen, QueueScreen))
+
