@@ -235,6 +235,10 @@ class JobScheduler:
             with self._ledger.transaction() as txn:
                 for key in pending:
                     txn.remove(key)
+        for ns in self._shared.stop_unheld():
+            # No tick will come to unload them: an idle model must not hold VRAM after
+            # its scheduler has gone.
+            log.info("unloaded idle shared nodeset %s on stop", ns.name)
         for proc in children:
             # Runs outlive the scheduler; whoever stays in this process still reaps them,
             # so no zombie is left when they end.

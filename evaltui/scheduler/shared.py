@@ -159,6 +159,19 @@ class SharedNodesets:
             self._stop(ns)
         return stopped
 
+    def stop_unheld(self) -> list[SharedNodeset]:
+        """Stop every scheduler-loaded nodeset that no run holds (the scheduler is going away).
+
+        Nodesets that runs still hold stay up for those runs (a next scheduler adopts
+        them); interactive ones always stay.
+        """
+        with self._lock:
+            idle = [ns for ns in self._by_key.values()
+                    if ns.origin == "scheduler" and not ns.holders]
+        for ns in idle:
+            self._stop(ns)
+        return idle
+
     # ---- interactive ---------------------------------------------------------------------
     def load(self, name: str, impl: str, params: Mapping[str, Any], env: Mapping[str, str],
              gpu: int | None = None) -> SharedNodeset:

@@ -68,6 +68,20 @@ def part(name: str = "policy", **params: Any) -> NodesetPart:
     return NodesetPart(name, nodeset_key(impl, params), impl, params, "shared", 1)
 
 
+def test_scheduler_going_away_stops_only_its_idle_nodesets(
+        launcher: SleepLauncher, tmp_path: Path) -> None:
+    shared = SharedNodesets(launcher, tmp_path / "registry.json")
+    idle = shared.acquire("run-a", part(), {}, None)
+    held = shared.acquire("run-b", part(noise=0.2), {}, None)
+    pinned = shared.load("pinned", "sched_nodesets:VramPolicy", {"noise": 0.3}, {})
+    shared.release("run-a", tick_no=1)
+    # Stopped at once, without waiting for a next tick that will never come.
+    assert shared.stop_unheld() == [idle]
+    assert not PidRef(idle.hosted.ref.pid, idle.hosted.ref.create_time).alive()
+    assert held.hosted.ref.alive() and pinned.hosted.ref.alive()
+    assert {ns.name for ns in shared.all()} == {held.name, "pinned"}
+
+
 def test_refcounted_per_run_and_unloaded_on_the_tick_after_zero(
         launcher: SleepLauncher, tmp_path: Path) -> None:
     shared = SharedNodesets(launcher, tmp_path / "registry.json")
