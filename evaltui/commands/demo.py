@@ -25,9 +25,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="the TUI with the built-in benchmark queued (no GPU needed)",
                        description="Queue three BabyAI runs (bot, noisy bot, and the shipped "
                        "model when present) and open the TUI on them.")
-    p.add_argument("--theme", default=None, help="TUI theme (default evaltui-dark)")
-    p.add_argument("--outputs", default=None,
+    # SUPPRESS: given after `demo` they win, else the same options given before it stay.
+    p.add_argument("--theme", default=argparse.SUPPRESS, help="TUI theme (default evaltui-dark)")
+    p.add_argument("--outputs", default=argparse.SUPPRESS,
                    help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
+    p.add_argument("--api-port", type=int, default=argparse.SUPPRESS,
+                   help="serve the HTTP API on 127.0.0.1:PORT (default 8000; 0 = off)")
     p.add_argument("--episodes", type=int, default=None,
                    help="episodes per run (default: 100, 300 and 200)")
     p.set_defaults(func=run)
@@ -74,7 +77,7 @@ def ensure_gpu() -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     note = ensure_gpu()
-    from evaltui.commands.tui import DEFAULT_API_PORT, run_app, serve_api
+    from evaltui.commands.tui import run_app, serve_api
     from evaltui.rundir import outputs_root
     from evaltui.scheduler import JobScheduler
     from evaltui.spec import SpecError
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     specs = demo_specs(args.episodes)
 
     def queue_runs() -> None:
-        api = serve_api(scheduler, DEFAULT_API_PORT, services)
+        api = serve_api(scheduler, args.api_port, services)
         backend.api_note = " · ".join(n for n in (note, api) if n)
         for spec in specs:
             try:

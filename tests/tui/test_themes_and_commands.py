@@ -177,3 +177,14 @@ def test_the_api_is_served_beside_the_tui_when_its_port_is_free(outputs: Path) -
         busy = serve_api(scheduler, port, second)
         assert busy.startswith(f"API: not served, 127.0.0.1:{port} is busy")
     assert serve_api(scheduler, 0, ExitStack()) == "API: off (--api-port 0)"
+
+
+@pytest.mark.parametrize("argv", [
+    ["demo", "--api-port", "0", "--theme", "evaltui-light", "--outputs", "o"],
+    ["--api-port", "0", "--theme", "evaltui-light", "--outputs", "o", "demo"],
+])
+def test_demo_takes_the_tui_options_before_or_after_the_command(argv: list[str]) -> None:
+    from evaltui.cli import build_parser
+
+    args = build_parser().parse_args(argv)
+    assert (args.api_port, args.theme, args.outputs) == (0, "evaltui-light", "o")
