@@ -11,7 +11,8 @@ scheduler's machinery beyond the models.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import socket
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -209,10 +210,16 @@ class ApiClient:
         return self._call("DELETE", f"/admits/{_seg(admit_id)}", Admit)
 
     # ---- events -------------------------------------------------------------------------
-    def events(self, run_id: str | None = None, last_event_id: int | None = None
+    def events(self, run_id: str | None = None, last_event_id: int | None = None,
+               on_open: Callable[[Callable[[], None]], None] | None = None
                ) -> Iterator[ServerEvent]:
         """Server-sent events until the backend ends the stream (or ``close()`` on the
-        generator). The server's heartbeats bound how long one read may block."""
+        generator). The server's heartbeats bound how long one read may block.
+
+        ``on_open(abort)`` is called once the stream is accepted; ``abort()`` ends it from
+        any thread (the reading thread then gets BackendUnavailable), which closing the
+        generator or the client cannot do while a read blocks.
+        """
         headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
         timeout = httpx.Timeout(10.0, read=60.0)
         try:
@@ -221,6 +228,8 @@ class ApiClient:
                 if response.status_code != 200:
                     response.read()
                     self._raise(response)
+                if on_open is not None:
+                    on_open(lambda: _shutdown(response))
                 yield from iter_sse(response.iter_lines())
         except httpx.TransportError as exc:
             raise self._unavailable(exc) from None
@@ -277,6 +286,18 @@ class ApiClient:
         if status in (400, 413, 422):
             raise InvalidRequest(message, status, field if isinstance(field, str) else None)
         raise ApiError(f"{self.base_url}: {message}", status)
+
+
+def _shutdown(response: httpx.Response) -> None:
+    """Shut the response's socket down: this wakes a read blocked on it in another thread
+    (closing the socket would not, on Linux)."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed by the peer or by the reader
 
 
 def _params(**kwargs: Any) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 The scheduler runs in this process (ticking in its own thread) and, when its port is
 free, the HTTP API of ``evaltui serve`` is served beside it (loopback only), so scripts
 and other clients can use this backend while the TUI is open. Runs are spawned in their
-own sessions: quitting the TUI never kills them; the next backend adopts them.
+own sessions: quitting the TUI never kills them; the next backend adopts them. With
+``--attach URL`` the TUI is instead a client of the backend at URL (AttachedBackend).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--theme", default=None, help="evaltui-dark (default), evaltui-light, "
                         "evaltui-high-contrast, or any Textual theme name")
     parser.add_argument("--attach", metavar="URL", default=None,
-                        help="run the TUI against a running `evaltui serve` at URL")
+                        help="run the TUI against a running `evaltui serve` at URL (no scheduler "
+                        "or API in this process; token from $EVALTUI_TOKEN or the token "
+                        "file)")
     parser.add_argument("--outputs", default=None,
                         help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
     parser.add_argument("--api-port", type=int, default=DEFAULT_API_PORT,
@@ -103,11 +106,23 @@ def run_app(backend: Any, theme: str | None, before_run: Callable[[], None] | No
 
 
 def _attach(args: argparse.Namespace) -> int:
+    """The TUI over ``evaltui serve`` at ``--attach URL``: no scheduler, no API here.
+
+    A backend that does not answer or rejects the token is one line on stderr and exit
+    code 1, before the screen is taken over.
+    """
+    from evaltui.tui.attached import AttachedBackend
+    from evaltui.tui.backend import BackendError
+
     try:
-        from evaltui.tui.attached import AttachedBackend  # type: ignore[import-not-found]
-    except ImportError:
-        print("evaltui --attach: not available yet: the TUI's client backend "
-              "(evaltui.tui.attached.AttachedBackend over evaltui.api.client) is not "
-              "written yet", file=sys.stderr)
-        return 2
-    return run_app(AttachedBackend(args.attach), args.theme)
+        backend = AttachedBackend(args.attach)
+    except BackendError as exc:
+        print(f"evaltui --attach: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return run_app(backend, args.theme)
+    except BackendError as exc:  # raised by backend.start(): nothing was shown yet
+        print(f"evaltui --attach: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        backend.stop()

@@ -9,6 +9,7 @@ process; an attached backend (``evaltui --attach URL``) speaks the HTTP API of
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,12 @@ class QueueSnapshot:
 
 class BackendError(RuntimeError):
     """A backend call failed; the message is meant for the user."""
+
+
+def readable_dir(path: Path) -> bool:
+    """True if ``path`` is a directory this process can list and read (a run dir the run
+    screen can show)."""
+    return path.is_dir() and os.access(path, os.R_OK | os.X_OK)
 
 
 @runtime_checkable

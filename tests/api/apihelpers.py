@@ -1,4 +1,5 @@
-"""Specs, waiting and process cleanup for the API tests."""
+"""Served backends, specs, waiting and process cleanup for the API tests (and for the
+attached TUI's tests, which import this module rather than copy it)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,94 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
+
+from evaltui.api.app import make_api
+from evaltui.api.auth import load_or_create_token
+from evaltui.api.client import ApiClient
+from evaltui.api.models import API_PREFIX
+from evaltui.api.server import ApiServer
 from evaltui.graphs import builtin_graph_path
 from evaltui.rundir import PidRef, read_json, runs_root
+from evaltui.scheduler import JobScheduler
+from evaltui.scheduler.admits import AdmitQueue
+
+
+def isolate_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Per-test state dir and outputs root; one fake 24 GiB GPU; no leaking variables."""
+    state, outputs = tmp_path / "state", tmp_path / "outputs"
+    state.mkdir()
+    outputs.mkdir()
+    monkeypatch.setenv("EVALTUI_STATE_DIR", str(state))
+    monkeypatch.setenv("EVALTUI_OUTPUTS", str(outputs))
+    monkeypatch.setenv("EVALTUI_FAKE_GPUS", "1x24576")
+    for var in ("EVALTUI_FAKE_GPU_INDEX", "EVALTUI_LEDGER_AUDIT", "CUDA_VISIBLE_DEVICES",
+                "BACKEND_URL", "EVALTUI_TOKEN", "EVALTUI_PORT_POOL"):
+        monkeypatch.delenv(var, raising=False)
+    return {"state": state, "outputs": outputs}
+
+
+@dataclass
+class Backend:
+    """A served scheduler: its URL, token, and raw/typed clients."""
+
+    scheduler: JobScheduler
+    admits: AdmitQueue
+    server: ApiServer
+    token: str
+    clients: list[Any] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def http(self, token: str | None = "default") -> httpx.Client:
+        """A raw client under the API prefix (``token=None``: no Authorization header)."""
+        token = self.token if token == "default" else token
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        client = httpx.Client(base_url=self.url + API_PREFIX, headers=headers, timeout=30)
+        self.clients.append(client)
+        return client
+
+    def client(self) -> ApiClient:
+        client = ApiClient(self.url, self.token)
+        self.clients.append(client)
+        return client
+
+    def stop(self) -> None:
+        """Close its clients, stop the server, the admit queue and the scheduler."""
+        for client in self.clients:
+            client.close()
+        self.server.stop()
+        self.admits.stop()
+        self.scheduler.stop()
+
+
+def start_backend(lock_check: Callable[[], str | None] | None = None, port: int = 0,
+                  **app_kwargs: Any) -> Backend:
+    """A ticking scheduler, its admit queue and the API on 127.0.0.1:``port`` (0: any),
+    in the state dir and outputs of the environment. The caller must ``stop()`` it."""
+    scheduler = JobScheduler(tick_interval=0.1, probe_interval=0.1, cancel_grace_sec=2.0,
+                             lock_check=lock_check)
+    admits = AdmitQueue(scheduler.outputs, tick_interval=0.1)
+    token = load_or_create_token()
+    app_kwargs.setdefault("heartbeat_sec", 0.5)
+    server = ApiServer(make_api(scheduler, token, admits=admits, **app_kwargs), port=port)
+    backend = Backend(scheduler, admits, server, token)
+    scheduler.start()
+    admits.start()
+    try:
+        server.start()
+    except BaseException:
+        admits.stop()
+        scheduler.stop()
+        raise
+    return backend
 
 
 def bot_spec(episodes: int = 2, *, latency_ms: int = 0, priority: int = 0,

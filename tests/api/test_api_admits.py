@@ -10,8 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from apihelpers import bot_spec, wait_until
-from conftest import Backend
+from apihelpers import Backend, bot_spec, wait_until
 
 from evaltui.rundir import PidRef
 from evaltui.scheduler.admits import AdmitError, AdmitQueue, AdmitState, HolderNotRunning

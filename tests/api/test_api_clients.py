@@ -6,8 +6,7 @@ import json
 import socket
 
 import pytest
-from apihelpers import bot_spec
-from conftest import Backend
+from apihelpers import Backend, bot_spec
 
 from evaltui.api.client import (
     ApiClient,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from apihelpers import bot_spec
-from conftest import Backend
+from apihelpers import Backend, bot_spec
 
 from evaltui.rundir import read_json, runs_root
 

@@ -8,8 +8,7 @@ import queue
 import threading
 import time
 
-from apihelpers import bot_spec
-from conftest import Backend
+from apihelpers import Backend, bot_spec
 
 from evaltui.api.events import EventHub
 from evaltui.api.sse import ServerEvent, iter_sse

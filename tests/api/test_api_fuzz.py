@@ -16,8 +16,7 @@ from urllib.parse import quote
 
 import httpx
 import hypothesis.strategies as st
-from apihelpers import bot_spec
-from conftest import Backend
+from apihelpers import Backend, bot_spec
 from hypothesis import HealthCheck, given, settings
 
 from evaltui.states import RunState

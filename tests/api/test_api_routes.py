@@ -8,8 +8,7 @@ import stat
 
 import psutil
 import pytest
-from apihelpers import bot_spec, wait_until
-from conftest import Backend
+from apihelpers import Backend, bot_spec, wait_until
 
 from evaltui.api.models import API_PREFIX
 from evaltui.rundir import PidRef, episode_dir, read_json, write_json_atomic

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import Backend
+from apihelpers import Backend
 
 from evaltui.api.models import API_PREFIX
 from evaltui.rundir import runs_root, write_json_atomic

@@ -7,13 +7,11 @@ screens show depends only on the fixture files and the injected clock.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,6 @@ if str(HERE) not in sys.path:
 
 from runfixtures import NOW, build_runs, relive  # noqa: E402
 
-SIZE = (120, 36)
 NO_NVML = "NVML unavailable: NVML Shared Library Not Found"
 
 
@@ -128,11 +125,3 @@ def app_factory(clock: Callable[[], Any]) -> Callable[..., EvalApp]:
         return make_app(*args, **kwargs)
     return build
 
-
-async def wait_for(cond: Callable[[], bool], timeout: float = 5.0, what: str = "") -> None:
-    """Let the app run until ``cond()`` holds (workers and watcher threads post late)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or cond}")
-        await asyncio.sleep(0.02)

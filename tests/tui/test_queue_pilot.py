@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 
 import pytest
-from conftest import SIZE, wait_for
 from rich.console import Console
 from textual.widgets import Input
+from tuihelpers import SIZE, wait_for
 
 from evaltui.states import RunState
 from evaltui.tui.screens.confirm import ConfirmScreen

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SIZE, wait_for
 from runfixtures import log_records
+from tuihelpers import SIZE, wait_for
 
 from evaltui.rundir import episode_dir
 from evaltui.tui.screens.goto import GoToStepScreen

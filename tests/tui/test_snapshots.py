@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import SIZE, wait_for
 from textual.pilot import Pilot
 from textual.widgets import Input
+from tuihelpers import SIZE, wait_for
 
 from evaltui.rundir import episode_dir
 from evaltui.tui.screens.replay import ReplayScreen

@@ -1,4 +1,5 @@
-"""Themes as data, display helpers, and the TUI's commands (replay, demo, --attach)."""
+"""Themes as data, display helpers, and the TUI's commands (replay, demo); --attach is
+in test_attach.py."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from conftest import SIZE, wait_for
 from rich.style import Style
+from tuihelpers import SIZE, wait_for
 
-from evaltui import cli
 from evaltui.commands import demo as demo_cmd
 from evaltui.commands import replay as replay_cmd
 from evaltui.graphs import builtin_graph_names, builtin_graph_path
@@ -122,11 +122,6 @@ def test_replay_opens_a_copied_episode_dir(runs, tmp_path: Path) -> None:
             await wait_for(lambda: screen.step == 2)
 
     asyncio.run(drive())
-
-
-def test_attach_says_it_is_not_available_yet(capsys) -> None:
-    assert cli.main(["--attach", "http://127.0.0.1:8000"]) == 2
-    assert "not available yet" in capsys.readouterr().err
 
 
 def test_demo_specs_validate() -> None:

@@ -21,7 +21,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input
 
 from evaltui.states import RunState
-from evaltui.tui.backend import Backend, QueueSnapshot, RunInfo
+from evaltui.tui.backend import Backend, BackendError, QueueSnapshot, RunInfo, readable_dir
 from evaltui.tui.messages import ActionDone, BackendChanged, BackendFailed, QueuePolled
 from evaltui.tui.screens.confirm import ConfirmScreen
 from evaltui.tui.screens.submit import SubmitScreen
@@ -89,6 +89,9 @@ class QueueScreen(Screen[None]):
         """Take a snapshot of the backend (thread) and post it."""
         try:
             snapshot = self.backend.snapshot()
+        except BackendError as exc:  # its message is written for the user already
+            self.post_message(BackendFailed("poll", str(exc)))
+            return
         except Exception as exc:  # unreachable server, broken ledger: say so, keep going
             self.post_message(BackendFailed("poll", f"{type(exc).__name__}: {exc}"))
             return
@@ -152,9 +155,13 @@ class QueueScreen(Screen[None]):
         run = self._selected()
         if run is None:
             return
-        if run.run_dir is None or not run.run_dir.is_dir():
-            self.notify(f"run {run.run_id}: its directory is not readable from here",
-                        severity="warning")
+        if run.run_dir is None or not readable_dir(run.run_dir):
+            # Attached to a backend on another machine (or another user's outputs): the
+            # run screen reads the run dir from disk, so there is nothing it could show.
+            where = f" {run.run_dir}" if run.run_dir is not None else ""
+            self.notify(f"run {run.run_id}: its directory{where} is not readable on this "
+                        f"machine, so its episodes cannot be shown here", severity="warning",
+                        timeout=8)
             return
         self.app.open_run(run.run_dir)  # type: ignore[attr-defined]
 

@@ -27,7 +27,7 @@ class SchedulerHeader(Static):
         header = Text()
         header.append("evaltui", style=theme_style(app, "primary", bold=True))
         header.append(f"  {info.label if info else label} scheduler", style=muted)
-        if info is not None:
+        if info is not None and not poll_error:  # a failed poll leaves it out of date
             text, colour = MODE_TEXT[info.mode]
             header.append(f"  {text}", style=theme_style(app, colour, bold=True))
             if info.mode == "locked":

@@ -1,0 +1,261 @@
+"""AttachedBackend: the TUI's Backend over the HTTP API of a running ``evaltui serve``.
+
+``evaltui --attach URL`` uses it instead of an embedded scheduler: runs, the queue,
+resources and the lock come from the API, actions are API calls, and an
+:class:`~evaltui.tui.eventstream.EventFollower` turns ``GET /events`` into prompt
+re-polls. The run and replay screens read run dirs from disk at the path the API
+reports, so they work when the backend runs on this machine (the loopback case);
+otherwise the queue screen says the directory is not readable here.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+
+from evaltui.api.auth import TokenError, read_token
+from evaltui.api.client import ApiClient, ApiError, BackendUnavailable, InvalidRequest, NotFound
+from evaltui.api.models import QueueEntry, SpecBrief
+from evaltui.api.models import Resources as ApiResources
+from evaltui.api.models import Run as ApiRun
+from evaltui.spec import SpecError
+from evaltui.states import RunState
+from evaltui.tui.backend import (
+    BackendError,
+    GpuInfo,
+    HostInfo,
+    QueueSnapshot,
+    Resources,
+    RunInfo,
+    SchedulerInfo,
+    readable_dir,
+)
+from evaltui.tui.eventstream import EventFollower
+
+ACTIVE = (RunState.STARTING, RunState.RUNNING)
+POLL_TIMEOUT_SEC = 5.0
+"""A hung backend shows as unreachable after this long, instead of a frozen queue."""
+ACTION_TIMEOUT_SEC = 30.0
+T = TypeVar("T")
+
+
+def normalise_url(url: str) -> str:
+    """``host:port`` → ``http://host:port``; raises BackendError for anything not http(s)."""
+    url = url.strip().rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BackendError(f"not an http(s) URL: {url!r} (e.g. http://127.0.0.1:8000)")
+    return url
+
+
+class AttachedBackend:
+    """A Backend reached over HTTP. ``start`` checks that the backend answers and accepts
+    the token (raising BackendError with a one-line reason if not) and starts following
+    its events; ``stop`` ends that. Neither touches the backend's runs."""
+
+    def __init__(self, url: str, token: str | None = None, *, owner: str | None = None,
+                 poll_timeout: float = POLL_TIMEOUT_SEC,
+                 action_timeout: float = ACTION_TIMEOUT_SEC) -> None:
+        self.url = normalise_url(url)
+        self.label = self.url
+        self.owner = owner or f"evaltui TUI ({getpass.getuser()}, pid {os.getpid()})"
+        if token is None:
+            try:
+                token = read_token()  # $EVALTUI_TOKEN, else the token file: as the CLI
+            except TokenError:
+                token = None  # the backend's 401 then names the token file
+        # Separate pools: a slow action never delays a poll, and the event stream's
+        # long-lived connection never takes a pool slot the others need.
+        self._poll = ApiClient(self.url, token, timeout=poll_timeout)
+        self._actions = ApiClient(self.url, token, timeout=action_timeout)
+        self._stream = ApiClient(self.url, token)
+        self._callbacks: list[Callable[[], None]] = []
+        self._follower = EventFollower(self._stream, self._changed, self._connection)
+        self._note: str | None = None
+        self._closed = False
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        try:
+            self._poll.health()  # not an evaltui backend, or nothing there
+            info = self._poll.info()  # the first call that needs the token
+        except BackendUnavailable as exc:
+            raise BackendError(f"cannot attach to {self.url}: {unreachable(exc)}") from None
+        except ApiError as exc:
+            raise BackendError(f"cannot attach to {self.url}: {exc}") from None
+        self._note = f"backend pid {info.pid} · outputs {info.outputs}"
+        self._follower.start()
+
+    def stop(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._follower.stop()
+        for client in (self._poll, self._actions, self._stream):
+            client.close()
+
+    def subscribe(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    def _changed(self) -> None:
+        for callback in list(self._callbacks):
+            callback()
+
+    def _connection(self, _connected: bool, _reason: str | None) -> None:
+        # Either way the UI polls at once: the poll's success or failure is what the
+        # header shows, so the event stream and the header never disagree for long.
+        self._changed()
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def snapshot(self) -> QueueSnapshot:
+        try:
+            resources = self._poll.resources()
+            queue = self._poll.queue()
+            runs = self._poll.list_runs()
+        except BackendUnavailable as exc:
+            raise BackendError(f"{self.url} ({unreachable(exc)})") from None
+        except ApiError as exc:
+            raise BackendError(str(exc)) from None
+        return QueueSnapshot(self._scheduler_info(resources), _resources(resources),
+                             tuple(_ordered(runs, queue)))
+
+    def run_dir(self, run_id: str) -> Path | None:
+        try:
+            path = Path(self._poll.get_run(run_id).run_dir)
+        except NotFound:
+            return None
+        except ApiError as exc:
+            raise BackendError(str(exc)) from None
+        return path if readable_dir(path) else None
+
+    def _scheduler_info(self, res: ApiResources) -> SchedulerInfo:
+        lock = res.lock
+        # Measured against the backend's own clock (taken_at), not ours.
+        left = lock.expires_at - res.taken_at if lock is not None else None
+        locked = lock is not None and left is not None and left > 0
+        return SchedulerInfo(mode="locked" if locked else "running", label=self.label,
+                             lock_owner=lock.owner if locked and lock else None,
+                             lock_expires_in_sec=left if locked else None,
+                             api_note=self._note)
+
+    # --- actions -------------------------------------------------------------------------
+
+    def submit(self, spec: dict[str, Any]) -> tuple[str, RunState]:
+        try:
+            ref = self._actions.submit(spec)
+        except InvalidRequest as exc:
+            if exc.field:  # lands under the form field it names, as the embedded one does
+                raise SpecError(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
+            raise BackendError(str(exc)) from None
+        except ApiError as exc:
+            raise BackendError(self._message(exc)) from None
+        return ref.run_id, ref.state
+
+    def cancel(self, run_id: str) -> RunState:
+        return self._act(self._actions.cancel, run_id).state
+
+    def resume(self, run_id: str) -> RunState:
+        return self._act(self._actions.resume, run_id).state
+
+    def set_priority(self, run_id: str, priority: int) -> None:
+        self._act(self._actions.set_priority, run_id, priority)
+
+    def lock(self, ttl_sec: float) -> None:
+        self._act(self._actions.lock, self.owner, ttl_sec)
+
+    def unlock(self) -> None:
+        if not self._act(self._actions.unlock, self.owner):
+            raise BackendError("the interactive lock is held by someone else")
+
+    def _act(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except ApiError as exc:
+            raise BackendError(self._message(exc)) from None
+
+    def _message(self, exc: ApiError) -> str:
+        if isinstance(exc, BackendUnavailable):
+            return f"backend unreachable: {self.url} ({unreachable(exc)})"
+        return str(exc)
+
+
+def unreachable(exc: BackendUnavailable) -> str:
+    """Why the backend did not answer, in a few words (the client's message suggests
+    setting $BACKEND_URL, which the TUI does not read)."""
+    cause = exc.__context__  # kept by the client's `raise ... from None`
+    if isinstance(cause, httpx.TimeoutException):
+        return "it does not answer in time"
+    if isinstance(cause, httpx.TransportError):
+        return "nothing answers there; start one with `evaltui serve`"
+    return str(exc)  # something answered, but not the evaltui API
+
+
+def _ordered(runs: list[ApiRun], queue: list[QueueEntry]) -> list[RunInfo]:
+    """Active runs, then the queue in admission order, then the rest (newest first, as
+    the API lists them): the order the embedded backend shows."""
+    by_id = {r.run_id: r for r in runs}
+    queued = {q.run_id: q for q in queue}
+    active = [_info(r, None) for r in runs if r.state in ACTIVE]
+    waiting = [_info(by_id[q.run_id], q) for q in queue if q.run_id in by_id]
+    rest = [_info(r, None) for r in runs if r.state not in ACTIVE and r.run_id not in queued]
+    return active + waiting + rest
+
+
+def _info(run: ApiRun, queued: QueueEntry | None) -> RunInfo:
+    summary = run.summary or {}
+    record = run.scheduler or {}
+    brief = run.spec or SpecBrief()
+    graph = summary.get("graph_name") or brief.graph_name or (queued.graph_name if queued
+                                                              else None)
+    total = summary.get("episodes_total")
+    if not isinstance(total, int):
+        total = brief.episodes_total or 0
+    failure = summary.get("error") or record.get("error")
+    estimate = record.get("estimate_mb")
+    if queued is not None and queued.estimate_source != "unknown":
+        estimate = queued.estimate_mb  # fresher: recomputed as calibration learns
+    return RunInfo(
+        run_id=run.run_id, state=run.state, run_dir=Path(run.run_dir),
+        graph=str(graph or "?"),
+        dataset=str(summary.get("dataset") or brief.dataset or "?"),
+        split=str(summary.get("split") or brief.split or "-"),
+        episodes_total=total,
+        episodes_finished=int(summary.get("episodes_finished") or 0),
+        metrics={k: float(v) for k, v in (summary.get("metrics") or {}).items()
+                 if isinstance(v, int | float)},
+        worker_count=int(summary.get("worker_count") or brief.worker_count or 1),
+        priority=queued.priority if queued else int(record.get("priority") or brief.priority),
+        queued_at=queued.queued_at if queued else record.get("queued_at"),
+        vram_estimate_mb=_mb(estimate),
+        vram_measured_mb=_mb(record.get("measured_peak_mb")),
+        waiting_reason=queued.waiting_reason if queued else run.waiting_reason,
+        error=run.error or (str(failure) if failure else None),
+        file_error=run.error is not None,
+    )
+
+
+def _resources(res: ApiResources) -> Resources:
+    gpus = tuple(GpuInfo(index=g.index, name=g.name, total_mb=g.total_mb, used_mb=g.used_mb,
+                         reserved_mb=g.reserved_mb, free_mb=max(0, g.available_mb),
+                         util_pct=g.utilization_pct, fake=res.fake_gpus) for g in res.gpus)
+    h = res.host
+    host = HostInfo(cpu_pct=h.cpu_percent, cpu_count=h.cpu_count, ram_total_mb=h.ram_total_mb,
+                    ram_used_mb=h.ram_total_mb - h.ram_available_mb,
+                    ram_reserved_mb=h.ram_reserved_mb)
+    note = None if res.gpu_available else (res.gpu_reason or "no GPU")
+    return Resources(gpus=gpus, host=host, gpu_note=note)
+
+
+def _mb(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
