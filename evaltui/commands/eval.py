@@ -35,6 +35,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Score a graph on episodes of a dataset split. TARGET is a "
                        "graph JSON file, a JobSpec JSON file (a dict with a 'graph' key), or "
                        f"a built-in graph name ({', '.join(builtin_graph_names())}).")
+    add_spec_arguments(p)
+    p.add_argument("--outputs", help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
+    p.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    p.set_defaults(func=run)
+
+
+def add_spec_arguments(p: argparse.ArgumentParser) -> None:
+    """The options that build a JobSpec (shared by ``eval`` and ``submit``)."""
     p.add_argument("target", nargs="?", help="graph file, JobSpec file or built-in graph name")
     p.add_argument("--demo", action="store_true",
                    help="the built-in bot on 50 BabyAI GoToLocal episodes")
@@ -48,11 +56,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step-timeout", type=float, help="per_step_budget_sec")
     p.add_argument("--set", action="append", default=[], metavar="NODESET.PARAM=VALUE",
                    help="override a node param (JSON value), e.g. --set policy.noise=0.1")
-    p.add_argument("--outputs", help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
     p.add_argument("--workspace", help="dir prepended to sys.path for user nodesets "
                    "(default: the current dir)")
-    p.add_argument("--json", action="store_true", help="print the final summary as JSON")
-    p.set_defaults(func=run)
 
 
 def build_spec(args: argparse.Namespace) -> dict[str, Any]:

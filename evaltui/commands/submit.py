@@ -30,21 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Queue an eval on the backend at $BACKEND_URL. TARGET is a "
                        "graph JSON file, a JobSpec JSON file or a built-in graph name "
                        f"({', '.join(builtin_graph_names())}).")
-    p.add_argument("target", nargs="?", help="graph file, JobSpec file or built-in graph name")
-    p.add_argument("--demo", action="store_true",
-                   help="the built-in bot on 50 BabyAI GoToLocal episodes")
-    p.add_argument("--dataset", help="'babyai', a .jsonl file or a dir of {split}.jsonl")
-    p.add_argument("--split", help="dataset split, e.g. GoToLocal")
-    p.add_argument("--episodes", type=int, help="number of episodes (default: all)")
-    p.add_argument("--start", type=int, help="first episode index (default 0)")
-    p.add_argument("--indices", help="explicit episode indices, comma separated")
-    p.add_argument("--workers", type=int, help="worker count K")
-    p.add_argument("--step-budget", type=int, help="max steps per episode")
-    p.add_argument("--step-timeout", type=float, help="per_step_budget_sec")
-    p.add_argument("--set", action="append", default=[], metavar="NODESET.PARAM=VALUE",
-                   help="override a node param (JSON value)")
-    p.add_argument("--workspace", help="dir prepended to sys.path for user nodesets "
-                   "(default: the current dir)")
+    eval_cmd.add_spec_arguments(p)
     p.add_argument("--priority", type=int, help="-100..100; higher is admitted first")
     p.add_argument("--vram-mb", type=int, help="declared VRAM need (marginal_vram_mb)")
     p.add_argument("--exclusive", action="store_true", help="exclusive_gpu")
