@@ -176,10 +176,15 @@ def state_text(state: str) -> str:
 
 def runs_table(runs: list[Run]) -> Table:
     table = Table(box=None, header_style="bold")
-    for name, justify in (("run", "left"), ("state", "left"), ("graph", "left"),
-                          ("data", "left"), ("episodes", "right"), ("SR", "right"),
-                          ("note", "left")):
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    # Ids, states and counts are what a user copies and scans: never wrap them; the free
+    # text columns give way (ellipsis) in a narrow terminal.
+    for name, justify, flexible in (("run", "left", False), ("state", "left", False),
+                                    ("graph", "left", True), ("data", "left", True),
+                                    ("episodes", "right", False), ("SR", "right", False),
+                                    ("note", "left", True)):
+        table.add_column(name, justify=justify,  # type: ignore[arg-type]
+                         no_wrap=not flexible, overflow="ellipsis" if flexible else "fold",
+                         min_width=None if flexible else len(name))
     for run in runs:
         summary = run.summary or {}
         spec = run.spec

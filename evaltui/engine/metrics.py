@@ -146,13 +146,23 @@ def _finite_float(value: object) -> float | None:
     return x if math.isfinite(x) else None
 
 
+# The range each built-in metric lives in: a t interval around a mean near a bound can
+# cross it (an SR of 0.93 over 30 episodes gives hi = 1.03), which is not a value the
+# metric can take, so the interval is clipped to the range.
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    "success": (0.0, 1.0), "spl": (0.0, 1.0), "ndtw": (0.0, 1.0), "sdtw": (0.0, 1.0),
+    "path_length": (0.0, math.inf), "nav_error": (0.0, math.inf), "steps": (0.0, math.inf),
+}
+
+
 def aggregate(
     rows: Iterable[Mapping],
 ) -> tuple[dict[str, float], dict[str, list[float] | None]]:
     """Run-level metrics: (mean, 95% CI [lo, hi]) per metric over the ``ok`` episode rows.
 
     Each metric is averaged over the ok rows that report a finite value for it; a metric
-    with a single value has CI None, one with no values is left out.
+    with a single value has CI None, one with no values is left out. CIs of the metrics in
+    METRIC_RANGES are clipped to their range.
     """
     values: dict[str, list[float]] = {}
     for row in rows:
@@ -172,5 +182,6 @@ def aggregate(
             cis[name] = None
             continue
         half = t_quantile_975(len(arr) - 1) * float(arr.std(ddof=1)) / math.sqrt(len(arr))
-        cis[name] = [mean - half, mean + half]
+        low, high = METRIC_RANGES.get(name, (-math.inf, math.inf))
+        cis[name] = [max(mean - half, low), min(mean + half, high)]
     return means, cis

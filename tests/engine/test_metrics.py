@@ -229,10 +229,11 @@ def test_t_quantile_spot_checks() -> None:
 
 def test_aggregate_ci_for_a_known_sample() -> None:
     # [0,1,1,1]: mean 0.75, s = 0.5, half-width = t(3) * 0.5 / sqrt(4) = 0.7956115.
-    rows = [{"status": "ok", "metrics": {"success": v}} for v in (0.0, 1.0, 1.0, 1.0)]
+    # (A metric name with no range, so the interval is not clipped.)
+    rows = [{"status": "ok", "metrics": {"score": v}} for v in (0.0, 1.0, 1.0, 1.0)]
     means, cis = aggregate(rows)
-    assert means == {"success": 0.75}
-    lo, hi = cis["success"]
+    assert means == {"score": 0.75}
+    lo, hi = cis["score"]
     assert lo == pytest.approx(0.75 - 0.7956115, abs=1e-6)
     assert hi == pytest.approx(0.75 + 0.7956115, abs=1e-6)
 
@@ -277,3 +278,13 @@ def test_aggregate_averages_each_metric_over_rows_that_have_a_finite_value() -> 
     means, cis = aggregate(rows)
     assert means == pytest.approx({"success": 2 / 3, "steps": 15.0})
     assert set(cis) == {"success", "steps"}
+
+
+def test_aggregate_clips_ci_to_the_metric_range() -> None:
+    # 28 successes of 30: the t interval's upper end is 1.03, which no SR can be.
+    rows = [{"status": "ok", "metrics": {"success": float(i >= 2), "nav_error": float(i < 2),
+                                         "custom": float(i >= 2)}} for i in range(30)]
+    means, cis = aggregate(rows)
+    assert cis["success"][1] == 1.0 and cis["success"][0] < means["success"]
+    assert cis["nav_error"][0] == 0.0
+    assert cis["custom"][1] > 1.0  # unknown metrics are not clipped
