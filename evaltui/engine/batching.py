@@ -75,9 +75,12 @@ class BatchedInferenceServer:
         self._thread.start()
         return self
 
-    def submit(self, op: str, inputs: Mapping[str, Any], reply: Reply, *,
+    def submit(self, op: str, inputs: Mapping[str, Any] | tuple[Any, ...], reply: Reply, *,
                timeout: float | None = None, is_method: bool = False) -> None:
-        """Queue a node call (or, with ``is_method``, a METHODS call); ``reply`` gets the result."""
+        """Queue a node call (inputs by port) or, with ``is_method``, a METHODS call (args).
+
+        ``reply`` gets the result, on the thread that runs the request.
+        """
         request = _Request(op, inputs, reply, is_method)
         if timeout is not None:
             request.deadline = request.submitted + timeout
@@ -194,7 +197,8 @@ class BatchedInferenceServer:
         head = self._pending.popleft()
         if head.is_method or head.op not in self.batched:
             return [head]
-        batch, keep = [head], deque()
+        batch: list[_Request] = [head]
+        keep: deque[_Request] = deque()
         for request in self._pending:
             if (request.op == head.op and not request.is_method
                     and len(batch) < self.max_batch_size):

@@ -62,7 +62,8 @@ class Address:
     def url(self) -> str:
         if self.family == "AF_UNIX":
             return f"{UNIX_SCHEME}://{self.address}"
-        host, port = self.address  # type: ignore[misc]
+        assert isinstance(self.address, tuple)
+        host, port = self.address
         return f"{TCP_SCHEME}://{host}:{port}"
 
 

@@ -10,13 +10,15 @@ touches ``_DONE`` last.
 
 Hosts started here authenticate clients with a random per-run secret that reaches the
 hosts and workers only through their inherited control pipes; their unix sockets live
-in a private 0700 temp dir (``evaltui-{run_id}-*``, removed at the end) and their URLs
+in a private 0700 temp dir (``evaltui-{run_id}-{key}-*``, removed at the end) and their URLs
 are added to ``shared_urls.json``. URLs the backend put there use the per-host secret of
 the state dir (:func:`evaltui.engine.channel.host_secret`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 import tempfile
 import threading
 import traceback
@@ -87,28 +89,27 @@ class BatchEvalRunner:
             summary.add(row)
 
         hosts: list[HostProcess] = []
-        with tempfile.TemporaryDirectory(prefix=f"evaltui-{self.run_id}-",
-                                         dir=_socket_parent()) as sockets:
-            try:
-                if todo and not self.stop.is_set():
-                    secret = new_secret()
-                    shared = self._shared_endpoints(checked, secret, Path(sockets), hosts)
-                    make_config = partial(WorkerConfig, self.run_dir, checked=checked,
-                                          shared=shared, call_timeout=ev.per_step_budget_sec)
-                    with EnvWorkerPool(lambda slot: make_config(slot=slot),
-                                       min(ev.worker_count, len(todo)),
-                                       max_episode_retries=ev.max_episode_retries,
-                                       stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
-                                       hosts=hosts) as pool:
-                        pool.run(todo, record, attempts_before=attempts)
-            except (HostStartError, PoolError, ChannelError) as exc:
-                summary.finish(SummaryStatus.FAILED, "cannot build the graph's nodesets: "
-                               + "".join(traceback.format_exception_only(exc)).strip())
-                touch_done(self.run_dir)
-                return EXIT_FAILED
-            finally:
-                for host in hosts:
-                    host.stop()
+        sockets = _SocketDir(self.run_dir)
+        try:
+            if todo and not self.stop.is_set():
+                shared = self._shared_endpoints(checked, new_secret(), sockets, hosts)
+                make_config = partial(WorkerConfig, self.run_dir, checked=checked,
+                                      shared=shared, call_timeout=ev.per_step_budget_sec)
+                with EnvWorkerPool(lambda slot: make_config(slot=slot),
+                                   min(ev.worker_count, len(todo)),
+                                   max_episode_retries=ev.max_episode_retries,
+                                   stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
+                                   hosts=hosts) as pool:
+                    pool.run(todo, record, attempts_before=attempts)
+        except (HostStartError, PoolError, ChannelError) as exc:
+            summary.finish(SummaryStatus.FAILED, "cannot build the graph's nodesets: "
+                           + "".join(traceback.format_exception_only(exc)).strip())
+            touch_done(self.run_dir)
+            return EXIT_FAILED
+        finally:
+            for host in hosts:
+                host.stop()
+            sockets.remove()
         cancelled = self.stop.is_set()
         summary.finish(SummaryStatus.CANCELLED if cancelled else SummaryStatus.DONE)
         touch_done(self.run_dir)
@@ -121,7 +122,7 @@ class BatchEvalRunner:
         touch_done(self.run_dir)
         return EXIT_FAILED
 
-    def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: Path,
+    def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: _SocketDir,
                           hosts: list[HostProcess]) -> dict[str, SharedEndpoint]:
         """Where each shared nodeset lives: a URL the backend gave, or a host started here."""
         urls = self._given_urls(checked)
@@ -136,7 +137,7 @@ class BatchEvalRunner:
                 continue
             host = HostProcess(HostConfig(
                 name=name, impl=ns.impl, params=dict(ns.params), secret=secret,
-                url=f"evaltui+unix://{sockets}/{i}-{name[:32]}.sock",
+                url=f"evaltui+unix://{sockets.path()}/{i}-{name[:32]}.sock",
                 max_batch_size=HOST_MAX_BATCH_SIZE, max_wait_ms=HOST_MAX_WAIT_MS))
             hosts.append(host)
             urls[name] = host.start()
@@ -156,7 +157,7 @@ class BatchEvalRunner:
             data = read_json(path) if path.exists() else dict(checked.spec.shared_urls)
         except (OSError, ValueError):
             data = dict(checked.spec.shared_urls)
-        own_prefix = f"evaltui-{self.run_id}-"
+        own_prefix = _SocketDir(self.run_dir).prefix
         given: dict[str, str] = {}
         for name, url in (data if isinstance(data, dict) else {}).items():
             try:
@@ -170,9 +171,10 @@ class BatchEvalRunner:
             given[name] = url
         return given
 
-    def _earlier_rows(self, indices: list[int]) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    def _earlier_rows(self, indices: list[int]
+                      ) -> tuple[list[Mapping[str, Any]], dict[int, int]]:
         """Rows of episodes already ``ok`` in this run dir (kept) and attempts so far."""
-        kept: list[dict[str, Any]] = []
+        kept: list[Mapping[str, Any]] = []
         attempts: dict[int, int] = {}
         for index in indices:
             path = episode_dir(self.run_dir, index) / "episode.json"
@@ -225,7 +227,30 @@ class BatchEvalRunner:
         }
 
 
-def _socket_parent() -> str:
-    """The temp dir for the hosts' sockets, if its paths fit a unix socket (107 bytes)."""
-    tmp = tempfile.gettempdir()
-    return tmp if len(tmp) <= 48 else "/tmp"
+
+class _SocketDir:
+    """The private dir of the run's host sockets, ``{tmp}/evaltui-{run_id}-{key}-*``.
+
+    ``key`` hashes the run dir's path: run ids are unique only within one outputs root.
+    Made only when a host is started; a run killed by SIGKILL leaves its dir behind, so
+    a resumed run removes the leftovers of its own run dir first.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        key = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:10]
+        self.prefix = f"evaltui-{run_dir.name}-{key}-"
+        self._path: Path | None = None
+
+    def path(self) -> Path:
+        if self._path is None:
+            # Unix socket paths must fit in 107 bytes: prefer a short temp dir.
+            tmp = tempfile.gettempdir()
+            parent = Path(tmp if len(tmp) <= 48 else "/tmp")
+            for stale in parent.glob(f"{self.prefix}*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            self._path = Path(tempfile.mkdtemp(prefix=self.prefix, dir=parent))  # 0700
+        return self._path
+
+    def remove(self) -> None:
+        if self._path is not None:
+            shutil.rmtree(self._path, ignore_errors=True)

@@ -36,7 +36,8 @@ def signature(value: Any) -> Hashable:
 
 def request_signature(spec: NodeSpec, inputs: Mapping[str, Any]) -> Hashable:
     """The signature of one request to a batched node (its batch_dim value and ports)."""
-    batch_value = inputs[spec.batch_dim] if spec.batch_dim in inputs else _MISSING
+    dim = spec.batch_dim or ""
+    batch_value = inputs[dim] if dim in inputs else _MISSING
     return (tuple(sorted(inputs)), signature(batch_value))
 
 
