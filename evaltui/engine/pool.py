@@ -14,6 +14,12 @@ Faults stay with their episode:
   ``max_episode_retries`` times, reaching a fresh worker; every attempt is reported;
 - a supervised nodeset host that dies is restarted at the same URL.
 
+A node that blocks for good cannot end its own step, so with ``hung_step_sec`` set (the
+runner passes ``per_step_budget_sec``) the pool watches each busy episode's
+``log.jsonl``, which grows at every step's end: once the episode has started and the log
+has not grown for ``hung_step_sec`` plus a second, the worker is SIGKILLed and the
+episode recorded ``timeout``; the slot gets a fresh worker.
+
 Cancel (``stop`` set, e.g. by SIGTERM): dealing stops, busy workers get SIGTERM and end
 their episode ``cancelled`` at the next step boundary; those still busy after
 ``cancel_grace_sec`` are SIGKILLed and their episodes reported ``cancelled``.
@@ -21,6 +27,7 @@ their episode ``cancelled`` at the next step boundary; those still busy after
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -29,6 +36,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
+from pathlib import Path
 from typing import Any
 
 from evaltui.engine.child import Child, spawn_child
@@ -38,6 +46,7 @@ from evaltui.engine.worker import WorkerConfig
 from evaltui.states import EpisodeStatus
 
 WAIT_SLICE_SEC = 0.1
+HUNG_STEP_GRACE_SEC = 1.0  # logging and scheduling slack on top of the step budget
 
 
 class PoolError(RuntimeError):
@@ -61,6 +70,10 @@ class _Slot:
     ready: bool = False
     index: int | None = None
     dealt_at: float = 0.0
+    log_size: int = -1
+    """Size of the busy episode's log.jsonl when last seen (-1: not started yet)."""
+    log_grew_at: float = 0.0
+    dealt_wall: float = 0.0
 
 
 class EnvWorkerPool:
@@ -68,7 +81,9 @@ class EnvWorkerPool:
 
     def __init__(self, make_config: Callable[[int], WorkerConfig], worker_count: int, *,
                  max_episode_retries: int = 0, stop: threading.Event | None = None,
-                 cancel_grace_sec: float = 5.0, hosts: Sequence[HostProcess] = ()) -> None:
+                 cancel_grace_sec: float = 5.0, hosts: Sequence[HostProcess] = (),
+                 hung_step_sec: float | None = None,
+                 episode_log: Callable[[int], Path] | None = None) -> None:
         if worker_count < 1:
             raise ValueError(f"worker_count must be >= 1, got {worker_count}")
         self.make_config = make_config
@@ -77,6 +92,8 @@ class EnvWorkerPool:
         self.stop = stop or threading.Event()
         self.cancel_grace_sec = cancel_grace_sec
         self.hosts = list(hosts)
+        self.hung_step_sec = hung_step_sec
+        self.episode_log = episode_log
         self._retiring: list[Child] = []
         self._ever_ready = False
         self._start_failures = 0
@@ -155,8 +172,47 @@ class EnvWorkerPool:
                 # Hand out the next episodes before recording these (episode.json is
                 # fsynced), so that no worker waits on the run's disk writes.
                 self._deal_idle(queue, attempts)
+            if cancel_deadline is None:
+                finished.extend(self._kill_hung(attempts))
             for result in finished:
                 on_result(result)
+
+    def _kill_hung(self, attempts: Mapping[int, int]) -> list[EpisodeResult]:
+        """Timeout results for busy episodes whose log stopped growing (a node blocks)."""
+        if self.hung_step_sec is None or self.episode_log is None:
+            return []
+        now, limit = time.monotonic(), self.hung_step_sec + HUNG_STEP_GRACE_SEC
+        hung: list[EpisodeResult] = []
+        for slot in self.slots:
+            if slot.index is None or slot.child is None:
+                continue
+            try:
+                st = os.stat(self.episode_log(slot.index))
+            except FileNotFoundError:
+                continue
+            # A log older than the deal is an earlier attempt's (retry, resume); an empty
+            # one means the env is still resetting, which is not a step.
+            size = st.st_size if st.st_mtime >= slot.dealt_wall else 0
+            if size == 0:
+                continue
+            if size != slot.log_size:
+                slot.log_size, slot.log_grew_at = size, now
+                continue
+            if now - slot.log_grew_at <= limit:
+                continue
+            stalled = now - slot.log_grew_at
+            slot.child.send_signal(signal.SIGKILL)
+            slot.child.end(grace_sec=0.5)
+            outcome = EpisodeOutcome(
+                status=EpisodeStatus.TIMEOUT, step_count=0, elapsed_sec=now - slot.dealt_at,
+                error=f"a step made no progress for {stalled:.1f} s, over "
+                      f"per_step_budget_sec {self.hung_step_sec} (a node is blocking); "
+                      f"worker {slot.worker_id} (pid {slot.child.pid}) was killed")
+            hung.append(EpisodeResult(slot.index, outcome, slot.worker_id,
+                                      attempts[slot.index]))
+            slot.child, slot.index = None, None
+            self._spawn(slot)
+        return hung
 
     def _deal_idle(self, queue: deque[int], attempts: Counter[int]) -> None:
         for slot in self.slots:
@@ -167,6 +223,7 @@ class EnvWorkerPool:
 
     def _deal(self, slot: _Slot, index: int) -> None:
         slot.index, slot.dealt_at = index, time.monotonic()
+        slot.log_size, slot.log_grew_at, slot.dealt_wall = -1, slot.dealt_at, time.time()
         assert slot.child is not None
         try:
             slot.child.conn.send(("episode", index))

@@ -99,7 +99,9 @@ class BatchEvalRunner:
                                    min(ev.worker_count, len(todo)),
                                    max_episode_retries=ev.max_episode_retries,
                                    stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
-                                   hosts=hosts) as pool:
+                                   hosts=hosts, hung_step_sec=ev.per_step_budget_sec,
+                                   episode_log=lambda i: episode_dir(self.run_dir, i)
+                                   / "log.jsonl") as pool:
                     pool.run(todo, record, attempts_before=attempts)
         except (HostStartError, PoolError, ChannelError) as exc:
             summary.finish(SummaryStatus.FAILED, "cannot build the graph's nodesets: "

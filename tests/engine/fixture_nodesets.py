@@ -41,11 +41,14 @@ class CorridorEnv(EnvNodeSet):
 
 
 class StepPolicy(NodeSet):
-    """Steps towards the goal; raises in the episode whose ``goal`` is ``fail_on_goal``."""
+    """Steps towards the goal; raises in the episode whose ``goal`` is ``fail_on_goal``,
+    and blocks (at its second step) in the one whose goal is ``hang_on_goal``."""
 
-    def __init__(self, fail_on_goal: int | None = None, sleep_sec: float = 0.0) -> None:
+    def __init__(self, fail_on_goal: int | None = None, sleep_sec: float = 0.0,
+                 hang_on_goal: int | None = None) -> None:
         self.fail_on_goal = fail_on_goal
         self.sleep_sec = sleep_sec
+        self.hang_on_goal = hang_on_goal
 
     @node(inputs=("obs",), outputs=("action",))
     def act(self, obs: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,6 +56,8 @@ class StepPolicy(NodeSet):
             raise RuntimeError(f"policy exploded on goal {obs['goal']}")
         if self.sleep_sec:
             time.sleep(self.sleep_sec)
+        if obs["goal"] == self.hang_on_goal and obs["pos"] == 1:
+            time.sleep(60)  # blocks far past any step budget (the worker gets killed)
         return {"action": 1 if obs["goal"] > obs["pos"] else -1}
 
 

@@ -79,3 +79,16 @@ def test_episode_indices_and_selectors_pick_the_episodes(tmp_path: Path) -> None
                          episode_selectors={"scene_id": r"^len1\d$"})
     rows = episode_rows(run_to_end(spec, tmp_path / "b"))
     assert [r["episode_index"] for r in rows] == [3, 4]
+
+
+def test_a_node_that_blocks_for_good_is_killed_as_a_timeout(tmp_path: Path) -> None:
+    # The policy sleeps 60 s in the goal-7 episode: without the pool's watchdog the run
+    # would hang; with it that episode is `timeout` and the others finish.
+    spec = corridor_spec(tmp_path, [2, 7, 3], per_step_budget_sec=0.3,
+                         policy={"hang_on_goal": 7})
+    run_dir = run_to_end(spec, tmp_path / "out", timeout=60)
+    rows = {r["episode_index"]: r for r in episode_rows(run_dir)}
+    assert rows[1]["status"] == "timeout"
+    assert "a node is blocking" in rows[1]["error"]
+    assert rows[0]["status"] == rows[2]["status"] == "ok"
+    assert read_json(run_dir / "summary.json")["status"] == "done"
