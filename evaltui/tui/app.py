@@ -78,9 +78,10 @@ class EvalApp(App[None]):
         assert self.backend is not None
         return QueueScreen(self.backend, poll_interval=self.poll_interval)
 
-    def open_run(self, run_dir: Path) -> None:
-        """Push the run screen of ``run_dir``."""
-        self.push_screen(RunScreen(run_dir, debounce_ms=self.watch_debounce_ms))
+    def open_run(self, run_dir: Path, episodes_total: int | None = None) -> None:
+        """Push the run screen of ``run_dir`` (``episodes_total``: known before a summary)."""
+        self.push_screen(RunScreen(run_dir, debounce_ms=self.watch_debounce_ms,
+                                   episodes_total=episodes_total))
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

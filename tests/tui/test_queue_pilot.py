@@ -194,3 +194,19 @@ async def test_help_lists_the_screen_keys(runs, make_backend, app_factory) -> No
         await pilot.press("escape")
         await wait_for(lambda: isinstance(app.screen, QueueScreen))
 
+
+
+async def test_run_screen_of_a_queued_run_shows_its_episode_total(runs, make_backend,
+                                                                   app_factory) -> None:
+    # A queued run has no summary.json; the screen showed "0/0 episodes".
+    from evaltui.tui.widgets.run_progress import RunProgress
+
+    app = app_factory(make_backend())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+        await select(pilot, runs["queued"].name)
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, RunScreen))
+        progress = app.screen.query_one(RunProgress)
+        await wait_for(lambda: progress.progress is not None, what="the progress panel")
+        assert progress.progress.total == 20

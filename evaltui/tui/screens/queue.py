@@ -163,7 +163,7 @@ class QueueScreen(Screen[None]):
                         f"machine, so its episodes cannot be shown here", severity="warning",
                         timeout=8)
             return
-        self.app.open_run(run.run_dir)  # type: ignore[attr-defined]
+        self.app.open_run(run.run_dir, run.episodes_total)  # type: ignore[attr-defined]
 
     @on(DataTable.RowSelected, "#runs")
     def _row_selected(self, event: DataTable.RowSelected) -> None:

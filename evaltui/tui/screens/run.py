@@ -50,9 +50,12 @@ class RunScreen(Screen[None]):
     ]
 
     def __init__(self, run_dir: Path, *, standalone: bool = False,
-                 debounce_ms: int = WATCH_DEBOUNCE_MS) -> None:
+                 debounce_ms: int = WATCH_DEBOUNCE_MS,
+                 episodes_total: int | None = None) -> None:
         super().__init__()
         self.run_dir = Path(run_dir)
+        # A queued run has no summary.json yet; the queue knows its total from the spec.
+        self.episodes_total = episodes_total
         self.standalone = standalone
         self.model = RunModel()
         self._watcher = RunWatcher(self.run_dir, self.model, self._changed,
@@ -112,7 +115,10 @@ class RunScreen(Screen[None]):
         counts = self.query_one(EpisodesTable).counts()
         running = self._state in (RunState.RUNNING, RunState.STARTING)
         now: datetime = self.app.now()  # type: ignore[attr-defined]
-        self.query_one(RunProgress).progress = Progress.of(self._summary, counts, running, now)
+        summary = self._summary
+        if self.episodes_total and not (summary or {}).get("episodes_total"):
+            summary = {**(summary or {}), "episodes_total": self.episodes_total}
+        self.query_one(RunProgress).progress = Progress.of(summary, counts, running, now)
 
     def _show_header(self) -> None:
         app = self.app
