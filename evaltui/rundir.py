@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -112,10 +112,12 @@ def episode_index_from_dirname(name: str) -> int | None:
 # --- atomic files ------------------------------------------------------------------------
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
+def write_json_atomic(path: Path, obj: Any, *, durable: bool = True) -> None:
     """Write ``obj`` as JSON so that a reader sees the old file or the new one, never half.
 
-    The temp file starts with '.' so ``*.json`` globs never pick it up.
+    The temp file starts with '.' so ``*.json`` globs never pick it up. ``durable=False``
+    skips the fsync before the rename: readers are just as safe (the rename is atomic),
+    but a power cut may lose the file until the caller syncs it (:func:`sync_files`).
     """
     path = Path(path)
     data = orjson.dumps(obj, option=_JSON_OPTS)  # before touching the disk: may raise
@@ -126,13 +128,27 @@ def write_json_atomic(path: Path, obj: Any) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def sync_files(paths: Iterable[Path]) -> None:
+    """fsync files written with ``durable=False`` (gone ones are skipped)."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def read_json(path: Path) -> Any:

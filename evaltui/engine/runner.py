@@ -85,8 +85,8 @@ class BatchEvalRunner:
             row = self._row(row_base, episodes[result.index], result)
             ep_dir = episode_dir(self.run_dir, result.index)
             ep_dir.mkdir(parents=True, exist_ok=True)  # a worker may have died before it
-            write_json_atomic(ep_dir / "episode.json", row)
-            summary.add(row)
+            write_json_atomic(ep_dir / "episode.json", row, durable=False)
+            summary.add(row, unsynced=ep_dir / "episode.json")
 
         hosts: list[HostProcess] = []
         sockets = _SocketDir(self.run_dir)
