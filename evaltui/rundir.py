@@ -334,7 +334,7 @@ def _derive_state(
     pid = sched.get("pid")
     has_pid = isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
     create_time = sched.get("pid_create_time")
-    if has_pid and isinstance(create_time, int | float):
+    if isinstance(pid, int) and has_pid and isinstance(create_time, int | float):
         if PidRef(pid, float(create_time)).alive():
             return RunState.RUNNING if summary_exists else RunState.STARTING
 
