@@ -202,7 +202,7 @@ def iter_log(path: Path, start_offset: int = 0) -> Generator[tuple[int, dict[str
             for line in block.split(b"\n")[:-1]:
                 offset, pos = pos, pos + len(line) + 1
                 if line.strip():
-                    yield offset, _parse_log_line(line)
+                    yield offset, parse_log_line(line)
     return pos
 
 
@@ -217,7 +217,8 @@ def read_log(path: Path, start_offset: int = 0) -> tuple[list[tuple[int, dict[st
             return records, stop.value
 
 
-def _parse_log_line(line: bytes) -> dict[str, Any]:
+def parse_log_line(line: bytes) -> dict[str, Any]:
+    """One log.jsonl line as a dict; a garbage line becomes an ``event: corrupt`` record."""
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError as exc:

@@ -15,27 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
+
+from evaltui.rundir import parse_log_line
 
 CHUNK_BYTES = 4 << 20
 _ERROR_MARK = b'"event":"error"'
 """How ExecutionLogger (orjson, compact) spells an error record; inside a JSON string the
 quotes would be escaped, so a value can never fake it."""
-_CORRUPT_RAW_CHARS = 200
-
-
-def parse_record(line: bytes) -> dict[str, Any]:
-    """One log line as a dict; a garbage line becomes an ``event: corrupt`` record."""
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        error = str(exc)
-    else:
-        if isinstance(record, dict):
-            return record
-        error = f"not a JSON object: {type(record).__name__}"
-    raw = line[: _CORRUPT_RAW_CHARS * 4].decode("utf-8", errors="replace")
-    return {"event": "corrupt", "raw": raw[:_CORRUPT_RAW_CHARS], "error": error}
 
 
 class LineIndex:
@@ -135,7 +121,7 @@ class LineIndex:
 
     def record(self, i: int) -> dict[str, Any]:
         """Line ``i`` parsed (a garbage line gives an ``event: corrupt`` record)."""
-        return parse_record(self.line(i))
+        return parse_log_line(self.line(i))
 
     def records(self, first: int, stop: int) -> list[dict[str, Any]]:
         """Lines ``first`` to ``stop - 1`` parsed, with one read for the whole range."""
@@ -148,7 +134,7 @@ class LineIndex:
         with open(self.path, "rb") as f:
             base = int(starts[0])
             blob = os.pread(f.fileno(), int(ends[-1]) - base, base)
-        return [parse_record(blob[s - base : e - base]) for s, e in zip(starts.tolist(),
+        return [parse_log_line(blob[s - base : e - base]) for s, e in zip(starts.tolist(),
                                                                         ends.tolist(),
                                                                         strict=True)]
 
