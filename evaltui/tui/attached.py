@@ -28,13 +28,12 @@ from evaltui.spec import SpecError
 from evaltui.states import RunState
 from evaltui.tui.backend import (
     BackendError,
-    GpuInfo,
-    HostInfo,
     QueueSnapshot,
-    Resources,
     RunInfo,
     SchedulerInfo,
+    megabytes,
     readable_dir,
+    resources_view,
 )
 from evaltui.tui.eventstream import EventFollower
 
@@ -126,7 +125,7 @@ class AttachedBackend:
             raise BackendError(f"{self.url} ({unreachable(exc)})") from None
         except ApiError as exc:
             raise BackendError(str(exc)) from None
-        return QueueSnapshot(self._scheduler_info(resources), _resources(resources),
+        return QueueSnapshot(self._scheduler_info(resources), resources_view(resources),
                              tuple(_ordered(runs, queue)))
 
     def run_dir(self, run_id: str) -> Path | None:
@@ -236,26 +235,10 @@ def _info(run: ApiRun, queued: QueueEntry | None) -> RunInfo:
         worker_count=int(summary.get("worker_count") or brief.worker_count or 1),
         priority=queued.priority if queued else int(record.get("priority") or brief.priority),
         queued_at=queued.queued_at if queued else record.get("queued_at"),
-        vram_estimate_mb=_mb(estimate),
-        vram_measured_mb=_mb(record.get("measured_peak_mb")),
+        vram_estimate_mb=megabytes(estimate),
+        vram_measured_mb=megabytes(record.get("measured_peak_mb")),
         waiting_reason=queued.waiting_reason if queued else run.waiting_reason,
         error=run.error or (str(failure) if failure else None),
         file_error=run.error is not None,
     )
 
-
-def _resources(res: ApiResources) -> Resources:
-    gpus = tuple(GpuInfo(index=g.index, name=g.name, total_mb=g.total_mb, used_mb=g.used_mb,
-                         reserved_mb=g.reserved_mb, free_mb=max(0, g.available_mb),
-                         util_pct=g.utilization_pct, fake=res.fake_gpus) for g in res.gpus)
-    h = res.host
-    host = HostInfo(cpu_pct=h.cpu_percent, cpu_count=h.cpu_count, ram_total_mb=h.ram_total_mb,
-                    ram_used_mb=h.ram_total_mb - h.ram_available_mb,
-                    ram_reserved_mb=h.ram_reserved_mb)
-    note = None if res.gpu_available else (res.gpu_reason or "no GPU")
-    return Resources(gpus=gpus, host=host, gpu_note=note)
-
-
-def _mb(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None

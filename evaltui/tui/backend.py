@@ -107,6 +107,26 @@ class BackendError(RuntimeError):
     """A backend call failed; the message is meant for the user."""
 
 
+def resources_view(res: Any) -> Resources:
+    """The meters' view of a scheduler ``ResourcesInfo`` or the API's ``Resources`` (same
+    field names: the API model mirrors the scheduler view)."""
+    gpus = tuple(GpuInfo(index=g.index, name=g.name, total_mb=g.total_mb, used_mb=g.used_mb,
+                         reserved_mb=g.reserved_mb, free_mb=max(0, g.available_mb),
+                         util_pct=g.utilization_pct, fake=res.fake_gpus) for g in res.gpus)
+    h = res.host
+    host = HostInfo(cpu_pct=h.cpu_percent, cpu_count=h.cpu_count, ram_total_mb=h.ram_total_mb,
+                    ram_used_mb=h.ram_total_mb - h.ram_available_mb,
+                    ram_reserved_mb=h.ram_reserved_mb)
+    note = None if res.gpu_available else (res.gpu_reason or "no GPU")
+    return Resources(gpus=gpus, host=host, gpu_note=note)
+
+
+def megabytes(value: Any) -> float | None:
+    """A MiB figure from a JSON record, or None when absent (bools are not numbers here)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
+
+
 def readable_dir(path: Path) -> bool:
     """True if ``path`` is a directory this process can list and read (a run dir the run
     screen can show)."""

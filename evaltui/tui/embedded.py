@@ -29,13 +29,12 @@ from evaltui.scheduler import RunInfo as SchedRun
 from evaltui.states import RunState
 from evaltui.tui.backend import (
     BackendError,
-    GpuInfo,
-    HostInfo,
     QueueSnapshot,
-    Resources,
     RunInfo,
     SchedulerInfo,
     SchedulerMode,
+    megabytes,
+    resources_view,
 )
 
 ACTIVE = (RunState.STARTING, RunState.RUNNING)
@@ -75,7 +74,7 @@ class EmbeddedBackend:
         resources = self.scheduler.resources()
         queue = self.scheduler.queue()
         runs = self.scheduler.list_runs()
-        return QueueSnapshot(self._scheduler_info(resources), _resources(resources),
+        return QueueSnapshot(self._scheduler_info(resources), resources_view(resources),
                              tuple(self._ordered(runs, queue)))
 
     def run_dir(self, run_id: str) -> Path | None:
@@ -134,8 +133,8 @@ class EmbeddedBackend:
             worker_count=int(summary.get("worker_count") or ev.get("worker_count") or 1),
             priority=queued.priority if queued else int(record.get("priority") or 0),
             queued_at=queued.queued_at if queued else record.get("queued_at"),
-            vram_estimate_mb=_mb(estimate),
-            vram_measured_mb=_mb(record.get("measured_peak_mb")),
+            vram_estimate_mb=megabytes(estimate),
+            vram_measured_mb=megabytes(record.get("measured_peak_mb")),
             waiting_reason=queued.waiting_reason if queued else run.waiting_reason,
             error=error or (str(failure) if failure else None),
             file_error=error is not None,
@@ -194,18 +193,6 @@ class EmbeddedBackend:
             raise BackendError("the interactive lock is held by someone else")
 
 
-def _resources(res: ResourcesInfo) -> Resources:
-    gpus = tuple(GpuInfo(index=g.index, name=g.name, total_mb=g.total_mb, used_mb=g.used_mb,
-                         reserved_mb=g.reserved_mb, free_mb=max(0, g.available_mb),
-                         util_pct=g.utilization_pct, fake=res.fake_gpus) for g in res.gpus)
-    h = res.host
-    host = HostInfo(cpu_pct=h.cpu_percent, cpu_count=h.cpu_count, ram_total_mb=h.ram_total_mb,
-                    ram_used_mb=h.ram_total_mb - h.ram_available_mb,
-                    ram_reserved_mb=h.ram_reserved_mb)
-    note = None if res.gpu_available else (res.gpu_reason or "no GPU")
-    return Resources(gpus=gpus, host=host, gpu_note=note)
-
-
 def _spec_total(ev: dict[str, Any]) -> int:
     indices = ev.get("episode_indices")
     if isinstance(indices, list):
@@ -213,7 +200,3 @@ def _spec_total(ev: dict[str, Any]) -> int:
     count = ev.get("episode_count")
     return count if isinstance(count, int) else 0
 
-
-def _mb(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None
