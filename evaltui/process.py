@@ -18,19 +18,20 @@ def terminate_group(ref: PidRef, grace_sec: float = 10.0, poll_sec: float = 0.05
     """
     if not ref.alive():
         return True
-    _signal_group(ref.pid, signal.SIGTERM)
+    signal_group(ref.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_sec
     while time.monotonic() < deadline:
         if not ref.alive():
             return True
         time.sleep(poll_sec)
     if ref.alive():
-        _signal_group(ref.pid, signal.SIGKILL)
+        signal_group(ref.pid, signal.SIGKILL)
     return False
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def signal_group(pgid: int, sig: int) -> None:
+    """Send ``sig`` to a process group; a group that is gone (or not ours) is not an error."""
     try:
         os.killpg(pgid, sig)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass

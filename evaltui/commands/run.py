@@ -35,6 +35,7 @@ from evaltui.api.backends import BackendLease, BackendStartError, acquire_backen
 from evaltui.api.client import URL_ENV, ApiClient, ApiError, BackendUnavailable, NotFound
 from evaltui.api.models import Admit
 from evaltui.api.profiles import ProfileError, ResolvedProfile, resolve_profile
+from evaltui.process import signal_group
 from evaltui.rundir import PidRef, outputs_root
 from evaltui.scheduler.admits import AdmitState
 
@@ -209,7 +210,7 @@ class Wrapper:
                 if self._kill_at is not None and time.monotonic() > self._kill_at:
                     self.say(f"command still running {KILL_GRACE_SEC:.0f} s after the signal; "
                              "SIGKILL")
-                    _signal_group(proc.pid, signal.SIGKILL)
+                    signal_group(proc.pid, signal.SIGKILL)
                     self._kill_at = None
         return code if code >= 0 else 128 - code
 
@@ -220,7 +221,7 @@ class Wrapper:
         if proc is None:
             raise Interrupted(signum)
         if proc.poll() is None:
-            _signal_group(proc.pid, signum)
+            signal_group(proc.pid, signum)
             if self._kill_at is None:
                 self._kill_at = time.monotonic() + KILL_GRACE_SEC
 
@@ -260,17 +261,10 @@ def _die_with_parent(parent: int) -> Callable[[], None] | None:
     return arm
 
 
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _end_leftovers(pgid: int, grace_sec: float = 5.0) -> None:
     """SIGTERM what CMD left behind in its process group (background jobs would hold GPU
     memory nobody reserved any more), SIGKILL after a grace period."""
-    _signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_sec
     while time.monotonic() < deadline:
         try:
@@ -278,4 +272,4 @@ def _end_leftovers(pgid: int, grace_sec: float = 5.0) -> None:
         except (ProcessLookupError, PermissionError):
             return
         time.sleep(0.05)
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 
+from evaltui.process import signal_group
 from evaltui.rundir import PidRef
 from evaltui.scheduler import procs
 
@@ -74,7 +75,4 @@ def kill_group(pgid: int) -> None:
     leader in the moment since the exit: PID wrap-around within that moment is not a
     practical risk.
     """
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    signal_group(pgid, signal.SIGKILL)
