@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from proctools import kill_group
 
 from evaltui.api.app import make_api
 from evaltui.api.auth import load_or_create_token
@@ -21,7 +21,7 @@ from evaltui.api.client import ApiClient
 from evaltui.api.models import API_PREFIX
 from evaltui.api.server import ApiServer
 from evaltui.graphs import builtin_graph_path
-from evaltui.rundir import PidRef, read_json, runs_root
+from evaltui.rundir import PidRef, read_json
 from evaltui.scheduler import JobScheduler
 from evaltui.scheduler.admits import AdmitQueue
 
@@ -118,29 +118,6 @@ def wait_until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "cond
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def kill_runs(outputs: Path) -> None:
-    """SIGKILL the process group of every live run under ``outputs``."""
-    root = runs_root(outputs)
-    if not root.is_dir():
-        return
-    for run_dir in root.iterdir():
-        try:
-            rec = read_json(run_dir / "scheduler.json")
-        except (OSError, ValueError):
-            continue
-        pid, ctime = rec.get("pid"), rec.get("pid_create_time")
-        if isinstance(pid, int) and isinstance(ctime, int | float) and \
-                PidRef(pid, float(ctime)).alive():
-            kill_group(pid)
 
 
 def kill_backends(state: Path) -> None:

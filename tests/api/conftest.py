@@ -17,14 +17,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from apihelpers import (  # noqa: E402
-    Backend,
-    isolate_env,
-    kill_backends,
-    kill_group,
-    kill_runs,
-    start_backend,
-)
+from apihelpers import Backend, isolate_env, kill_backends, start_backend  # noqa: E402
+from proctools import kill_group, kill_runs  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

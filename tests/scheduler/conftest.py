@@ -18,7 +18,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))  # sched_nodesets must import for spec validation
 
-from schedhelpers import kill_group, kill_runs, write_dataset  # noqa: E402
+from proctools import kill_group, kill_runs  # noqa: E402
+from schedhelpers import write_dataset  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import psutil
 
-from evaltui.rundir import PidRef, read_json, runs_root
+from evaltui.rundir import read_json, runs_root
 
 HERE = Path(__file__).resolve().parent
 MODULE = "sched_nodesets"
@@ -66,29 +65,6 @@ def wait_until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "cond
 
 def record(outputs: Path, run_id: str) -> dict[str, Any]:
     return read_json(runs_root(outputs) / run_id / "scheduler.json")
-
-
-def kill_runs(outputs: Path) -> None:
-    """SIGKILL the process group of every live run under ``outputs`` (test teardown)."""
-    root = runs_root(outputs)
-    if not root.is_dir():
-        return
-    for run_dir in root.iterdir():
-        try:
-            rec = read_json(run_dir / "scheduler.json")
-        except (OSError, ValueError):
-            continue
-        pid, ctime = rec.get("pid"), rec.get("pid_create_time")
-        if isinstance(pid, int) and isinstance(ctime, int | float) and \
-                PidRef(pid, float(ctime)).alive():
-            kill_group(pid)
-
-
-def kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def group_members(pgid: int) -> list[int]:

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from schedhelpers import kill_group, line_spec, wait_until
+from proctools import kill_group
+from schedhelpers import line_spec, wait_until
 
 from evaltui.engine.channel import host_secret
 from evaltui.engine.proxy import connect

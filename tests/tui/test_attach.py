@@ -17,7 +17,8 @@ API_TESTS = Path(__file__).resolve().parents[1] / "api"
 if str(API_TESTS) not in sys.path:
     sys.path.insert(0, str(API_TESTS))
 
-from apihelpers import Backend, bot_spec, isolate_env, kill_runs, start_backend  # noqa: E402
+from apihelpers import Backend, bot_spec, isolate_env, start_backend  # noqa: E402
+from proctools import kill_runs  # noqa: E402
 
 from evaltui import cli  # noqa: E402
 from evaltui.api.app import make_api  # noqa: E402
