@@ -1,0 +1,115 @@
+"""Every environment variable evaltui reads, in one pydantic-settings class.
+
+No other module reads ``os.environ`` for these: they call :func:`settings`, which
+re-reads the environment when any of the variables below changed since the last call
+(tests set them per test with ``monkeypatch``; the CLI sets ``EVALTUI_FAKE_GPUS`` for
+``evaltui demo``) and otherwise returns the cached instance, so a call costs a few
+dict look-ups. Values are kept as the user wrote them (stripped; empty means unset);
+the module that owns a variable parses it and words the error, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "EVALTUI_"
+
+
+class Settings(BaseSettings):
+    """evaltui's configuration from the environment (``EVALTUI_*`` plus a few OS conventions)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, case_sensitive=False,
+                                      extra="ignore", frozen=True)
+
+    outputs: str | None = None
+    """``EVALTUI_OUTPUTS``: the outputs root (run dirs in ``eval_runs/``); default ``outputs``."""
+    state_dir: str | None = None
+    """``EVALTUI_STATE_DIR``: per-user state (ledger, token, calibration, fake-GPU charges)."""
+    config_dir: str | None = None
+    """``EVALTUI_CONFIG_DIR``: per-user configuration (user themes in its ``themes/``)."""
+    fake_gpus: str | None = None
+    """``EVALTUI_FAKE_GPUS``: simulated devices, ``NxMiB`` terms (``2x24576``), instead of NVML."""
+    fake_gpu_index: str | None = None
+    """``EVALTUI_FAKE_GPU_INDEX``: the fake device the scheduler chose for a run."""
+    parent_pid: str | None = None
+    """``EVALTUI_PARENT_PID``: the backend that spawned a run (for tie-to-backend runs)."""
+    port_pool: str | None = None
+    """``EVALTUI_PORT_POOL``: ports ``evaltui run`` hands to wrapped commands (``LO-HI``)."""
+    token: str | None = None
+    """``EVALTUI_TOKEN``: the API bearer token, instead of the one in the state dir."""
+    ledger_audit: str | None = None
+    """``EVALTUI_LEDGER_AUDIT``: a file the ledger appends every reservation change to."""
+    frames: str | None = None
+    """``EVALTUI_FRAMES``: ``graphics`` draws frames with terminal graphics (textual-image)."""
+    admit_id: str | None = None
+    """``EVALTUI_ADMIT_ID``: set by ``evaltui run`` for the wrapped command (its admit entry)."""
+    backend_url: str | None = Field(default=None,
+                                    validation_alias=AliasChoices("BACKEND_URL"))
+    """``BACKEND_URL``: the backend clients talk to; default ``http://127.0.0.1:8765``."""
+    xdg_state_home: str | None = Field(default=None,
+                                       validation_alias=AliasChoices("XDG_STATE_HOME"))
+    """``XDG_STATE_HOME``: base of the state dir when ``EVALTUI_STATE_DIR`` is unset."""
+    xdg_config_home: str | None = Field(default=None,
+                                        validation_alias=AliasChoices("XDG_CONFIG_HOME"))
+    """``XDG_CONFIG_HOME``: base of the config dir when ``EVALTUI_CONFIG_DIR`` is unset."""
+    cuda_visible_devices: str | None = Field(
+        default=None, validation_alias=AliasChoices("CUDA_VISIBLE_DEVICES"))
+    """``CUDA_VISIBLE_DEVICES``: kept verbatim, since an empty value means "no GPU"."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object, info) -> object:  # type: ignore[no-untyped-def]
+        # ``FOO= evaltui …`` is how people unset a variable for one command.
+        if isinstance(value, str) and info.field_name != "cuda_visible_devices":
+            value = value.strip()
+            return value or None
+        return value
+
+    def config_root(self) -> Path:
+        """The config dir: ``$EVALTUI_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/evaltui``, else
+        ``~/.config/evaltui`` (not created: it only holds what the user puts there)."""
+        if self.config_dir:
+            return Path(self.config_dir).expanduser()
+        xdg = self.xdg_config_home
+        if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
+            return Path(xdg) / "evaltui"
+        return Path.home() / ".config" / "evaltui"
+
+
+def env_names() -> tuple[str, ...]:
+    """The environment variable behind each field, in field order."""
+    names = []
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        names.append(alias.choices[0] if isinstance(alias, AliasChoices)  # type: ignore[misc]
+                     else ENV_PREFIX + name.upper())
+    return tuple(names)  # type: ignore[arg-type]
+
+
+_ENV_NAMES = env_names()
+_lock = threading.Lock()
+_cached: tuple[tuple[str | None, ...], Settings] | None = None
+
+
+def settings() -> Settings:
+    """The current settings: rebuilt only if one of :func:`env_names` changed since last call."""
+    global _cached
+    key = tuple(map(os.environ.get, _ENV_NAMES))
+    cached = _cached
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    with _lock:
+        fresh = Settings()
+        _cached = (key, fresh)
+    return fresh
+
+
+def reset_settings() -> None:
+    """Forget the cached instance (the next :func:`settings` call reads the environment)."""
+    global _cached
+    _cached = None
