@@ -16,6 +16,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Open the replay viewer on an episode dir "
                        "(outputs/eval_runs/RUN_ID/episodes/epNNNN, or a copy of one).")
     p.add_argument("ep_dir", metavar="EP_DIR", help="an episode dir with log.jsonl")
+    p.add_argument("--export", metavar="OUT.gif", default=None,
+                   help="write the episode's frames as an animated GIF instead of opening "
+                   "the viewer")
+    p.add_argument("--fps", type=float, default=4.0, help="frames per second of --export "
+                   "(default 4)")
     p.add_argument("--theme", default=None, help="evaltui-dark (default), evaltui-light, "
                    "evaltui-high-contrast, or any Textual theme")
     p.set_defaults(func=run)
@@ -27,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"evaltui replay: {ep_dir} is not an episode dir (no log.jsonl or episode.json)",
               file=sys.stderr)
         return 2
+    if args.export:
+        return export(ep_dir, Path(args.export).expanduser(), args.fps)
     from evaltui.tui.app import make_app  # Textual only for the commands that need it
     from evaltui.tui.themes import DEFAULT_THEME, ThemeError
 
@@ -36,4 +43,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"evaltui replay: {exc}", file=sys.stderr)
         return 2
     app.run()
+    return 0
+
+
+def export(ep_dir: Path, out: Path, fps: float) -> int:
+    """``--export``: the frames as a GIF, no TUI; exit 2 when there are none."""
+    from evaltui.runview.gif import NoFramesError, export_gif
+
+    if not fps > 0:
+        print(f"evaltui replay: --fps must be > 0, got {fps}", file=sys.stderr)
+        return 2
+    try:
+        count = export_gif(ep_dir, out, fps)
+    except (NoFramesError, OSError) as exc:  # OSError: unwritable out, unreadable frame
+        print(f"evaltui replay: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {count} frames at {fps:g} fps to {out}")
     return 0
