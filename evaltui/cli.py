@@ -15,6 +15,7 @@ from evaltui.commands import serve as serve_cmd
 from evaltui.commands import submit as submit_cmd
 from evaltui.commands import teardown as teardown_cmd
 from evaltui.commands import tui as tui_cmd
+from evaltui.commands import verify as verify_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs_cmd.add_parsers(sub)
     run_cmd.add_parser(sub)
     teardown_cmd.add_parser(sub)
+    verify_cmd.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,205 @@
+"""Re-run an episode's logged actions in a fresh BabyAI env and compare step by step.
+
+The actions are the ``inputs.action`` of the ``fire`` records of the graph's env step
+node in ``log.jsonl``; the episode's dataset row gives the env id and seed. Each replayed
+step's reward and done flag must equal the logged ``outputs.reward`` / ``outputs.done``,
+and the agent positions (appended when they change, start first) must equal
+trajectory.json's ``positions``. Only the built-in BabyAI env is supported: other envs
+are not known to be deterministic or resettable outside the run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaltui.engine.datasets import DatasetError, load_episodes, resolve_dataset
+from evaltui.results.verify import (
+    AGGREGATED,
+    TRAJECTORY_FILENAME,
+    StoredEpisode,
+    VerifyInputError,
+)
+from evaltui.rundir import iter_log, read_json
+
+BABYAI_ENV_IMPL = "evaltui.benchmarks.babyai.env:BabyAIEnv"
+LOG_FILENAME = "log.jsonl"
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first step at which the replay disagrees with the episode's records."""
+
+    episode: str
+    step: int
+    what: str
+
+
+@dataclass
+class ReplayReport:
+    """Outcome of ``verify --replay``: ``unsupported`` set means nothing was replayed."""
+
+    episodes_replayed: int = 0
+    steps_replayed: int = 0
+    divergences: list[Divergence] = field(default_factory=list)
+    unsupported: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.divergences
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+@dataclass(frozen=True)
+class LoggedStep:
+    """One fire of the env step node: the action it took and what the env answered."""
+
+    step: int
+    action: Any
+    reward: Any
+    done: Any
+
+
+def run_loop(run_dir: Path) -> tuple[str, str, str]:
+    """(env nodeset impl, env nodeset name, step node name) from the run's graph.json."""
+    path = run_dir / "graph.json"
+    try:
+        graph = read_json(path)
+        env, step = graph["loop"]["env"], graph["loop"]["step"]
+        impl = graph["nodesets"][env]["impl"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise VerifyInputError(f"{path} does not name the env loop: {exc!r}") from None
+    return str(impl), str(env), str(step)
+
+
+def dataset_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """The dataset split the run was evaluated on (spec.json ``eval.dataset``/``split``)."""
+    path = run_dir / "spec.json"
+    try:
+        spec = read_json(path)
+        dataset, split = spec["eval"]["dataset"], spec["eval"].get("split")
+        workspace = spec.get("active_workspace_dir")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise VerifyInputError(f"{path} does not name the dataset: {exc!r}") from None
+    if isinstance(workspace, str) and not Path(dataset).is_absolute() and \
+            (Path(workspace) / dataset).exists():
+        dataset = str(Path(workspace) / dataset)  # a relative path is the submitter's cwd
+    try:
+        return load_episodes(resolve_dataset(dataset, split)[0])
+    except (DatasetError, OSError) as exc:
+        raise VerifyInputError(f"cannot read the run's dataset: {exc}") from None
+
+
+def logged_steps(log_path: Path, step_node: str) -> Iterator[LoggedStep]:
+    """The fires of ``step_node`` in log order."""
+    for _offset, rec in iter_log(log_path):
+        if rec.get("event") == "fire" and rec.get("node") == step_node:
+            inputs, outputs = rec.get("inputs") or {}, rec.get("outputs") or {}
+            yield LoggedStep(int(rec.get("step", -1)), inputs.get("action"),
+                             outputs.get("reward"), outputs.get("done"))
+
+
+def replay_run(run_dir: Path, episodes: list[StoredEpisode],
+               tolerance: float = 0.0) -> ReplayReport:
+    """Replay every aggregated episode of ``run_dir``; BabyAI runs only."""
+    report = ReplayReport()
+    impl, env_name, step_node = run_loop(run_dir)
+    if impl != BABYAI_ENV_IMPL:
+        report.unsupported = (f"replay is unsupported for env nodeset {env_name!r} ({impl}); "
+                              f"only {BABYAI_ENV_IMPL} is replayable")
+        return report
+    rows = dataset_rows(run_dir)
+    for ep in episodes:
+        if ep.record.get("status") not in AGGREGATED or ep.trajectory is None:
+            continue
+        if not 0 <= ep.index < len(rows):
+            report.divergences.append(Divergence(ep.label, 0, f"episode index {ep.index} is "
+                                                 f"not in the dataset ({len(rows)} rows)"))
+            continue
+        row = rows[ep.index]
+        if row.get("episode_id") != ep.record.get("episode_id"):
+            report.divergences.append(Divergence(
+                ep.label, 0, f"dataset row {ep.index} is {row.get('episode_id')!r}"))
+            continue
+        steps, divergence = replay_episode(ep, row, step_node, tolerance)
+        report.episodes_replayed += 1
+        report.steps_replayed += steps
+        if divergence is not None:
+            report.divergences.append(divergence)
+    return report
+
+
+def replay_episode(ep: StoredEpisode, row: Mapping[str, Any], step_node: str,
+                   tolerance: float = 0.0) -> tuple[int, Divergence | None]:
+    """(steps replayed, first divergence or None) for one episode."""
+    from evaltui.benchmarks.babyai.minigrid_import import make_env, quiet_stdout
+
+    if not (ep.ep_dir / LOG_FILENAME).is_file():
+        return 0, Divergence(ep.label, 0, f"no {LOG_FILENAME}: no actions to replay")
+    positions = (ep.trajectory or {}).get("positions")
+    expected = [tuple(int(v) for v in p) for p in positions] if positions else None
+    env = make_env(str(row["env_id"]))
+    try:
+        with quiet_stdout():
+            env.reset(seed=int(row["seed"]))
+        sim = env.unwrapped
+        replayed = [_pos(sim)]
+
+        def position_divergence(step: int) -> Divergence | None:
+            k = len(replayed) - 1
+            if expected is None:
+                return None  # the env reported no positions: rewards and flags only
+            if k >= len(expected):
+                return Divergence(ep.label, step, f"replay reaches position #{k} "
+                                  f"{list(replayed[k])}; {TRAJECTORY_FILENAME} has only "
+                                  f"{len(expected)} positions")
+            if replayed[k] != expected[k]:
+                return Divergence(ep.label, step, f"position #{k}: replay {list(replayed[k])}, "
+                                  f"{TRAJECTORY_FILENAME} {list(expected[k])}")
+            return None
+
+        if (d := position_divergence(0)) is not None:
+            return 0, d
+        count = 0
+        for logged in logged_steps(ep.ep_dir / LOG_FILENAME, step_node):
+            action = logged.action
+            if isinstance(action, bool) or not isinstance(action, int):
+                return count, Divergence(ep.label, logged.step, f"logged action {action!r} is "
+                                         "not an int; cannot replay it")
+            _obs, reward, terminated, truncated, _ = env.step(action)
+            count += 1
+            done = bool(terminated or truncated)
+            if not _same_reward(logged.reward, float(reward), tolerance):
+                return count, Divergence(ep.label, logged.step, f"reward: replay {reward!r}, "
+                                         f"log {logged.reward!r} (action {action})")
+            if logged.done is not done:
+                return count, Divergence(ep.label, logged.step, f"done: replay {done}, "
+                                         f"log {logged.done!r} (action {action})")
+            pos = _pos(sim)
+            if pos != replayed[-1]:
+                replayed.append(pos)
+                if (d := position_divergence(logged.step)) is not None:
+                    return count, d
+        if expected is not None and len(replayed) < len(expected):
+            return count, Divergence(ep.label, count, f"{TRAJECTORY_FILENAME} has "
+                                     f"{len(expected)} positions, the replay of {count} "
+                                     f"actions only {len(replayed)}")
+        return count, None
+    finally:
+        env.close()
+
+
+def _same_reward(logged: Any, replayed: float, tolerance: float) -> bool:
+    if isinstance(logged, bool) or not isinstance(logged, int | float):
+        return False
+    return logged == replayed or abs(float(logged) - replayed) <= tolerance or (
+        math.isnan(logged) and math.isnan(replayed))
+
+
+def _pos(sim: Any) -> tuple[int, int]:
+    return (int(sim.agent_pos[0]), int(sim.agent_pos[1]))
