@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 
 from evaltui.rundir import PidRef, state_dir, write_json_atomic
+from evaltui.settings import settings
 
 FAKE_GPUS_ENV = "EVALTUI_FAKE_GPUS"
 """``NxMiB`` terms, comma separated: ``2x24576`` or ``1x24576,1x8192`` or ``24576,8192``."""
@@ -49,7 +50,7 @@ def parse_fake_gpus(value: str) -> list[int]:
 
 def fake_gpus() -> list[int] | None:
     """The fake devices' sizes, or None when ``EVALTUI_FAKE_GPUS`` is unset or empty."""
-    value = os.environ.get(FAKE_GPUS_ENV, "").strip()
+    value = settings().fake_gpus
     return parse_fake_gpus(value) if value else None
 
 
@@ -124,10 +125,10 @@ def _device(gpu: int | None) -> int:
 
 
 def _default_device() -> int:
-    chosen = os.environ.get(FAKE_GPU_INDEX_ENV, "").strip()
-    if chosen:
-        return int(chosen)
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    current = settings()
+    if current.fake_gpu_index:
+        return int(current.fake_gpu_index)
+    visible = current.cuda_visible_devices
     if visible is None:
         return 0
     first = visible.split(",")[0].strip()

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import psutil
 
+from evaltui.settings import settings
 from evaltui.states import RunState, SummaryStatus
 
 RUNS_DIRNAME = "eval_runs"
@@ -41,7 +42,7 @@ _CREATE_TIME_TOLERANCE_SEC = 0.5
 
 def outputs_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The outputs root: ``explicit``, else ``$EVALTUI_OUTPUTS``, else ``./outputs``."""
-    raw = explicit if explicit is not None else (os.environ.get("EVALTUI_OUTPUTS") or "outputs")
+    raw = explicit if explicit is not None else (settings().outputs or "outputs")
     return Path(raw).expanduser().resolve()
 
 
@@ -52,8 +53,8 @@ def runs_root(outputs: Path) -> Path:
 
 def state_dir() -> Path:
     """Per-user state dir (ledger, token, calibration), created with mode 0700."""
-    explicit = os.environ.get("EVALTUI_STATE_DIR")
-    xdg = os.environ.get("XDG_STATE_HOME")
+    current = settings()
+    explicit, xdg = current.state_dir, current.xdg_state_home
     if explicit:
         path = Path(explicit).expanduser()
     elif xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values

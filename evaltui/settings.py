@@ -50,7 +50,7 @@ class Settings(BaseSettings):
     """``EVALTUI_ADMIT_ID``: set by ``evaltui run`` for the wrapped command (its admit entry)."""
     backend_url: str | None = Field(default=None,
                                     validation_alias=AliasChoices("BACKEND_URL"))
-    """``BACKEND_URL``: the backend clients talk to; default ``http://127.0.0.1:8765``."""
+    """``BACKEND_URL``: the backend clients talk to; default ``http://127.0.0.1:8000``."""
     xdg_state_home: str | None = Field(default=None,
                                        validation_alias=AliasChoices("XDG_STATE_HOME"))
     """``XDG_STATE_HOME``: base of the state dir when ``EVALTUI_STATE_DIR`` is unset."""

@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 
 from evaltui.rundir import state_dir
+from evaltui.settings import settings
 
 TOKEN_FILENAME = "token"
 TOKEN_ENV = "EVALTUI_TOKEN"
@@ -63,7 +64,7 @@ def load_or_create_token(path: Path | None = None) -> str:
 
 def read_token(path: Path | None = None) -> str | None:
     """The client's token: ``$EVALTUI_TOKEN``, else the token file, else None."""
-    env = os.environ.get(TOKEN_ENV, "").strip()
+    env = settings().token
     if env:
         return env
     return _read(Path(path) if path is not None else token_path())

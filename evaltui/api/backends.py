@@ -31,6 +31,7 @@ import httpx
 from evaltui.api.auth import TokenError, read_token
 from evaltui.api.models import API_PREFIX
 from evaltui.rundir import PidRef, read_json, state_dir, write_json_atomic
+from evaltui.settings import settings
 
 POOL_ENV = "EVALTUI_PORT_POOL"
 DEFAULT_POOL = "8765-8769"
@@ -55,7 +56,7 @@ def parse_pool(spec: str) -> list[int]:
 
 def port_pool() -> list[int]:
     """The pool: ``$EVALTUI_PORT_POOL`` or 8765-8769."""
-    return parse_pool(os.environ.get(POOL_ENV) or DEFAULT_POOL)
+    return parse_pool(settings().port_pool or DEFAULT_POOL)
 
 
 def backends_dir() -> Path:

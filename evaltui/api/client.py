@@ -10,7 +10,6 @@ scheduler's machinery beyond the models.
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ from evaltui.api.models import (
     RunRef,
 )
 from evaltui.api.sse import ServerEvent, iter_sse
+from evaltui.settings import settings
 
 URL_ENV = "BACKEND_URL"
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -74,7 +74,7 @@ class InvalidRequest(ApiError):
 
 def default_url() -> str:
     """``$BACKEND_URL``, else ``http://127.0.0.1:8000``."""
-    return (os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
+    return (settings().backend_url or DEFAULT_URL).rstrip("/")
 
 
 class ApiClient:
@@ -273,7 +273,7 @@ class ApiClient:
         field = body.get("field") if isinstance(body, dict) else None
         message = str(detail) if detail else f"HTTP {status}"
         if status == 401:
-            if os.environ.get(TOKEN_ENV, "").strip():
+            if settings().token:
                 where = f"the token comes from ${TOKEN_ENV}"
             else:
                 path = self.token_file or token_path()

@@ -23,6 +23,7 @@ from evaltui.engine.nodes import import_impl
 from evaltui.rundir import state_dir
 from evaltui.scheduler import LockHeldError, LockInfo, NodesetError, to_jsonable
 from evaltui.scheduler.views import NodesetInfo
+from evaltui.settings import settings
 
 router = APIRouter(tags=["machine"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -36,7 +37,7 @@ def info(ctx: Ctx) -> BackendInfo:
     return BackendInfo(version=__version__, pid=os.getpid(), outputs=str(sched.outputs),
                        runs_root=str(sched.runs_root), state_dir=str(state_dir()),
                        started_at=ctx.started_at,
-                       fake_gpus=bool(os.environ.get("EVALTUI_FAKE_GPUS", "").strip()),
+                       fake_gpus=bool(settings().fake_gpus),
                        admits=ctx.admits is not None)
 
 

@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from evaltui.graphs import builtin_graph_names
+from evaltui.settings import settings
 
 FAKE_GPU = "1x24576"
 DEMO_VRAM_MB = 14 * 1024
@@ -61,7 +62,7 @@ def demo_specs(episodes: int | None = None) -> list[dict[str, Any]]:
 
 def ensure_gpu() -> str | None:
     """Declare a fake GPU when there is no real one; returns a note saying so, if done."""
-    if os.environ.get("EVALTUI_FAKE_GPUS"):
+    if settings().fake_gpus:
         return None
     from evaltui.scheduler.resources import NvmlProbe
 

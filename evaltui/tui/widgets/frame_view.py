@@ -7,7 +7,6 @@ frame is shown through it instead (sixel / kitty protocols, full resolution).
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from evaltui.settings import settings
 from evaltui.tui.widgets.bars import theme_style
 from evaltui.tui.widgets.halfblock import HalfBlockImage
 
@@ -27,7 +27,7 @@ _FRAME_STEP = re.compile(r"step(\d+)_")
 
 def graphics_requested() -> bool:
     """True if the user asked for terminal graphics and textual-image is importable."""
-    if os.environ.get("EVALTUI_FRAMES", "").lower() != "graphics":
+    if (settings().frames or "").lower() != "graphics":
         return False
     try:
         import textual_image.widget  # noqa: F401
