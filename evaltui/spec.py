@@ -8,7 +8,7 @@ raises :class:`SpecError`, whose message starts with the dotted path of the fiel
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from evaltui.engine.datasets import DatasetError, load_episodes, resolve_dataset, select_episodes
 from evaltui.engine.graph import GraphDefinition, GraphError
 from evaltui.engine.nodes import NodeSet
+
+DEFAULT_STEP_BUDGET = 200
+"""Steps per episode when neither the spec nor the env nodeset gives a limit."""
 
 
 class SpecError(ValueError):
@@ -42,8 +45,10 @@ class EvalSection(BaseModel):
     """Split name; defaults to GoToLocal for babyai and to the file stem for a .jsonl file."""
     episode_count: int | None = Field(default=None, ge=1)
     """How many episodes from ``start_episode_index``; None = to the end of the split."""
-    step_budget: int = Field(default=200, ge=1)
-    """Steps per episode before it is ended (status ok, not a success)."""
+    step_budget: int | None = Field(default=None, ge=1)
+    """Steps per episode before it is ended (status ok, not a success). Default: the env
+    nodeset's own limit (BabyAI: its ``max_steps``, 64 on GoToLocal, 576 on GoTo), else
+    DEFAULT_STEP_BUDGET; spec.json records the value used."""
     start_episode_index: int = Field(default=0, ge=0)
     worker_count: int = Field(default=1, ge=1, le=256)
     per_step_budget_sec: float | None = Field(default=None, gt=0)
@@ -53,6 +58,9 @@ class EvalSection(BaseModel):
     episode_selectors: dict[str, str] = Field(default_factory=dict)
     """Keep episodes whose field matches a regex, ``{"scene_id": "seed=1\\d$"}``."""
     max_episode_retries: int = Field(default=0, ge=0, le=10)
+    max_error_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Share of episodes that may end ``error``/``timeout`` before ``evaltui eval`` exits 1
+    (they count as failures in the metrics either way)."""
 
     @field_validator("episode_indices")
     @classmethod
@@ -114,6 +122,8 @@ class CheckedSpec:
     dataset_path: Path
     split: str
     episode_indices: list[int]
+    warnings: list[str] = field(default_factory=list)
+    """Things the user should know before the run starts (printed at submit)."""
 
 
 def parse_spec(data: Any) -> JobSpec:
@@ -151,8 +161,43 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
         )
     except DatasetError as exc:
         raise SpecError(exc.field, str(exc).split(": ", 1)[1]) from None
+    selected = [episodes[i] for i in indices]
+    env_cls = classes[graph.loop.env]
+    budget, warnings = resolve_step_budget(ev.step_budget, env_cls, selected)
+    warnings += reference_warnings(selected)
+    spec = spec.model_copy(update={"eval": ev.model_copy(update={"step_budget": budget})})
     return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path, split=split,
-                       episode_indices=indices)
+                       episode_indices=indices, warnings=warnings)
+
+
+def resolve_step_budget(asked: int | None, env_cls: type[NodeSet],
+                        episodes: list[dict[str, Any]]) -> tuple[int, list[str]]:
+    """The step budget to run with, and a warning when it cuts the env's own limit."""
+    step_limit = getattr(env_cls, "step_limit", None)
+    limits = [lim for ep in episodes
+              if step_limit is not None and (lim := step_limit(ep)) is not None]
+    if asked is None:
+        return (max(limits) if limits else DEFAULT_STEP_BUDGET), []
+    cut = [lim for lim in limits if lim > asked]
+    if not cut:
+        return asked, []
+    return asked, [f"eval.step_budget {asked} is below the env's own step limit "
+                   f"({max(cut)}) on {len(cut)} of {len(episodes)} episodes: they may be "
+                   "cut short and scored as failures where the benchmark would not"]
+
+
+def reference_warnings(episodes: list[dict[str, Any]]) -> list[str]:
+    """One warning per kind of reference data that some selected episodes lack."""
+    warnings = []
+    no_ref = sum(1 for ep in episodes if not ep.get("reference_path"))
+    no_geo = sum(1 for ep in episodes if ep.get("geodesic_distance") is None)
+    if no_ref:
+        warnings.append(f"{no_ref} of {len(episodes)} episodes have no reference_path: "
+                        "nDTW and SDTW leave them out (see metrics_n)")
+    if no_geo:
+        warnings.append(f"{no_geo} of {len(episodes)} episodes have no geodesic_distance: "
+                        "SPL leaves them out (see metrics_n)")
+    return warnings
 
 
 def validate_spec(data: Any) -> CheckedSpec:

@@ -24,7 +24,7 @@ from evaltui.graphs import builtin_graph_names, builtin_graph_path
 from evaltui.launch import prepare_run, spawn_run, spawned_ref, update_scheduler_record
 from evaltui.process import terminate_group
 from evaltui.rundir import derive_run_state, outputs_root, read_json
-from evaltui.spec import SpecError
+from evaltui.spec import DEFAULT_STEP_BUDGET, SpecError
 from evaltui.states import RunState
 
 DEMO = {"graph": "bot", "dataset": "babyai", "split": "GoToLocal", "episodes": 50}
@@ -52,8 +52,14 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start", type=int, help="first episode index (default 0)")
     p.add_argument("--indices", help="explicit episode indices, comma separated")
     p.add_argument("--workers", type=int, help="worker count K")
-    p.add_argument("--step-budget", type=int, help="max steps per episode")
+    p.add_argument("--step-budget", type=int,
+                   help="max steps per episode (default: the env's own limit -- BabyAI's "
+                   f"max_steps, 64 on GoToLocal, 576 on GoTo/GoToObjMaze -- else "
+                   f"{DEFAULT_STEP_BUDGET})")
     p.add_argument("--step-timeout", type=float, help="per_step_budget_sec")
+    p.add_argument("--max-error-rate", type=float, metavar="F",
+                   help="share of episodes that may end error/timeout before the command "
+                   "exits 1 (default 0; they count as failures in the metrics either way)")
     p.add_argument("--set", action="append", default=[], metavar="NODESET.PARAM=VALUE",
                    help="override a node param (JSON value), e.g. --set policy.noise=0.1")
     p.add_argument("--workspace", help="dir prepended to sys.path for user nodesets "
@@ -86,7 +92,8 @@ def build_spec(args: argparse.Namespace) -> dict[str, Any]:
     ev = dict(spec.get("eval") or {})
     overrides = {"dataset": args.dataset, "split": args.split, "episode_count": args.episodes,
                  "start_episode_index": args.start, "worker_count": args.workers,
-                 "step_budget": args.step_budget, "per_step_budget_sec": args.step_timeout}
+                 "step_budget": args.step_budget, "per_step_budget_sec": args.step_timeout,
+                 "max_error_rate": getattr(args, "max_error_rate", None)}
     ev.update({k: v for k, v in overrides.items() if v is not None})
     if args.indices:
         try:
@@ -123,9 +130,11 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[bold red]error[/]: {exc}")
         return 2
     total = len(checked.episode_indices)
+    for warning in checked.warnings:
+        console.print(f"[yellow]warning[/]: {warning}", highlight=False)
     console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on "
-                  f"{checked.spec.eval.dataset}/{checked.split}, {total} episodes "
-                  f"-> {run_dir}")
+                  f"{checked.spec.eval.dataset}/{checked.split}, {total} episodes, "
+                  f"step budget {checked.spec.eval.step_budget} -> {run_dir}")
     proc = spawn_run(run_dir)
     ref = spawned_ref(proc)
     cancelled = False
@@ -147,7 +156,24 @@ def run(args: argparse.Namespace) -> int:
         print_results(Console(), run_dir, state, summary)
     if cancelled or state is RunState.CANCELLED:
         return 130
-    return 0 if state is RunState.DONE else 1
+    return exit_code(state, summary, console)
+
+
+def exit_code(state: RunState, summary: dict[str, Any] | None, console: Console) -> int:
+    """0 for a done run within its error allowance; else 1, with the reason on stderr."""
+    if state is not RunState.DONE:
+        if summary and summary.get("error"):
+            console.print(f"[red]error[/]: {summary['error']}", highlight=False)
+        return 1
+    if summary and summary.get("error_rate_exceeded"):
+        first = summary.get("first_error") or {}
+        console.print(
+            f"[red]error[/]: {summary.get('error_count')} of {summary.get('episodes_finished')} "
+            f"episodes errored (allowed: {summary.get('max_error_rate', 0):.0%}, "
+            "--max-error-rate); first: episode "
+            f"{first.get('episode_index')}: {first.get('message')}", highlight=False)
+        return 1
+    return 0
 
 
 def follow(run_dir: Path, proc: Any, total: int, console: Console) -> None:
@@ -188,17 +214,36 @@ def print_results(console: Console, run_dir: Path, state: RunState,
         return
     if summary.get("error"):
         console.print(f"[red]{summary['error']}[/]")
-    table = Table(title=f"{summary.get('graph_name')} on {summary.get('dataset')}/"
-                  f"{summary.get('split')}")
-    table.add_column("metric")
-    table.add_column("mean", justify="right")
-    table.add_column("95% CI", justify="right")
-    ci = summary.get("metrics_ci95", {})
-    for name, mean in summary.get("metrics", {}).items():
-        lo_hi = ci.get(name)
-        table.add_row(name, f"{mean:.4f}",
-                      f"[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]" if lo_hi else "-")
-    console.print(table)
+    console.print(metrics_table(summary))
     counts = ", ".join(f"{k} {v}" for k, v in summary.get("counts_by_status", {}).items())
     console.print(f"episodes {summary.get('episodes_finished')}/{summary.get('episodes_total')}"
                   f" ({counts}) in {summary.get('elapsed_sec', 0):.1f} s -> {run_dir}")
+
+
+def metrics_table(summary: dict[str, Any]) -> Table:
+    """The results table: mean, 95% CI and n per metric, with the error rule stated."""
+    errors = int(summary.get("error_count") or 0)
+    caption = None
+    if errors:
+        first = summary.get("first_error") or {}
+        caption = (f"errors count as failures: {errors} episode(s) ended error/timeout; "
+                   f"first (episode {first.get('episode_index')}): {first.get('message')}")
+    table = Table(title=f"{summary.get('graph_name')} on {summary.get('dataset')}/"
+                  f"{summary.get('split')}", caption=caption, caption_justify="left")
+    table.add_column("metric")
+    table.add_column("mean", justify="right")
+    table.add_column("95% CI", justify="right")
+    table.add_column("n", justify="right")
+    ci = summary.get("metrics_ci95") or {}
+    ns = summary.get("metrics_n") or {}
+    ok_only = summary.get("metrics_ok_only") or {}
+    if errors:
+        table.add_column("ok only", justify="right")
+    for name, mean in (summary.get("metrics") or {}).items():
+        lo_hi = ci.get(name)
+        cells = [name, f"{mean:.4f}", f"[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]" if lo_hi else "-",
+                 str(ns.get(name, "?"))]
+        if errors:
+            cells.append(f"{ok_only[name]:.4f}" if name in ok_only else "-")
+        table.add_row(*cells)
+    return table

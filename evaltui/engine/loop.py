@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 from evaltui.engine.graph import GraphDefinition
 from evaltui.engine.logger import ExecutionLogger
-from evaltui.engine.metrics import episode_metrics, path_length
+from evaltui.engine.metrics import episode_metrics, failure_metrics
 from evaltui.engine.nodes import NodeSpec, Trajectory
+from evaltui.engine.trajrecord import trajectory_record
 from evaltui.states import EpisodeStatus
 
 
@@ -40,6 +41,8 @@ class EpisodeOutcome:
     elapsed_sec: float
     error: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    trajectory: dict[str, Any] | None = None
+    """The trajectory record behind ``metrics`` (written as the ep dir's trajectory.json)."""
 
 
 class LoopRunner:
@@ -104,21 +107,15 @@ class LoopRunner:
             status = EpisodeStatus.ERROR
             error = "".join(traceback.format_exception(exc)).rstrip()
             logger.record("error", step=step, error=error)
-        metrics: dict[str, float] = {}
-        if status is not EpisodeStatus.ERROR:
-            try:
-                metrics = self._metrics(env, episode)
-            except Exception as exc:
-                status = EpisodeStatus.ERROR
-                error = "metrics failed: " + "".join(traceback.format_exception(exc)).rstrip()
-                logger.record("error", step=step, error=error)
+        metrics, trajectory, status, error = self._score(env, episode, status, error, logger,
+                                                         step)
         elapsed = time.perf_counter() - started
         logger.record("episode_end", step=step, outputs={"status": status.value,
                       "metrics": metrics, "step_count": step}, error=error,
                       dur_ms=elapsed * 1e3)
         logger.flush()
         return EpisodeOutcome(status=status, step_count=step, elapsed_sec=elapsed, error=error,
-                              metrics=metrics)
+                              metrics=metrics, trajectory=trajectory)
 
     def _run_step(self, step: int, ports: dict[str, Any], registry: Mapping[str, Any],
                   logger: ExecutionLogger) -> bool:
@@ -158,13 +155,33 @@ class LoopRunner:
                 ports[port] = step_out[port]
         return bool(step_out["done"])
 
-    def _metrics(self, env: Any, episode: Mapping[str, Any]) -> dict[str, float]:
-        traj: Trajectory = env.trajectory()
-        reference = episode.get("reference_path")
+    def _score(self, env: Any, episode: Mapping[str, Any], status: EpisodeStatus,
+               error: str | None, logger: ExecutionLogger, step: int
+               ) -> tuple[dict[str, float], dict[str, Any] | None, EpisodeStatus, str | None]:
+        """Metrics and trajectory record of the episode that just ended (DESIGN §11).
+
+        An ``error`` or ``timeout`` episode is scored as a failure from whatever partial
+        trajectory the env can still report; a ``cancelled`` one keeps its trajectory but
+        no metrics (it is re-run on resume).
+        """
+        failed = status in (EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT)
+        reference = episode.get("reference_path") or None
         geodesic = episode.get("geodesic_distance")
-        if reference and geodesic is not None:
-            return episode_metrics(traj, reference, float(geodesic),
-                                   float(getattr(env, "success_distance", 1.0)))
-        # A dataset without references still gets the metrics that need none.
-        return {"success": float(traj.success), "path_length": path_length(traj.positions),
-                "nav_error": float(traj.nav_error), **traj.extra}
+        d_th = float(getattr(env, "success_distance", 1.0))
+        traj: Trajectory | None = None
+        try:
+            traj = env.trajectory()
+            if status is EpisodeStatus.CANCELLED:
+                metrics: dict[str, float] = {}
+            else:
+                metrics = episode_metrics(traj, reference, geodesic, d_th, failed=failed)
+        except Exception as exc:
+            if not failed and status is not EpisodeStatus.CANCELLED:
+                status, failed = EpisodeStatus.ERROR, True
+                error = "metrics failed: " + "".join(traceback.format_exception(exc)).rstrip()
+                logger.record("error", step=step, error=error)
+            traj = None
+            metrics = ({} if status is EpisodeStatus.CANCELLED else failure_metrics(
+                has_reference=reference is not None, has_geodesic=geodesic is not None))
+        record = trajectory_record(episode, status, traj, success_distance=d_th)
+        return metrics, record, status, error

@@ -2,32 +2,23 @@
 
 Per episode: success, SPL, nDTW, SDTW, path length and navigation error, computed from
 the env's :class:`~evaltui.engine.nodes.Trajectory`. Per run: the mean of each metric
-over ``ok`` episodes with a Student-t 95% confidence interval.
+over every scored episode (errors and timeouts count as failures) with an exact
+Student-t 95% confidence interval and the number of episodes behind it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from evaltui.engine.nodes import Trajectory
+from evaltui.engine.student_t import t_quantile_975
 from evaltui.states import EpisodeStatus
 
 Points = Sequence[Sequence[float]]
-
-# t_{0.975, df} for df = 1..30 (two-sided 95%), rounded to 6 decimals (abs error <= 5e-7).
-_T975_TABLE = (
-    12.706205, 4.302653, 3.182446, 2.776445, 2.570582,
-    2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
-    2.200985, 2.178813, 2.160369, 2.144787, 2.131450,
-    2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
-    2.079614, 2.073873, 2.068658, 2.063899, 2.059539,
-    2.055529, 2.051831, 2.048407, 2.045230, 2.042272,
-)  # fmt: skip
-_Z975 = 1.959963984540054
-
 
 def _as_points(points: Points, what: str) -> np.ndarray:
     """``points`` as an (n, k) float array, or a ValueError naming ``what``."""
@@ -92,27 +83,35 @@ def spl(success: bool | float, geodesic_distance: float, path_len: float) -> flo
 
 def episode_metrics(
     trajectory: Trajectory,
-    reference_path: Points,
-    geodesic_distance: float,
+    reference_path: Points | None,
+    geodesic_distance: float | None,
     success_distance: float = 1.0,
+    *,
+    failed: bool = False,
 ) -> dict[str, float]:
-    """All metrics of one finished episode, plus the env's own ``trajectory.extra`` entries."""
+    """All metrics of one episode, plus the env's own ``trajectory.extra`` entries.
+
+    SPL needs the geodesic distance and nDTW/SDTW the reference path; a metric whose
+    reference data is missing is left out (the run's ``metrics_n`` then shows it).
+    ``failed`` (an ``error`` or ``timeout`` episode) scores success, SPL and SDTW 0; the
+    other metrics still come from its partial trajectory.
+    """
     if len(trajectory.positions) == 0:
         raise ValueError("trajectory has no positions; the env must report at least the start")
-    if len(reference_path) == 0:
-        raise ValueError("reference path has no points")
-    success = 1.0 if trajectory.success else 0.0
+    success = 0.0 if failed or not trajectory.success else 1.0
     length = path_length(trajectory.positions)
-    n = ndtw(trajectory.positions, reference_path, success_distance)
-    metrics = {
-        "success": success,
-        "spl": spl(success, geodesic_distance, length),
-        "ndtw": n,
-        "sdtw": success * n,
-        "path_length": length,
-        "nav_error": float(trajectory.nav_error),
-    }
-    clash = sorted(set(trajectory.extra) & set(metrics))
+    metrics = {"success": success}
+    if geodesic_distance is not None:
+        metrics["spl"] = spl(success, float(geodesic_distance), length)
+    if reference_path is not None:
+        if len(reference_path) == 0:
+            raise ValueError("reference path has no points")
+        n = ndtw(trajectory.positions, reference_path, success_distance)
+        metrics["ndtw"] = n
+        metrics["sdtw"] = success * n
+    metrics["path_length"] = length
+    metrics["nav_error"] = float(trajectory.nav_error)
+    clash = sorted(set(trajectory.extra) & (set(metrics) | {"spl", "ndtw", "sdtw"}))
     if clash:
         # Silently letting either side win would report a number the user did not mean.
         raise ValueError(f"trajectory.extra redefines built-in metrics {clash}; rename them")
@@ -120,22 +119,14 @@ def episode_metrics(
     return metrics
 
 
-def t_quantile_975(df: int) -> float:
-    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (95% two-sided CI).
-
-    Exact table (6 decimals) for df <= 30; above, the Cornish-Fisher expansion around the
-    normal quantile to 1/df^4 (Abramowitz & Stegun 26.7.5), abs error < 3e-8 for df > 30.
-    """
-    if df < 1:
-        raise ValueError(f"df must be >= 1, got {df}")
-    if df <= len(_T975_TABLE):
-        return _T975_TABLE[df - 1]
-    z = _Z975
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+def failure_metrics(*, has_reference: bool, has_geodesic: bool) -> dict[str, float]:
+    """The metrics of a failed episode that has no trajectory (e.g. its worker died)."""
+    metrics = {"success": 0.0}
+    if has_geodesic:
+        metrics["spl"] = 0.0
+    if has_reference:
+        metrics["sdtw"] = 0.0
+    return metrics
 
 
 def _finite_float(value: object) -> float | None:
@@ -155,33 +146,68 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {
 }
 
 
-def aggregate(
-    rows: Iterable[Mapping],
-) -> tuple[dict[str, float], dict[str, list[float] | None]]:
-    """Run-level metrics: (mean, 95% CI [lo, hi]) per metric over the ``ok`` episode rows.
+# An episode that ended in error or timeout is a failure, whatever its partial
+# trajectory: these metrics are 0 for it (its nDTW, path length and nav error still come
+# from the partial trajectory; they are not success-weighted).
+FAILURE_ZERO = ("success", "spl", "sdtw")
+SCORED = frozenset({EpisodeStatus.OK, EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT})
 
-    Each metric is averaged over the ok rows that report a finite value for it; a metric
-    with a single value has CI None, one with no values is left out. CIs of the metrics in
-    METRIC_RANGES are clipped to their range.
+
+@dataclass(frozen=True)
+class Aggregate:
+    """Run-level metrics: mean, clipped 95% CI (None below 2 values) and n per metric."""
+
+    means: dict[str, float]
+    ci95: dict[str, list[float] | None]
+    n: dict[str, int]
+
+
+def row_values(row: Mapping) -> dict[str, float]:
+    """The finite metric values one episode row contributes (failures zeroed)."""
+    status = row.get("status")
+    if status not in SCORED:
+        return {}
+    values: dict[str, float] = {}
+    for name, raw in (row.get("metrics") or {}).items():
+        x = _finite_float(raw)
+        if x is not None:
+            values[name] = x
+    if status != EpisodeStatus.OK:
+        values["success"] = 0.0  # always: a crash is never a success
+        for name in FAILURE_ZERO[1:]:
+            if name in values:
+                values[name] = 0.0
+    return values
+
+
+def mean_ci(name: str, xs: Sequence[float]) -> tuple[float, list[float] | None]:
+    """Mean and the Student-t 95% CI of one metric's values, clipped to its range."""
+    arr = np.asarray(xs, dtype=float)
+    mean = float(arr.mean())
+    if len(arr) < 2:
+        return mean, None
+    half = t_quantile_975(len(arr) - 1) * float(arr.std(ddof=1)) / math.sqrt(len(arr))
+    low, high = METRIC_RANGES.get(name, (-math.inf, math.inf))
+    return mean, [max(mean - half, low), min(mean + half, high)]
+
+
+def aggregate(rows: Iterable[Mapping], *, ok_only: bool = False) -> Aggregate:
+    """Mean, 95% CI and n of each metric over a run's episode rows.
+
+    By default over every scored episode (``ok``, ``error``, ``timeout``), errors and
+    timeouts counting as failures (:data:`FAILURE_ZERO`); ``ok_only`` restricts it to
+    ``ok`` rows, for diagnosis. ``cancelled`` rows never count: resume re-runs them. Each
+    metric is averaged over the rows that have a finite value for it, so a dataset row
+    without a reference path leaves nDTW's n one short, and ``n`` says so.
     """
     values: dict[str, list[float]] = {}
     for row in rows:
-        if row.get("status") != EpisodeStatus.OK:
+        if ok_only and row.get("status") != EpisodeStatus.OK:
             continue
-        for name, raw in (row.get("metrics") or {}).items():
-            x = _finite_float(raw)
-            if x is not None:
-                values.setdefault(name, []).append(x)
+        for name, x in row_values(row).items():
+            values.setdefault(name, []).append(x)
     means: dict[str, float] = {}
     cis: dict[str, list[float] | None] = {}
     for name, xs in values.items():
-        arr = np.asarray(xs)
-        mean = float(arr.mean())
-        means[name] = mean
-        if len(arr) < 2:
-            cis[name] = None
-            continue
-        half = t_quantile_975(len(arr) - 1) * float(arr.std(ddof=1)) / math.sqrt(len(arr))
-        low, high = METRIC_RANGES.get(name, (-math.inf, math.inf))
-        cis[name] = [max(mean - half, low), min(mean + half, high)]
-    return means, cis
+        means[name], cis[name] = mean_ci(name, xs)
+    return Aggregate(means=means, ci95=cis, n={k: len(v) for k, v in values.items()})

@@ -141,6 +141,15 @@ class EnvNodeSet(NodeSet, ABC):
     def trajectory(self) -> Trajectory:
         """The finished (or interrupted) episode's trajectory, for the metrics."""
 
+    @classmethod
+    def step_limit(cls, episode: Mapping[str, Any]) -> int | None:
+        """The env's own step limit for ``episode`` (None: it declares none).
+
+        The run's ``step_budget`` defaults to the largest limit over its episodes, so an
+        episode is never cut before the benchmark itself would end it.
+        """
+        return None
+
 
 class ImplError(ValueError):
     """A nodeset ``impl`` string could not be resolved to a NodeSet class."""

@@ -31,8 +31,10 @@ from evaltui.engine.channel import ChannelError, host_secret, new_secret, parse_
 from evaltui.engine.datasets import load_episodes
 from evaltui.engine.hostprocess import HostConfig, HostProcess, HostStartError
 from evaltui.engine.loop import EpisodeOutcome
+from evaltui.engine.metrics import failure_metrics
 from evaltui.engine.pool import EnvWorkerPool, EpisodeResult, PoolError
 from evaltui.engine.summary import SummaryWriter, now_iso
+from evaltui.engine.trajrecord import TRAJECTORY_FILE, trajectory_record
 from evaltui.engine.worker import SharedEndpoint, WorkerConfig
 from evaltui.rundir import episode_dir, read_json, touch_done, write_json_atomic
 from evaltui.spec import CheckedSpec, SpecError, check_spec, parse_spec
@@ -73,11 +75,14 @@ class BatchEvalRunner:
                  for n, nd in checked.graph.nodes.items()}
         write_json_atomic(self.run_dir / "graph.json", self._graph_snapshot(checked, specs))
         episodes = load_episodes(checked.dataset_path)
-        summary = SummaryWriter(self.run_dir, header, len(checked.episode_indices))
+        summary = SummaryWriter(self.run_dir, header, len(checked.episode_indices),
+                                max_error_rate=ev.max_error_rate)
         kept, attempts = self._earlier_rows(checked.episode_indices)
         summary.preload(kept)
         summary.start()
-        row_base = {**header, "nodes": self._node_list(checked, specs)}
+        row_base = {**header, "nodes": self._node_list(checked, specs),
+                    "success_distance": float(getattr(
+                        checked.classes[checked.graph.loop.env], "success_distance", 1.0))}
         done_indices = {int(r["episode_index"]) for r in kept}
         todo = [i for i in checked.episode_indices if i not in done_indices]
 
@@ -85,8 +90,13 @@ class BatchEvalRunner:
             row = self._row(row_base, episodes[result.index], result)
             ep_dir = episode_dir(self.run_dir, result.index)
             ep_dir.mkdir(parents=True, exist_ok=True)  # a worker may have died before it
+            traj = result.outcome.trajectory or trajectory_record(
+                episodes[result.index], result.outcome.status, None,
+                success_distance=row_base["success_distance"])
+            write_json_atomic(ep_dir / TRAJECTORY_FILE, {"episode_index": result.index, **traj},
+                              durable=False)
             write_json_atomic(ep_dir / "episode.json", row, durable=False)
-            summary.add(row, unsynced=ep_dir / "episode.json")
+            summary.add(row, unsynced=[ep_dir / TRAJECTORY_FILE, ep_dir / "episode.json"])
 
         hosts: list[HostProcess] = []
         sockets = _SocketDir(self.run_dir)
@@ -112,10 +122,18 @@ class BatchEvalRunner:
             for host in hosts:
                 host.stop()
             sockets.remove()
-        cancelled = self.stop.is_set()
-        summary.finish(SummaryStatus.CANCELLED if cancelled else SummaryStatus.DONE)
+        if self.stop.is_set():
+            summary.finish(SummaryStatus.CANCELLED)
+            touch_done(self.run_dir)
+            return EXIT_CANCELLED
+        every_error = summary.every_episode_errored()
+        if every_error is not None:
+            summary.finish(SummaryStatus.FAILED, every_error)
+            touch_done(self.run_dir)
+            return EXIT_FAILED
+        summary.finish(SummaryStatus.DONE)
         touch_done(self.run_dir)
-        return EXIT_CANCELLED if cancelled else EXIT_OK
+        return EXIT_OK
 
     # ---- pieces ---------------------------------------------------------------------------
     def _fail(self, header: Mapping[str, Any], error: str) -> int:
@@ -212,12 +230,18 @@ class BatchEvalRunner:
     def _row(base: Mapping[str, Any], episode: Mapping[str, Any],
              result: EpisodeResult) -> dict[str, Any]:
         outcome: EpisodeOutcome = result.outcome
+        metrics = outcome.metrics
+        if not metrics and outcome.status in (EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT):
+            # The worker died or hung before the loop could score it: still a failure.
+            metrics = failure_metrics(
+                has_reference=bool(episode.get("reference_path")),
+                has_geodesic=episode.get("geodesic_distance") is not None)
         return {
             "episode_index": result.index,
             "episode_id": episode.get("episode_id"),
             "scene_id": episode.get("scene_id"),
             "instruction": episode.get("instruction"),
-            "metrics": outcome.metrics,
+            "metrics": metrics,
             "step_count": outcome.step_count,
             "elapsed_sec": round(outcome.elapsed_sec, 4),
             "status": outcome.status.value,
@@ -225,7 +249,7 @@ class BatchEvalRunner:
             "worker_id": result.worker_id,
             "attempts": result.attempts,
             "finished_at": now_iso(),
-            **base,
+            **{k: v for k, v in base.items() if k != "success_distance"},
         }
 
 

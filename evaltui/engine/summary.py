@@ -10,14 +10,36 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from evaltui.engine.metrics import aggregate
 from evaltui.rundir import sync_files, write_json_atomic
-from evaltui.states import SummaryStatus
+from evaltui.states import EpisodeStatus, SummaryStatus
+
+_FAILED = frozenset({EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT})
+_SCORED = _FAILED | {EpisodeStatus.OK}
+
+
+def one_line(error: str | None, limit: int = 300) -> str:
+    """The line of an error text a person reads first: a traceback's last line."""
+    lines = [ln.strip() for ln in (error or "").strip().splitlines() if ln.strip()]
+    if not lines:
+        return "(no message)"
+    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def first_error(rows: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The lowest-index failed row as {episode_index, episode_id, status, message}."""
+    failed = [r for r in rows if r["status"] in _FAILED]
+    if not failed:
+        return None
+    row = min(failed, key=lambda r: int(r["episode_index"]))
+    return {"episode_index": row["episode_index"], "episode_id": row.get("episode_id"),
+            "status": row["status"], "message": one_line(row.get("error"))}
 
 
 def now_iso() -> str:
@@ -28,11 +50,12 @@ class SummaryWriter:
     """Owns summary.json of one run; ``start``/``close`` bound its flusher thread."""
 
     def __init__(self, run_dir: Path, header: Mapping[str, Any], episodes_total: int,
-                 interval_sec: float = 1.0) -> None:
+                 interval_sec: float = 1.0, *, max_error_rate: float = 0.0) -> None:
         self.path = run_dir / "summary.json"
         self.header = dict(header)
         self.episodes_total = episodes_total
         self.interval_sec = interval_sec
+        self.max_error_rate = max_error_rate
         self.status = SummaryStatus.RUNNING
         self.error: str | None = None
         self.started_at = now_iso()
@@ -51,8 +74,8 @@ class SummaryWriter:
         self._thread.start()
         return self
 
-    def add(self, row: Mapping[str, Any], unsynced: Path | None = None) -> None:
-        """A finished episode's row; ``unsynced``: its episode.json, written without fsync.
+    def add(self, row: Mapping[str, Any], unsynced: Iterable[Path] = ()) -> None:
+        """A finished episode's row; ``unsynced``: its files, written without fsync.
 
         Such files are fsynced together just before the next summary.json write, so a run
         pays about one journal commit a second instead of one per episode, and
@@ -60,8 +83,7 @@ class SummaryWriter:
         """
         with self._lock:
             self._rows[int(row["episode_index"])] = dict(row)
-            if unsynced is not None:
-                self._unsynced.append(unsynced)
+            self._unsynced.extend(unsynced)
         self._dirty.set()
 
     def preload(self, rows: list[Mapping[str, Any]]) -> None:
@@ -83,7 +105,9 @@ class SummaryWriter:
         if rows is None:
             with self._lock:
                 rows = [self._rows[i] for i in sorted(self._rows)]
-        means, ci95 = aggregate(rows)
+        overall, ok_only = aggregate(rows), aggregate(rows, ok_only=True)
+        errors = [r for r in rows if r["status"] in _FAILED]
+        scored = sum(1 for r in rows if r["status"] in _SCORED)
         return {
             **self.header,
             "status": self.status.value,
@@ -91,14 +115,34 @@ class SummaryWriter:
             "episodes_total": self.episodes_total,
             "episodes_finished": len(rows),
             "counts_by_status": dict(Counter(r["status"] for r in rows)),
-            "metrics": means,
-            "metrics_ci95": ci95,
+            "metrics": overall.means,
+            "metrics_ci95": overall.ci95,
+            "metrics_n": overall.n,
+            "metrics_ok_only": ok_only.means,
+            "metrics_ok_only_ci95": ok_only.ci95,
+            "metrics_ok_only_n": ok_only.n,
+            "error_count": len(errors),
+            "first_error": first_error(errors),
+            "max_error_rate": self.max_error_rate,
+            "error_rate_exceeded": bool(scored) and len(errors) / scored > self.max_error_rate,
             "started_at": self.started_at,
             "updated_at": now_iso(),
             "finished_at": self.finished_at,
             "elapsed_sec": round(time.monotonic() - self._t0, 3),
             "episodes": rows,
         }
+
+    def every_episode_errored(self) -> str | None:
+        """The run's error message when every episode it ran ended error/timeout, else None."""
+        with self._lock:
+            rows = [self._rows[i] for i in sorted(self._rows)]
+        scored = [r for r in rows if r["status"] in _SCORED]
+        if not scored or any(r["status"] == EpisodeStatus.OK for r in scored):
+            return None
+        first = first_error(scored)
+        assert first is not None
+        return (f"all {len(scored)} episodes failed; first error (episode "
+                f"{first['episode_index']}, {first['episode_id']}): {first['message']}")
 
     def write(self) -> None:
         self._dirty.clear()

@@ -107,6 +107,7 @@ def run_worker(conn: Connection, config: WorkerConfig, stop: threading.Event) ->
         specs = {n: checked.classes[nd.nodeset].node_specs()[nd.op]
                  for n, nd in checked.graph.nodes.items()}
         ev = checked.spec.eval
+        assert ev.step_budget is not None  # check_spec resolved it
         loop = LoopRunner(checked.graph, specs, step_budget=ev.step_budget,
                           per_step_budget_sec=ev.per_step_budget_sec, stop=stop)
     except Exception as exc:

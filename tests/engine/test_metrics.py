@@ -14,12 +14,16 @@ from evaltui.engine.metrics import (
     aggregate,
     dtw,
     episode_metrics,
+    failure_metrics,
     ndtw,
     path_length,
     spl,
     t_quantile_975,
 )
 from evaltui.engine.nodes import Trajectory
+from evaltui.engine.student_t import (
+    central_probability,
+)
 
 LINE = [(0.0, 0.0), (1.0, 0.0), (2.0, 0.0)]
 
@@ -213,59 +217,100 @@ def test_episode_metrics_rejects_extra_that_shadows_a_builtin() -> None:
         episode_metrics(traj, [(0, 0)], 0.0)
 
 
+def test_a_failed_episode_scores_zero_success_spl_sdtw_from_its_partial_path() -> None:
+    traj = Trajectory([(0, 0), (1, 0), (2, 0)], True, 0.0)  # reached the goal, then crashed
+    m = episode_metrics(traj, LINE, 2.0, 1.0, failed=True)
+    assert m["success"] == m["spl"] == m["sdtw"] == 0.0
+    assert m["ndtw"] == 1.0 and m["path_length"] == 2.0
+
+
+def test_missing_reference_data_leaves_out_only_the_metrics_that_need_it() -> None:
+    traj = Trajectory([(0, 0), (1, 0)], False, 1.0)
+    assert set(episode_metrics(traj, None, 2.0)) == {"success", "spl", "path_length",
+                                                      "nav_error"}
+    assert set(episode_metrics(traj, LINE, None)) == {"success", "ndtw", "sdtw",
+                                                      "path_length", "nav_error"}
+    assert failure_metrics(has_reference=True, has_geodesic=False) == {"success": 0.0,
+                                                                       "sdtw": 0.0}
+
+
 # --- aggregation -------------------------------------------------------------------
 
 
 def test_t_quantile_spot_checks() -> None:
-    assert t_quantile_975(1) == pytest.approx(12.7062, abs=1e-4)
-    assert t_quantile_975(3) == pytest.approx(3.182446, abs=1e-6)
-    assert t_quantile_975(10) == pytest.approx(2.2281, abs=1e-4)
-    assert t_quantile_975(30) == pytest.approx(2.042272, abs=1e-6)
-    # Past the table: exact values t(31) = 2.039513, t(100) = 1.983972, limit 1.959964.
-    assert t_quantile_975(31) == pytest.approx(2.039513, abs=1e-6)
-    assert t_quantile_975(100) == pytest.approx(1.983972, abs=1e-6)
-    assert t_quantile_975(10**9) == pytest.approx(1.959964, abs=1e-6)
+    # Published values (e.g. NIST/SEMATECH e-Handbook table of t critical values).
+    assert t_quantile_975(1) == pytest.approx(12.706204736174698, abs=1e-12)
+    assert t_quantile_975(2) == pytest.approx(4.302652729749464, abs=1e-12)
+    assert t_quantile_975(30) == pytest.approx(2.0422724563012373, abs=1e-12)
+    assert t_quantile_975(10**9) == pytest.approx(1.959963986912325, abs=1e-14)
+
+
+def test_t_quantile_agrees_with_scipy_for_n_2_to_10000() -> None:
+    """Issue 9: the CI multiplier is exact, not a rounded table (n = df + 1)."""
+    from scipy import stats  # the reference implementation (a test dependency)
+
+    df = np.arange(1, 10_000)
+    reference = stats.t.ppf(0.975, df)
+    ours = np.array([t_quantile_975(int(d)) for d in df])
+    diff = np.abs(ours - reference)
+    assert diff.max() < 1e-12, f"largest difference {diff.max():.3g} at df={df[diff.argmax()]}"
+
+
+def test_central_probability_matches_closed_forms() -> None:
+    # df = 1 (Cauchy): P(|T| <= t) = 2 atan(t) / pi; df = 2: t / sqrt(2 + t^2).
+    for t in (0.1, 1.0, 3.7):
+        assert central_probability(t, 1) == pytest.approx(2 * math.atan(t) / math.pi, rel=1e-15)
+        assert central_probability(t, 2) == pytest.approx(t / math.sqrt(2 + t * t), rel=1e-15)
 
 
 def test_aggregate_ci_for_a_known_sample() -> None:
     # [0,1,1,1]: mean 0.75, s = 0.5, half-width = t(3) * 0.5 / sqrt(4) = 0.7956115.
     # (A metric name with no range, so the interval is not clipped.)
     rows = [{"status": "ok", "metrics": {"score": v}} for v in (0.0, 1.0, 1.0, 1.0)]
-    means, cis = aggregate(rows)
-    assert means == {"score": 0.75}
-    lo, hi = cis["score"]
-    assert lo == pytest.approx(0.75 - 0.7956115, abs=1e-6)
-    assert hi == pytest.approx(0.75 + 0.7956115, abs=1e-6)
+    agg = aggregate(rows)
+    assert agg.means == {"score": 0.75} and agg.n == {"score": 4}
+    lo, hi = agg.ci95["score"]
+    half = 3.1824463052837078 * 0.5 / 2  # t_{0.975, 3}
+    assert lo == pytest.approx(0.75 - half, abs=1e-14)
+    assert hi == pytest.approx(0.75 + half, abs=1e-14)
 
 
-def test_aggregate_counts_only_ok_rows() -> None:
+def test_aggregate_counts_errors_and_timeouts_as_failures() -> None:
     rows = [
-        {"status": "ok", "metrics": {"success": 1.0}},
-        {"status": "error", "metrics": {"success": 0.0}},
+        {"status": "ok", "metrics": {"success": 1.0, "spl": 0.8, "ndtw": 0.9, "sdtw": 0.9}},
+        # an error row that claims success: the error rule zeroes it anyway
+        {"status": "error", "metrics": {"success": 1.0, "spl": 0.5, "ndtw": 0.4, "sdtw": 0.4}},
         {"status": "timeout", "metrics": {}},
-        {"status": "cancelled"},
-        {"status": "ok", "metrics": {"success": 0.0}},
+        {"status": "cancelled", "metrics": {"success": 1.0}},
+        {"status": "ok", "metrics": {"success": 0.0, "spl": 0.0, "ndtw": 0.2, "sdtw": 0.0}},
     ]
-    means, cis = aggregate(rows)
-    assert means == {"success": 0.5}
-    assert cis["success"] is not None
+    agg = aggregate(rows)
+    assert agg.means["success"] == pytest.approx(1 / 4)
+    assert agg.n == {"success": 4, "spl": 3, "ndtw": 3, "sdtw": 3}
+    assert agg.means["spl"] == pytest.approx(0.8 / 3)
+    assert agg.means["ndtw"] == pytest.approx((0.9 + 0.4 + 0.2) / 3)  # partial trajectory
+    ok = aggregate(rows, ok_only=True)
+    assert ok.means["success"] == 0.5 and ok.n["success"] == 2
 
 
 def test_aggregate_single_episode_has_no_ci() -> None:
-    means, cis = aggregate([{"status": "ok", "metrics": {"spl": 0.4}}])
-    assert means == {"spl": 0.4}
-    assert cis == {"spl": None}
+    agg = aggregate([{"status": "ok", "metrics": {"spl": 0.4}}])
+    assert agg.means == {"spl": 0.4}
+    assert agg.ci95 == {"spl": None}
 
 
-def test_aggregate_without_ok_rows_is_empty() -> None:
-    assert aggregate([]) == ({}, {})
-    assert aggregate([{"status": "error", "metrics": {"spl": 1.0}}]) == ({}, {})
+def test_aggregate_without_scored_rows_is_empty() -> None:
+    empty = aggregate([])
+    assert (empty.means, empty.ci95, empty.n) == ({}, {}, {})
+    assert aggregate([{"status": "cancelled", "metrics": {"spl": 1.0}}]).means == {}
+    assert aggregate([{"status": "error", "metrics": {"spl": 1.0}}]).means == {
+        "success": 0.0, "spl": 0.0}
 
 
 def test_aggregate_identical_values_give_a_zero_width_ci() -> None:
-    means, cis = aggregate([{"status": "ok", "metrics": {"spl": 0.5}}] * 3)
-    assert means == {"spl": 0.5}
-    assert cis == {"spl": [0.5, 0.5]}
+    agg = aggregate([{"status": "ok", "metrics": {"spl": 0.5}}] * 3)
+    assert agg.means == {"spl": 0.5}
+    assert agg.ci95 == {"spl": [0.5, 0.5]}
 
 
 def test_aggregate_averages_each_metric_over_rows_that_have_a_finite_value() -> None:
@@ -275,16 +320,16 @@ def test_aggregate_averages_each_metric_over_rows_that_have_a_finite_value() -> 
         {"status": "ok", "metrics": {"success": 1.0, "steps": float("nan")}},
         {"status": "ok", "metrics": {"success": float("inf"), "steps": 20.0}},
     ]
-    means, cis = aggregate(rows)
-    assert means == pytest.approx({"success": 2 / 3, "steps": 15.0})
-    assert set(cis) == {"success", "steps"}
+    agg = aggregate(rows)
+    assert agg.means == pytest.approx({"success": 2 / 3, "steps": 15.0})
+    assert agg.n == {"success": 3, "steps": 2}
 
 
 def test_aggregate_clips_ci_to_the_metric_range() -> None:
     # 28 successes of 30: the t interval's upper end is 1.03, which no SR can be.
     rows = [{"status": "ok", "metrics": {"success": float(i >= 2), "nav_error": float(i < 2),
                                          "custom": float(i >= 2)}} for i in range(30)]
-    means, cis = aggregate(rows)
-    assert cis["success"][1] == 1.0 and cis["success"][0] < means["success"]
-    assert cis["nav_error"][0] == 0.0
-    assert cis["custom"][1] > 1.0  # unknown metrics are not clipped
+    agg = aggregate(rows)
+    assert agg.ci95["success"][1] == 1.0 and agg.ci95["success"][0] < agg.means["success"]
+    assert agg.ci95["nav_error"][0] == 0.0
+    assert agg.ci95["custom"][1] > 1.0  # unknown metrics are not clipped

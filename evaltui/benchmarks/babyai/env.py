@@ -82,6 +82,12 @@ class BabyAIEnv(EnvNodeSet):
         return {"obs": self._obs(obs), "sim": sim,
                 "frame": self._frame() if self.frame_stride else None}
 
+    @classmethod
+    def step_limit(cls, episode: Mapping[str, Any]) -> int | None:
+        """BabyAI's own ``max_steps`` of the episode's level (the manifest records it)."""
+        limit = episode.get("max_steps")
+        return int(limit) if limit is not None else None
+
     def _check(self, episode: Mapping[str, Any], sim: Any) -> None:
         # A different minigrid version may generate another level for the same seed;
         # scoring it against the manifest's reference path would be silently wrong.
@@ -89,6 +95,10 @@ class BabyAIEnv(EnvNodeSet):
         if sim.mission != episode["instruction"]:
             raise ValueError(f"{where}: seed {episode['seed']} yields mission "
                              f"{sim.mission!r}, manifest says {episode['instruction']!r}")
+        limit = episode.get("max_steps")
+        if limit is not None and int(limit) != sim.max_steps:
+            raise ValueError(f"{where}: seed {episode['seed']} has max_steps {sim.max_steps}, "
+                             f"manifest says {limit}")
         start = episode.get("start")
         if start is not None and list(self._pos(sim)) != [int(v) for v in start]:
             raise ValueError(f"{where}: seed {episode['seed']} starts at "

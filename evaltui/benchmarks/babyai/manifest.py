@@ -66,6 +66,7 @@ def make_episode(env: Any, split: str, index: int) -> tuple[dict[str, Any], str]
         "seed": index,
         "start": list(start),
         "start_dir": int(unwrapped.agent_dir),
+        "max_steps": int(unwrapped.max_steps),  # BabyAI's own step limit for this level
         "goals": [list(g) for g in goals],
     }
     distance = geodesic_distance(unwrapped, start, goals)
