@@ -75,8 +75,10 @@ def run(args: argparse.Namespace) -> int:
 def print_report(report: VerifyReport) -> None:
     print(f"verified {report.episodes_checked} episodes of {report.run_dir}: "
           f"{report.values_compared} values compared, tolerance {report.tolerance:g}")
-    where = f" at {report.max_where}" if report.max_where else ""
-    print(f"largest absolute difference: {report.max_diff:.3g}{where}")
+    if report.max_diff == 0:
+        print("largest absolute difference: 0 (every compared number is identical)")
+    else:
+        print(f"largest absolute difference: {report.max_diff:.3g} at {report.max_where}")
     if report.ok:
         print("OK: every metric, mean, CI and n agrees with its recomputation")
         return
