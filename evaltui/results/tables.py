@@ -1,0 +1,190 @@
+"""Results tables for papers: a run's summary or a comparison as Markdown, CSV or LaTeX.
+
+Every renderer takes plain data (a summary.json dict, a :class:`Comparison`) and returns
+the table as text, ending in a newline. Numbers carry ``digits`` decimals (default 3).
+Markdown and LaTeX add note lines under the table (how errors were counted, how a CI
+was made); CSV is the bare table, one header row, so any CSV reader takes it as is.
+LaTeX uses booktabs (``\\usepackage{booktabs}``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from evaltui.results.compare import Comparison
+
+Format = Literal["md", "csv", "latex"]
+FORMATS: tuple[Format, ...] = ("md", "csv", "latex")
+FAILURE_STATUSES = ("error", "timeout")
+_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                   "^": r"\textasciicircum{}"}
+
+Number = float | int | None
+
+
+@dataclass(frozen=True)
+class _Column:
+    title: str
+    latex: str
+    """The LaTeX header cell (already escaped)."""
+    csv: str
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    values: Sequence[Number]
+    """One value per column; the CI and n follow them in every format."""
+    ci: tuple[float, float] | None
+    n: int | None
+
+
+def summary_table(summary: Mapping[str, Any], *, fmt: Format, digits: int = 3) -> str:
+    """The run's metrics: metric, mean, 95% CI, n.
+
+    n is ``metrics_n[name]`` when the summary has it, else the count of ok episodes (what
+    older summaries averaged over).
+    """
+    metrics = summary.get("metrics") or {}
+    cis = summary.get("metrics_ci95") or {}
+    ns = summary.get("metrics_n")
+    counts = summary.get("counts_by_status") or {}
+    rows = []
+    for name, mean in metrics.items():
+        n = ns.get(name) if isinstance(ns, Mapping) else counts.get("ok")
+        ci = cis.get(name)
+        rows.append(_Row(str(name), [_num(mean)], _pair(ci), n if isinstance(n, int) else None))
+    notes = []
+    errors = summary.get("error_count")
+    if isinstance(errors, int) and errors > 0:
+        total = sum(counts.get(s, 0) for s in ("ok", *FAILURE_STATUSES))
+        notes.append(f"errors count as failures ({errors} of {total} episodes errored)")
+    columns = [_Column("mean", "Mean", "mean")]
+    return _render(fmt, columns, rows, notes, digits=digits, ci_title="95% CI")
+
+
+def compare_table(comparison: Comparison, *, fmt: Format, digits: int = 3,
+                  label_a: str = "A", label_b: str = "B") -> str:
+    """B against A per metric: mean A, mean B, B - A, its bootstrap 95% CI, n pairs."""
+    rows = [_Row(m.name, [m.mean_a, m.mean_b, m.diff], m.ci95, m.n)
+            for m in comparison.metrics]
+    notes = [f"A = {label_a}; B = {label_b}; {comparison.n_pairs} episode pairs",
+             f"95% CI of B - A: paired bootstrap, percentile method, "
+             f"{comparison.resamples} resamples, seed {comparison.seed}"]
+    if comparison.dropped_a or comparison.dropped_b:
+        notes.append(f"compared the shared episodes only: {len(comparison.dropped_a)} only in "
+                     f"A and {len(comparison.dropped_b)} only in B left out")
+    test = comparison.mcnemar
+    if test is not None:
+        notes.append(f"McNemar exact test on success: {test.b} A-only, {test.c} B-only "
+                     f"successes, p = {test.p_value:.{max(digits, 1)}g}")
+    columns = [_Column("mean A", "A", "mean_a"), _Column("mean B", "B", "mean_b"),
+               _Column("B - A", "B $-$ A", "diff")]
+    return _render(fmt, columns, rows, notes, digits=digits, ci_title="95% CI (B - A)")
+
+
+def latex_escape(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped for text mode."""
+    return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in text)
+
+
+# ---- renderers -------------------------------------------------------------------------------
+
+
+def _render(fmt: Format, columns: list[_Column], rows: list[_Row], notes: list[str], *,
+            digits: int, ci_title: str) -> str:
+    if digits < 0:
+        raise ValueError(f"digits must be >= 0, got {digits}")
+    if fmt == "csv":
+        return _csv(columns, rows, digits)
+    if fmt == "md":
+        return _markdown(columns, rows, notes, digits, ci_title)
+    if fmt == "latex":
+        return _latex(columns, rows, notes, digits, ci_title)
+    raise ValueError(f"unknown table format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+def _csv(columns: list[_Column], rows: list[_Row], digits: int) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["metric", *(c.csv for c in columns), "ci_low", "ci_high", "n"])
+    for row in rows:
+        lo, hi = row.ci if row.ci else (None, None)
+        writer.writerow([row.name, *(_fmt(v, digits, "") for v in row.values),
+                         _fmt(lo, digits, ""), _fmt(hi, digits, ""),
+                         "" if row.n is None else row.n])
+    return out.getvalue()
+
+
+def _markdown(columns: list[_Column], rows: list[_Row], notes: list[str], digits: int,
+              ci_title: str) -> str:
+    def cells(items: Sequence[str]) -> str:
+        return "| " + " | ".join(s.replace("|", "\\|") for s in items) + " |"
+
+    lines = [cells(["metric", *(c.title for c in columns), ci_title, "n"]),
+             "|:---|" + "---:|" * (len(columns) + 2)]
+    for row in rows:
+        lines.append(cells([row.name, *(_fmt(v, digits, "-") for v in row.values),
+                            _ci(row.ci, digits, "-"), "-" if row.n is None else str(row.n)]))
+    for note in notes:  # one paragraph each: consecutive lines would merge into one
+        lines.extend(["", note])
+    return "\n".join(lines) + "\n"
+
+
+def _latex(columns: list[_Column], rows: list[_Row], notes: list[str], digits: int,
+           ci_title: str) -> str:
+    width = len(columns) + 3
+    lines = [r"\begin{tabular}{l" + "r" * (width - 1) + "}", r"\toprule",
+             " & ".join(["Metric", *(c.latex for c in columns), latex_escape(ci_title),
+                         "$n$"]) + r" \\", r"\midrule"]
+    for row in rows:
+        cells = [latex_escape(row.name), *(_tex_num(v, digits) for v in row.values),
+                 _tex_ci(row.ci, digits), "--" if row.n is None else str(row.n)]
+        lines.append(" & ".join(cells) + r" \\")
+    lines.append(r"\bottomrule")
+    for note in notes:
+        lines.append(rf"\multicolumn{{{width}}}{{l}}{{\footnotesize {latex_escape(note)}}} \\")
+    lines.append(r"\end{tabular}")
+    return "\n".join(lines) + "\n"
+
+
+# ---- numbers ---------------------------------------------------------------------------------
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, Sequence) and len(value) == 2:
+        lo, hi = _num(value[0]), _num(value[1])
+        if lo is not None and hi is not None:
+            return lo, hi
+    return None
+
+
+def _fmt(value: Number, digits: int, missing: str) -> str:
+    if value is None:
+        return missing
+    text = f"{value:.{digits}f}"
+    # "-0.000" is a rounding artefact, not a sign worth printing.
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def _ci(ci: tuple[float, float] | None, digits: int, missing: str) -> str:
+    return missing if ci is None else f"[{_fmt(ci[0], digits, '')}, {_fmt(ci[1], digits, '')}]"
+
+
+def _tex_num(value: Number, digits: int) -> str:
+    text = _fmt(value, digits, "--")
+    return "$-$" + text[1:] if text.startswith("-") and text != "--" else text
+
+
+def _tex_ci(ci: tuple[float, float] | None, digits: int) -> str:
+    return "--" if ci is None else f"[{_tex_num(ci[0], digits)}, {_tex_num(ci[1], digits)}]"
