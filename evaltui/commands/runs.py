@@ -2,8 +2,10 @@
 
 They talk to ``$BACKEND_URL`` (default ``http://127.0.0.1:8000``, or ``--url``) with
 the state dir's token (or ``$EVALTUI_TOKEN``), print rich tables for people and, with
-``--json``, plain JSON for scripts. Exit codes: 0 ok, 1 the backend refused or failed
-(no such run, a conflict, no backend), 2 invalid input (bad command line or spec).
+``--json``, plain JSON for scripts. ``show`` also takes a run dir, read locally with no
+backend, and ``show --format md|csv|latex`` prints only the metrics table (for a paper).
+Exit codes: 0 ok, 1 the backend refused or failed (no such run, a conflict, no backend),
+2 invalid input (bad command line or spec).
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from evaltui.api.client import ApiClient, ApiError, InvalidRequest
-from evaltui.api.models import Run
+from evaltui.api.models import EpisodeRow, Run
+from evaltui.results.runrows import RunDirError, load_run
+from evaltui.results.tables import FORMATS, summary_table
+from evaltui.rundir import read_run_status
 from evaltui.states import RunState
 
 STATE_STYLE = {"queued": "cyan", "starting": "blue", "running": "bold blue", "done": "green",
@@ -36,10 +42,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=50, help="at most N runs (0: all; default 50)")
     _common(p, run_ls)
 
-    p = sub.add_parser("show", help="one run: state, record, metrics")
-    p.add_argument("run_id")
+    p = sub.add_parser("show", help="one run: state, record, metrics",
+                       description="Show a run: a run id asks the backend, a run dir is "
+                       "read locally.")
+    p.add_argument("run_id", metavar="RUN", help="run id, or a run dir (read locally)")
     p.add_argument("--episodes", action="store_true", help="also list its episodes")
+    p.add_argument("--format", choices=FORMATS, help="print only the metrics table, as "
+                   "Markdown, CSV or LaTeX (booktabs)")
+    p.add_argument("--digits", type=int, default=3, help="decimals with --format (default 3)")
     _common(p, run_show)
+    p.set_defaults(func=show)
 
     p = sub.add_parser("cancel", help="cancel queued or running runs")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
@@ -81,6 +93,11 @@ def with_client(args: argparse.Namespace, func: Callable[[argparse.Namespace], i
         return 0
 
 
+def _error(message: str, code: int) -> int:
+    print(f"evaltui: error: {message}", file=sys.stderr)
+    return code
+
+
 def emit_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
@@ -104,10 +121,42 @@ def run_ls(args: argparse.Namespace) -> int:
     return 0
 
 
+def show(args: argparse.Namespace) -> int:
+    """``show``: an existing dir is read locally; anything else is a run id for the backend."""
+    if args.json and args.format:
+        return _error("give --json or --format, not both", 2)
+    if args.digits < 0:
+        return _error(f"--digits must be >= 0, got {args.digits}", 2)
+    if Path(args.run_id).is_dir():
+        return run_show_local(args)
+    return with_client(args, run_show)
+
+
 def run_show(args: argparse.Namespace) -> int:
     client: ApiClient = args.client
     run = client.get_run(args.run_id)
-    rows = client.episodes(args.run_id) if args.episodes else None
+    rows = client.episodes(args.run_id) if args.episodes and not args.format else None
+    return _show_run(args, run, rows)
+
+
+def run_show_local(args: argparse.Namespace) -> int:
+    try:
+        local = load_run(Path(args.run_id).resolve())
+    except RunDirError as exc:
+        return _error(str(exc), 2)
+    status = read_run_status(local.run_dir)
+    run = Run(run_id=local.run_id, state=status.state, run_dir=str(local.run_dir),
+              error=status.error, scheduler=status.scheduler, summary=local.summary)
+    rows = [EpisodeRow.model_validate(r) for r in local.rows] if args.episodes else None
+    return _show_run(args, run, rows)
+
+
+def _show_run(args: argparse.Namespace, run: Run, rows: list[Any] | None) -> int:
+    if args.format:
+        if not (run.summary or {}).get("metrics"):
+            return _error(f"run {run.run_id} has no metrics yet", 1)
+        sys.stdout.write(summary_table(run.summary or {}, fmt=args.format, digits=args.digits))
+        return 0
     if args.json:
         body = run.model_dump(mode="json")
         if rows is not None:
