@@ -252,8 +252,9 @@ def verify_run(run_dir: Path, tolerance: float = DEFAULT_TOLERANCE) -> VerifyRep
     """Recompute every per-episode metric and the run aggregates of ``run_dir`` and compare."""
     summary, episodes = load_run(run_dir)
     report = VerifyReport(run_dir=str(run_dir), tolerance=tolerance)
-    rows = summary.get("episodes") if isinstance(summary.get("episodes"), list) else []
-    summary_rows = {r.get("episode_index"): r for r in rows if isinstance(r, dict)}
+    rows = summary.get("episodes")
+    summary_rows = {r.get("episode_index"): r for r in (rows if isinstance(rows, list) else [])
+                    if isinstance(r, dict)}
     recomputed: list[tuple[str, dict[str, float]]] = []
     for ep in episodes:
         status = ep.record.get("status")
