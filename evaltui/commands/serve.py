@@ -70,33 +70,28 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, token: str, token_file: Path,
            stop: threading.Event) -> int:
-    from evaltui.api.app import make_api
-    from evaltui.api.server import ApiServer
+    from evaltui.api.backend_start import start_backend
     from evaltui.scheduler import JobScheduler
-    from evaltui.scheduler.admits import AdmitQueue
 
     scheduler = JobScheduler(outputs_root(args.outputs))
-    admits = AdmitQueue(scheduler.outputs)
-    app = make_api(scheduler, token, admits=admits,
-                   max_body_bytes=int(args.max_body_mb * (1 << 20)))
-    server = ApiServer(app, args.host, args.port, log_level=args.log_level)
     scheduler.start()
-    admits.start()
     try:
         try:
-            server.start()
-        except OSError as exc:
-            print(f"evaltui serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            served = start_backend(scheduler, host=args.host, port=args.port, token=token,
+                                   max_body_bytes=int(args.max_body_mb * (1 << 20)),
+                                   log_level=args.log_level)
+        except (OSError, RuntimeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            print(f"evaltui serve: cannot listen on {args.host}:{args.port}: {reason}",
                   file=sys.stderr)
             return 1
-        # One line scripts can wait for (the port matters when --port 0).
-        print(f"evaltui serve: listening on {server.url} (outputs {scheduler.outputs}; token "
-              f"file {token_file})", flush=True)
-        while not stop.wait(0.5):
-            pass
-        print("evaltui serve: stopping (runs keep running)", file=sys.stderr, flush=True)
+        with served:
+            # One line scripts can wait for (the port matters when --port 0).
+            print(f"evaltui serve: listening on {served.url} (outputs {scheduler.outputs}; "
+                  f"token file {token_file})", flush=True)
+            while not stop.wait(0.5):
+                pass
+            print("evaltui serve: stopping (runs keep running)", file=sys.stderr, flush=True)
     finally:
-        server.stop()
-        admits.stop()
         scheduler.stop()
     return 0

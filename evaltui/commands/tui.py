@@ -59,26 +59,18 @@ def serve_api(scheduler: Any, port: int, stack: ExitStack) -> str:
     """
     if port == 0:
         return "API: off (--api-port 0)"
-    from evaltui.api.app import make_api
-    from evaltui.api.auth import TokenError, load_or_create_token
-    from evaltui.api.server import ApiServer
-    from evaltui.scheduler.admits import AdmitQueue
+    from evaltui.api.auth import TokenError
+    from evaltui.api.backend_start import start_backend
 
     try:
-        token = load_or_create_token()
+        served = start_backend(scheduler, port=port)
     except TokenError as exc:
         return f"API: off ({exc})"
-    admits = AdmitQueue(scheduler.outputs)
-    server = ApiServer(make_api(scheduler, token, admits=admits), "127.0.0.1", port)
-    try:
-        server.start()
     except (OSError, RuntimeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         return f"API: not served, 127.0.0.1:{port} is busy ({reason})"
-    admits.start()
-    stack.callback(admits.stop)
-    stack.callback(server.stop)
-    return f"API: {server.url}"
+    stack.callback(served.stop)
+    return f"API: {served.url}"
 
 
 def run_app(backend: Any, theme: str | None, before_run: Callable[[], None] | None = None,

@@ -15,8 +15,7 @@ import httpx
 import pytest
 from proctools import kill_group
 
-from evaltui.api.app import make_api
-from evaltui.api.auth import load_or_create_token
+from evaltui.api import backend_start
 from evaltui.api.client import ApiClient
 from evaltui.api.models import API_PREFIX
 from evaltui.api.server import ApiServer
@@ -72,30 +71,24 @@ class Backend:
         for client in self.clients:
             client.close()
         self.server.stop()
-        self.admits.stop()
         self.scheduler.stop()
 
 
 def start_backend(lock_check: Callable[[], str | None] | None = None, port: int = 0,
                   **app_kwargs: Any) -> Backend:
     """A ticking scheduler, its admit queue and the API on 127.0.0.1:``port`` (0: any),
-    in the state dir and outputs of the environment. The caller must ``stop()`` it."""
+    in the state dir and outputs of the environment, wired by the product's own
+    ``start_backend``. The caller must ``stop()`` it."""
     scheduler = JobScheduler(tick_interval=0.1, probe_interval=0.1, cancel_grace_sec=2.0,
                              lock_check=lock_check)
-    admits = AdmitQueue(scheduler.outputs, tick_interval=0.1)
-    token = load_or_create_token()
     app_kwargs.setdefault("heartbeat_sec", 0.5)
-    server = ApiServer(make_api(scheduler, token, admits=admits, **app_kwargs), port=port)
-    backend = Backend(scheduler, admits, server, token)
     scheduler.start()
-    admits.start()
     try:
-        server.start()
+        served = backend_start.start_backend(scheduler, port=port, **app_kwargs)
     except BaseException:
-        admits.stop()
         scheduler.stop()
         raise
-    return backend
+    return Backend(scheduler, served.admits, served.server, served.token)
 
 
 def bot_spec(episodes: int = 2, *, latency_ms: int = 0, priority: int = 0,

@@ -101,3 +101,26 @@ def test_port_in_use_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> Non
 ])
 def test_is_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+def test_start_backend_serves_and_a_failed_start_leaves_nothing_running() -> None:
+    """The one wiring of serve and the TUI: a busy port raises OSError with no admit-queue
+    or server thread left behind; a started backend answers and stops its threads."""
+    import httpx
+
+    from evaltui.api.backend_start import start_backend
+    from evaltui.scheduler import JobScheduler
+
+    scheduler = JobScheduler()
+    before = set(threading.enumerate())
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(OSError):
+            start_backend(scheduler, port=taken.getsockname()[1])
+    assert set(threading.enumerate()) == before
+    with start_backend(scheduler, port=0) as served:
+        assert httpx.get(f"{served.url}/healthz", timeout=5).status_code == 200
+        assert httpx.get(f"{served.url}/api/eval/v2/queue", timeout=5).status_code == 401
+    wait_until(lambda: set(threading.enumerate()) == before, timeout=10,
+               what="the server and admit-queue threads to end")
