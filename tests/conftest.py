@@ -15,3 +15,10 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("EVALTUI_OUTPUTS", str(outputs))
     monkeypatch.delenv("EVALTUI_FAKE_GPUS", raising=False)
     return {"state": Path(state), "outputs": Path(outputs)}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Textual runs on asyncio: never parametrize the async tests over trio, even where
+    trio happens to be installed."""
+    return "asyncio"

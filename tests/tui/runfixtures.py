@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from evaltui.engine.metrics import aggregate
 from evaltui.graphs import builtin_graph_path
 from evaltui.rundir import PidRef, episode_dir, runs_root, touch_done, write_json_atomic
 
@@ -141,10 +142,8 @@ def write_episode(run_dir: Path, index: int, *, status: str | None = None,
 def write_summary(run_dir: Path, rows: list[dict[str, Any]], *, status: str, total: int,
                   error: str | None = None, elapsed: float = 60.0,
                   started: float = 0.0) -> None:
-    ok = [r for r in rows if r["status"] == "ok"]
-    names = ["success", "spl", "ndtw", "sdtw", "path_length", "nav_error", "steps"]
-    means = {n: round(sum(r["metrics"][n] for r in ok) / len(ok), 4) for n in names} if ok \
-        else {}
+    agg = aggregate(rows)  # errors count as failures, as the SummaryWriter does
+    means = {n: round(v, 4) for n, v in agg.means.items()}
     ci = {n: [round(v - 0.1, 4), round(v + 0.1, 4)] for n, v in means.items()}
     counts: dict[str, int] = {}
     for r in rows:
@@ -153,7 +152,9 @@ def write_summary(run_dir: Path, rows: list[dict[str, Any]], *, status: str, tot
         "run_id": run_dir.name, "graph_name": "babyai-bot", "dataset": "babyai",
         "split": "GoToLocal", "worker_count": 2, "status": status, "error": error,
         "episodes_total": total, "episodes_finished": len(rows), "counts_by_status": counts,
-        "metrics": means, "metrics_ci95": ci, "started_at": iso(started),
+        "metrics": means, "metrics_ci95": ci, "metrics_n": agg.n,
+        "error_count": sum(r["status"] in ("error", "timeout") for r in rows),
+        "started_at": iso(started),
         "updated_at": iso(started + 1),
         "finished_at": None if status == "running" else iso(1), "elapsed_sec": elapsed,
         "episodes": rows})

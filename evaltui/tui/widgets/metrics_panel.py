@@ -1,4 +1,4 @@
-"""MetricsPanel: a run's metric means with their 95% confidence intervals."""
+"""MetricsPanel: a run's metric means with their 95% confidence intervals and n."""
 
 from __future__ import annotations
 
@@ -18,7 +18,11 @@ HEADLINE = ("success", "spl", "ndtw", "sdtw")
 
 
 class MetricsPanel(Widget):
-    """Mean and 95% CI per metric, from the run's summary (over ``ok`` episodes)."""
+    """Mean, 95% CI and n per metric, from the run's summary.
+
+    The means are over every scored episode, errors and timeouts counting as failures;
+    when there are any, a caption says so (the ok-only numbers are in summary.json).
+    """
 
     DEFAULT_CSS = """
     MetricsPanel {
@@ -38,15 +42,21 @@ class MetricsPanel(Widget):
             return Text("no metrics yet: they appear with the first finished episodes",
                         style=theme_style(self.app, "foreground-muted"))
         ci = summary.get("metrics_ci95") or {}
-        table = Table(box=None, padding=(0, 1), expand=True, show_edge=False)
+        ns = summary.get("metrics_n") or {}
+        errors = int(summary.get("error_count") or 0)
+        caption = (f"errors count as failures: {errors} episode(s) ended error/timeout"
+                   if errors else None)
+        table = Table(box=None, padding=(0, 1), expand=True, show_edge=False, caption=caption,
+                      caption_style=theme_style(self.app, "error"), caption_justify="left")
         muted = theme_style(self.app, "foreground-muted")
         table.add_column("metric", style=theme_style(self.app, "primary"), header_style=muted)
         table.add_column("mean", justify="right", header_style=muted)
         table.add_column("95% CI", justify="right", header_style=muted, style=muted)
+        table.add_column("n", justify="right", header_style=muted, style=muted)
         names = [n for n in HEADLINE if n in means] + [n for n in means if n not in HEADLINE]
         for name in names:
             value = means[name]
             table.add_row(name, Text(metric(value if isinstance(value, int | float) else None),
                                      style=theme_style(self.app, "foreground", bold=True)),
-                          interval(ci.get(name)))
+                          interval(ci.get(name)), str(ns.get(name, "")))
         return table
