@@ -1,10 +1,11 @@
 """Admit entries: queue places for commands that are not eval runs (``evaltui run``).
 
 An admit entry asks for GPU memory on behalf of an external command (a training
-script, a notebook kernel, a benchmark someone else wrote). It waits in its own
-priority queue and is admitted by the same rules as eval runs (``admission.decide``
-over the machine-wide ledger, the interactive lock honoured), so an eval run, a
-wrapped command and a run of another scheduler never over-commit one GPU between them.
+script, a notebook kernel, a benchmark someone else wrote). It is a candidate of the
+scheduler's own tick (ticking.py), beside the eval runs: one resource probe, one ledger
+transaction, one queue order (priority, then age) and one starvation rule
+(``admission.decide``) for both, so a wrapped command and an eval run take turns by
+priority and never over-commit a GPU between them, nor with other backends.
 
 The reservation it gets is held by a live process: the wrapper while it waits and
 starts its command, then the command itself once the wrapper ``bind``s it. The
@@ -13,53 +14,43 @@ command leads its own session, so its GPU usage is attributed to the reservation
 exits, even by SIGKILL, the ledger purges the reservation as stale; ``release`` drops
 it at once.
 
-Entries live in memory only: a restarted backend forgets waiting entries (their
-wrappers enqueue again), while admitted ones live on in the ledger until their holder
-exits.
+Entries not yet released persist in the state dir (admitentry.py) and are owned like
+runs (ownership.py): a backend restarted on the same outputs root takes over the
+entries of the one that died, waiting ones in their order, so their wrappers keep
+their place.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import secrets
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
+from typing import Any
 
-from evaltui import fakegpu
 from evaltui.rundir import PidRef
 from evaltui.scheduler import procs
-from evaltui.scheduler.accounting import GpuView, RssCache, account
-from evaltui.scheduler.admission import Candidate, Wait, WaitKind, decide
-from evaltui.scheduler.ledger import Ledger, Reservation
-from evaltui.scheduler.lock import InteractiveLock
-from evaltui.scheduler.resources import (
-    FakeGpuProbe,
-    GpuProbe,
-    HostProbe,
-    ResourceSnapshot,
-    make_gpu_probe,
-    visible_gpu_indices,
+from evaltui.scheduler.accounting import GpuView
+from evaltui.scheduler.admission import Wait
+from evaltui.scheduler.admitentry import (
+    ADMIT_PREFIX,
+    AdmitInfo,
+    AdmitState,
+    AdmitStore,
+    Entry,
+    entry_from,
 )
+from evaltui.scheduler.core import Core
+from evaltui.scheduler.ledger import LedgerTxn, Reservation
+from evaltui.scheduler.ownership import owner_alive
+
+__all__ = ["ADMIT_PREFIX", "AdmitError", "AdmitInfo", "AdmitNotFound", "AdmitQueue",
+           "AdmitState", "HolderNotRunning"]
 
 log = logging.getLogger(__name__)
 
-ADMIT_PREFIX = "admit:"
-"""Ledger ``run_id`` of an admit entry's reservation: ``admit:{admit_id}``."""
-
-
-class AdmitState(StrEnum):
-    """Where an admit entry is."""
-
-    WAITING = "waiting"
-    """Queued; ``waiting_reason`` says why it is not admitted yet."""
-    ADMITTED = "admitted"
-    """A reservation is held for it; its command may run."""
-    RELEASED = "released"
-    """Done: released by its holder, or its holder exited (``release_reason``)."""
+KEEP_RELEASED_SEC = 300.0
+"""How long a released entry is still listed (its wrapper reads why it ended)."""
 
 
 class AdmitNotFound(KeyError):
@@ -74,132 +65,28 @@ class HolderNotRunning(AdmitError):
     """The process named as holder does not run on this machine."""
 
 
-@dataclass(frozen=True)
-class AdmitInfo:
-    """One admit entry as clients see it."""
-
-    admit_id: str
-    label: str
-    """What asked: the profile name of ``evaltui run``."""
-    command: str
-    state: AdmitState
-    priority: int
-    exclusive: bool
-    vram_mb: int | None
-    """Requested VRAM (MiB); None asks for a whole GPU."""
-    reserved_mb: int | None
-    """What the reservation holds once admitted."""
-    gpu: int | None
-    holder_pid: int
-    holder_create_time: float
-    waiting_reason: str | None
-    queued_at: float
-    admitted_at: float | None
-    released_at: float | None
-    release_reason: str | None
-    env: dict[str, str]
-    """Environment for the command once admitted (``CUDA_VISIBLE_DEVICES`` of its GPU)."""
-    version: int
-    """Bumped on every change: pass it back to ``wait`` to wait for the next one."""
-
-
-@dataclass(eq=False)
-class _Entry:
-    admit_id: str
-    label: str
-    command: str
-    priority: int
-    exclusive: bool
-    vram_mb: int | None
-    holder: PidRef
-    seq: int
-    queued_at: float = field(default_factory=time.time)
-    state: AdmitState = AdmitState.WAITING
-    wait: Wait | None = None
-    gpu: int | None = None
-    reserved_mb: int | None = None
-    key: str | None = None
-    """Ledger key of the reservation while admitted."""
-    admitted_at: float | None = None
-    released_at: float | None = None
-    release_reason: str | None = None
-    version: int = 0
-
-    @property
-    def ledger_id(self) -> str:
-        return f"{ADMIT_PREFIX}{self.admit_id}"
-
-    def sort_key(self) -> tuple[int, float, int]:
-        return (-self.priority, self.queued_at, self.seq)
-
-
 class AdmitQueue:
-    """Admit entries of one backend: queue, admission tick, bind and release."""
+    """The admit entries of one scheduler: requests (any thread), and what its tick needs."""
 
-    def __init__(
-        self,
-        outputs: str | os.PathLike[str],
-        *,
-        ledger: Ledger | None = None,
-        gpu_probe: GpuProbe | None = None,
-        host_probe: HostProbe | None = None,
-        interactive_lock: InteractiveLock | None = None,
-        tick_interval: float = 0.5,
-        claim_after_sec: float = 120.0,
-        keep_released_sec: float = 300.0,
-    ) -> None:
-        self.outputs = str(outputs)
-        self._ledger = ledger or Ledger()
-        self._gpu_probe = gpu_probe or make_gpu_probe()
-        self._fake = isinstance(self._gpu_probe, FakeGpuProbe)
-        self._host_probe = host_probe or HostProbe()
-        self._ilock = interactive_lock or InteractiveLock()
-        self._allowed_gpus = None if self._fake else visible_gpu_indices()
-        self.tick_interval = tick_interval
-        self.claim_after_sec = claim_after_sec
-        self.keep_released_sec = keep_released_sec
+    def __init__(self, core: Core, store: AdmitStore | None = None) -> None:
+        self.core = core
+        self.store = store or AdmitStore()
+        self.keep_released_sec = KEEP_RELEASED_SEC
+        self._entries: dict[str, Entry] = {}
         self._listeners: list[Callable[[AdmitInfo], None]] = []
-        self._rss = RssCache()
-        self._entries: dict[str, _Entry] = {}
-        self._seq = 0
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._tick_lock = threading.Lock()
         self._pending: list[AdmitInfo] = []
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    # ---- lifecycle ----------------------------------------------------------------------
-    def start(self) -> AdmitQueue:
-        """Start the admission thread."""
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="evaltui-admits",
-                                            daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread. Admitted reservations stay in the ledger with their holders."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._stop.set()
-            self._wake.set()
-            thread.join(timeout)
-        self._gpu_probe.close()
 
     def nudge(self) -> None:
         """Tick as soon as possible."""
-        self._wake.set()
+        self.core.nudge()
 
     def add_listener(self, listener: Callable[[AdmitInfo], None]) -> None:
-        """Call ``listener(info)`` (on a queue or request thread) when an entry changes."""
-        with self._lock:
+        """Call ``listener(info)`` (on a scheduler or request thread) when an entry changes."""
+        with self.core.lock:
             self._listeners.append(listener)
 
     def remove_listener(self, listener: Callable[[AdmitInfo], None]) -> None:
-        with self._lock:
+        with self.core.lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
@@ -207,29 +94,29 @@ class AdmitQueue:
     def add(self, label: str, holder: PidRef, *, vram_mb: int | None, exclusive: bool,
             priority: int = 0, command: str = "") -> AdmitInfo:
         """Queue an entry held by ``holder`` (a live process on this machine)."""
-        if not procs.alive(holder.pid, holder.create_time):
-            raise HolderNotRunning(f"holder process {holder.pid} (created "
-                                   f"{holder.create_time:.3f}) is not running on this machine")
-        with self._lock:
-            self._seq += 1
-            entry = _Entry(secrets.token_hex(6), label, command, priority, exclusive, vram_mb,
-                           holder, self._seq)
+        _check_holder(holder, "holder process")
+        c = self.core
+        with c.lock:
+            entry = Entry(label, command, priority, exclusive, vram_mb, holder, c.next_seq(),
+                          time.time())
             self._entries[entry.admit_id] = entry
+            self._save(entry)
             info = self._touch(entry)
-        self._emit()
-        self.nudge()
+        self.emit()
+        c.nudge()
         return info
 
     def get(self, admit_id: str) -> AdmitInfo:
         """The entry now (AdmitNotFound if unknown)."""
-        with self._lock:
-            return _info(self._find(admit_id), self._fake)
+        with self.core.lock:
+            return self._find(admit_id).info(self.core.fake)
 
     def wait(self, admit_id: str, timeout: float, seen: int | None = None) -> AdmitInfo:
         """The entry once its version differs from ``seen`` (default: its version now),
         or after ``timeout`` seconds."""
         deadline = time.monotonic() + max(0.0, timeout)
-        with self._changed:
+        changed = self.core.changed
+        with changed:
             entry = self._find(admit_id)
             if seen is None:
                 seen = entry.version
@@ -237,15 +124,15 @@ class AdmitQueue:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                self._changed.wait(left)
-            return _info(entry, self._fake)
+                changed.wait(left)
+            return entry.info(self.core.fake)
 
     def all(self) -> list[AdmitInfo]:
         """Waiting entries in admission order, then admitted, then recently released."""
         rank = {AdmitState.WAITING: 0, AdmitState.ADMITTED: 1, AdmitState.RELEASED: 2}
-        with self._lock:
+        with self.core.lock:
             entries = sorted(self._entries.values(), key=lambda e: (rank[e.state], e.sort_key()))
-            return [_info(e, self._fake) for e in entries]
+            return [e.info(self.core.fake) for e in entries]
 
     def bind(self, admit_id: str, holder: PidRef) -> AdmitInfo:
         """Hand the entry (and its reservation) over to another live process.
@@ -254,17 +141,15 @@ class AdmitQueue:
         is set against the reservation and the reservation lives exactly as long as it.
         """
         self.get(admit_id)  # AdmitNotFound first
-        if not procs.alive(holder.pid, holder.create_time):
-            raise HolderNotRunning(f"process {holder.pid} (created {holder.create_time:.3f}) "
-                                   "is not running on this machine")
+        _check_holder(holder, "process")
+        c = self.core
         error: str | None = None
-        with self._ledger.transaction() as txn, self._lock:
+        with c.ledger.transaction() as txn, c.lock:
             entry = self._find(admit_id)
             if entry.state is AdmitState.ADMITTED and entry.key is not None:
                 old = txn.remove(entry.key)
                 if old is None:  # purged: its holder died between admission and now
                     self._release(entry, "its holder exited")
-                    self._touch(entry)
                 else:
                     moved = Reservation(old.run_id, holder.pid, holder.create_time,
                                         old.scheduler_pid, old.outputs, old.gpu, old.vram_mb,
@@ -275,51 +160,40 @@ class AdmitQueue:
                 error = f"admit entry {admit_id} was released ({entry.release_reason})"
             else:
                 entry.holder = holder
+                self._save(entry)
                 self._touch(entry)
-            info = _info(entry, self._fake)
-        self._emit()
+            info = entry.info(c.fake)
+        self.emit()
         if error is not None:
             raise AdmitError(error)
         return info
 
     def release(self, admit_id: str, reason: str = "released by its holder") -> AdmitInfo:
         """Leave the queue, or drop the reservation; releasing twice is harmless."""
+        c = self.core
         # Under the ledger lock: the tick admits under it too, so an entry can never be
         # admitted (reserved) between reading its state here and marking it released.
-        with self._ledger.transaction() as txn, self._lock:
+        with c.ledger.transaction() as txn, c.lock:
             entry = self._find(admit_id)
             if entry.state is AdmitState.ADMITTED and entry.key is not None:
                 txn.remove(entry.key)
             if entry.state is not AdmitState.RELEASED:
                 self._release(entry, reason)
-                self._touch(entry)
-            info = _info(entry, self._fake)
-        self._emit()
-        self.nudge()  # what it held may admit the next one
+            info = entry.info(c.fake)
+        self.emit()
+        c.nudge()  # what it held may admit the next one
         return info
 
-    # ---- the tick -----------------------------------------------------------------------
-    def tick(self) -> None:
-        """Forget entries whose holder is gone, then admit what fits."""
-        with self._tick_lock:
-            self._reap()
-            with self._lock:
-                waiting = sorted((e for e in self._entries.values()
-                                  if e.state is AdmitState.WAITING), key=_Entry.sort_key)
-            if waiting:
-                held = self._ilock.current()
-                if held is not None:
-                    with self._lock:
-                        for entry in waiting:
-                            self._set_wait(entry, Wait(entry.ledger_id, WaitKind.LOCK,
-                                                       held.reason))
-                else:
-                    self._admit(waiting)
-        self._emit()
+    # ---- for the tick (ticking.py) ------------------------------------------------------
+    def waiting(self) -> list[Entry]:
+        """Waiting entries in queue order (lock held)."""
+        return sorted((e for e in self._entries.values() if e.state is AdmitState.WAITING),
+                      key=Entry.sort_key)
 
-    def _reap(self) -> None:
+    def reap(self) -> None:
+        """Release entries whose holder is gone; forget long-released ones."""
         now = time.time()
-        with self._lock:
+        with self.core.lock:
             for entry in list(self._entries.values()):
                 if entry.state is AdmitState.RELEASED:
                     if now - (entry.released_at or now) > self.keep_released_sec:
@@ -327,77 +201,58 @@ class AdmitQueue:
                 elif not procs.alive(entry.holder.pid, entry.holder.create_time):
                     # The ledger purges an admitted entry's reservation by itself.
                     self._release(entry, "its holder exited")
-                    self._touch(entry)
 
-    def _admit(self, waiting: list[_Entry]) -> None:
-        with self._ledger.transaction() as txn:
-            snap = ResourceSnapshot(self._gpu_probe.read(), self._host_probe.read(), time.time())
-            acct = account(txn.entries, snap, self._rss)
-            gpus = acct.gpus
-            if gpus is not None and self._allowed_gpus is not None:
-                gpus = tuple(g for g in gpus if g.index in self._allowed_gpus)
-            views = {g.index: g for g in gpus or ()}
-            candidates = [Candidate(e.ledger_id, e.vram_mb or 0, 0, e.exclusive,
-                                    needs_gpu=e.exclusive or bool(e.vram_mb),
-                                    waiting_since=e.queued_at) for e in waiting]
-            admits, waits = decide(candidates, gpus, acct.host, now=time.time(),
-                                   claim_after_sec=self.claim_after_sec)
-            by_id = {e.ledger_id: e for e in waiting}
-            with self._lock:
-                for admit in admits:
-                    entry = by_id[admit.run_id]
-                    if entry.state is not AdmitState.WAITING:
-                        continue  # released while this tick decided
-                    mb = _reserve_mb(entry, views.get(admit.gpu) if admit.gpu is not None
-                                     else None)
-                    reservation = Reservation(entry.ledger_id, entry.holder.pid,
-                                              entry.holder.create_time, os.getpid(),
-                                              self.outputs, admit.gpu, mb, 0, entry.exclusive,
-                                              time.time())
-                    txn.add(reservation)
-                    entry.state, entry.gpu, entry.reserved_mb = (AdmitState.ADMITTED,
-                                                                 admit.gpu, mb)
-                    entry.key, entry.admitted_at, entry.wait = reservation.key, time.time(), None
-                    self._touch(entry)
-                for run_id, wait in waits.items():
-                    self._set_wait(by_id[run_id], wait)
-
-    # ---- helpers ------------------------------------------------------------------------
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.tick()
-            except Exception:  # the loop must outlive any one bad tick
-                log.exception("admit tick failed")
-            self._wake.wait(self.tick_interval)
-            self._wake.clear()
-
-    def _find(self, admit_id: str) -> _Entry:
-        entry = self._entries.get(admit_id)
-        if entry is None:
-            raise AdmitNotFound(admit_id)
-        return entry
-
-    def _release(self, entry: _Entry, reason: str) -> None:
-        entry.state, entry.released_at, entry.release_reason = (AdmitState.RELEASED, time.time(),
-                                                                reason)
-        entry.wait, entry.key = None, None
-
-    def _set_wait(self, entry: _Entry, wait: Wait) -> None:
+    def set_wait(self, entry: Entry, wait: Wait) -> None:
+        """Why the entry waits (lock held); a change of reason is a new version."""
         if entry.wait is None or entry.wait.reason != wait.reason:
             entry.wait = wait
             self._touch(entry)
 
-    def _touch(self, entry: _Entry) -> AdmitInfo:
-        """Record a change (lock held): wake waiters, queue the event."""
-        entry.version += 1
-        info = _info(entry, self._fake)
-        self._pending.append(info)
-        self._changed.notify_all()
-        return info
+    def grant(self, entry: Entry, gpu: int | None, view: GpuView | None,
+              txn: LedgerTxn) -> None:
+        """Admit the entry on ``gpu`` (ledger lock and core lock held): reserve for it."""
+        c = self.core
+        # What to hold: the request, or for a whole GPU what it has free after reservations.
+        mb = entry.vram_mb if entry.vram_mb is not None else \
+            max(0, view.available_mb) if view is not None else 0
+        reservation = Reservation(entry.ledger_id, entry.holder.pid, entry.holder.create_time,
+                                  os.getpid(), str(c.outputs), gpu, mb, 0, entry.exclusive,
+                                  time.time())
+        txn.add(reservation)
+        entry.state, entry.gpu, entry.reserved_mb = AdmitState.ADMITTED, gpu, mb
+        entry.key, entry.admitted_at, entry.wait = reservation.key, time.time(), None
+        self._save(entry)
+        self._touch(entry)
 
-    def _emit(self) -> None:
-        with self._lock:
+    def claim_orphans(self) -> None:
+        """Take over the entries of this outputs root whose backend died (at start, then
+        every few seconds), under the ledger lock: of several backends, one wins each."""
+        c = self.core
+        if not any(map(self._claimable, self.store.load_all())):
+            return  # the common case: no ledger lock taken
+        with c.ledger.transaction() as txn, c.lock:
+            found = []
+            for data in filter(self._claimable, self.store.load_all()):
+                entry = entry_from(data, 0)
+                if entry is None or not entry.holder.alive():
+                    self.store.remove(str(data["admit_id"]))  # its wrapper is gone too
+                    continue
+                if entry.state is AdmitState.ADMITTED and (entry.key is None
+                                                           or txn.get(entry.key) is None):
+                    self.store.remove(entry.admit_id)  # nothing reserved for it any more
+                    continue
+                found.append(entry)
+            for entry in sorted(found, key=lambda e: (-e.priority, e.queued_at)):
+                entry.seq = c.next_seq()
+                self._entries[entry.admit_id] = entry
+                self._save(entry)
+                self._touch(entry)
+                log.info("took over admit entry %s (%s)", entry.admit_id, entry.state.value)
+        self.emit()
+
+    def emit(self) -> None:
+        """Hand the changes recorded so far to the listeners (no lock held)."""
+        with self.core.lock:
             pending, self._pending = self._pending, []
             listeners = list(self._listeners)
         for info in pending:
@@ -407,35 +262,38 @@ class AdmitQueue:
                 except Exception:  # a listener never stops the queue
                     log.exception("admit listener failed on %s", info.admit_id)
 
+    # ---- helpers ------------------------------------------------------------------------
+    def _claimable(self, data: dict[str, Any]) -> bool:
+        """An entry file of this outputs root that no live backend (but this one) owns."""
+        owner = data.get("owner")
+        return (data.get("outputs") == str(self.core.outputs)
+                and data["admit_id"] not in self._entries
+                and (owner == str(self.core.owner) or not owner_alive(owner)))
 
-def _reserve_mb(entry: _Entry, view: GpuView | None) -> int:
-    """What to hold: the request, or for a whole GPU what it has free after reservations."""
-    if entry.vram_mb is not None:
-        return entry.vram_mb
-    return max(0, view.available_mb) if view is not None else 0
+    def _find(self, admit_id: str) -> Entry:
+        entry = self._entries.get(admit_id)
+        if entry is None:
+            raise AdmitNotFound(admit_id)
+        return entry
+
+    def _release(self, entry: Entry, reason: str) -> None:
+        entry.release(reason, time.time())
+        self.store.remove(entry.admit_id)
+        self._touch(entry)
+
+    def _save(self, entry: Entry) -> None:
+        self.store.save(entry, str(self.core.owner), str(self.core.outputs))
+
+    def _touch(self, entry: Entry) -> AdmitInfo:
+        """Record a change (lock held): wake waiters, queue the event."""
+        entry.version += 1
+        info = entry.info(self.core.fake)
+        self._pending.append(info)
+        self.core.changed.notify_all()
+        return info
 
 
-def _reason(entry: _Entry) -> str | None:
-    if entry.state is not AdmitState.WAITING:
-        return None
-    return entry.wait.reason if entry.wait is not None else "queued: admission at the next tick"
-
-
-def _info(entry: _Entry, fake: bool) -> AdmitInfo:
-    env: dict[str, str] = {}
-    if entry.state is AdmitState.ADMITTED and entry.gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(entry.gpu)
-        if fake:
-            env[fakegpu.FAKE_GPU_INDEX_ENV] = str(entry.gpu)
-        else:
-            env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # NVML numbers GPUs in PCI order
-    return AdmitInfo(
-        admit_id=entry.admit_id, label=entry.label, command=entry.command, state=entry.state,
-        priority=entry.priority, exclusive=entry.exclusive, vram_mb=entry.vram_mb,
-        reserved_mb=entry.reserved_mb, gpu=entry.gpu, holder_pid=entry.holder.pid,
-        holder_create_time=entry.holder.create_time,
-        waiting_reason=_reason(entry),
-        queued_at=entry.queued_at, admitted_at=entry.admitted_at,
-        released_at=entry.released_at, release_reason=entry.release_reason, env=env,
-        version=entry.version)
-
+def _check_holder(holder: PidRef, what: str) -> None:
+    if not procs.alive(holder.pid, holder.create_time):
+        raise HolderNotRunning(f"{what} {holder.pid} (created {holder.create_time:.3f}) "
+                               "is not running on this machine")

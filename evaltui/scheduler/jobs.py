@@ -1,9 +1,11 @@
 """The scheduler's in-memory job record and the queue order (priority, then age).
 
 A :class:`Job` mirrors one run dir: ``record`` is this scheduler's copy of its
-scheduler.json while it owns the run. Changes go through ``Job.set`` and reach the file
-as a merge of the changed fields only (see :class:`RecordWriter`), so neither a
-waiting_reason write nor another process's cancel request is ever lost.
+scheduler.json while it owns the run, and the only place its state is kept
+(``Job.state`` reads ``record["state"]``; ``Core.transition`` changes it). Changes go
+through ``Job.set`` and reach the file as a merge of the changed fields only (see
+:class:`RecordWriter`), so neither a waiting_reason write nor another process's cancel
+request is ever lost.
 """
 
 from __future__ import annotations
@@ -60,7 +62,6 @@ class Job:
     spec: JobSpec | None
     parts: list[NodesetPart]
     seq: int
-    state: RunState
     estimate: Estimate | None = None
     estimate_version: tuple[int, int] = (-1, -1)
     """(calibration version, shared-nodesets version) the estimate was made at."""
@@ -90,6 +91,11 @@ class Job:
         """Change record fields (scheduler lock held); the RecordWriter writes them."""
         self.record.update(fields)
         self.dirty.update(fields)
+
+    @property
+    def state(self) -> RunState:
+        """The state in ``record`` (written by ``Core.transition`` only)."""
+        return RunState(self.record["state"])
 
     @property
     def priority(self) -> int:

@@ -29,7 +29,8 @@ class RunInfo:
 
 @dataclass(frozen=True)
 class QueuedJob:
-    """A queued job in admission order, with why it waits."""
+    """A queued job in admission order, with why it waits: an eval run (``kind`` ``run``)
+    or a command ``evaltui run`` wraps (``kind`` ``admit``, ``run_id`` ``admit:{id}``)."""
 
     run_id: str
     position: int
@@ -43,6 +44,12 @@ class QueuedJob:
     estimate_source: str
     exclusive: bool
     graph_name: str | None
+    kind: str = "run"
+    """``run`` or ``admit``: the one queue holds both, in one order."""
+    label: str | None = None
+    """An admit entry's profile name (``evaltui run PROFILE``)."""
+    command: str | None = None
+    """An admit entry's command line."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""AdmitQueue: admit entries admitted over the machine-wide ledger like eval runs."""
+"""Admit entries: candidates of the scheduler's tick, admitted over the machine-wide ledger
+like eval runs."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from apihelpers import Backend, bot_spec, wait_until
 
 from evaltui.rundir import PidRef
+from evaltui.scheduler import JobScheduler
 from evaltui.scheduler.admits import AdmitError, AdmitQueue, AdmitState, HolderNotRunning
 from evaltui.scheduler.ledger import Ledger
 from evaltui.scheduler.lock import InteractiveLock
@@ -23,9 +25,10 @@ GIB = 1024
 
 @pytest.fixture
 def queue(api_env: dict) -> Iterator[AdmitQueue]:
-    q = AdmitQueue("/tmp/outputs", tick_interval=0.05).start()
-    yield q
-    q.stop()
+    """The admit entries of a ticking scheduler (no API)."""
+    sched = JobScheduler(tick_interval=0.05, probe_interval=0.05).start()
+    yield sched.admits
+    sched.stop()
 
 
 @pytest.fixture

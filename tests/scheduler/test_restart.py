@@ -18,7 +18,7 @@ from schedhelpers import HERE, group_members, line_spec, record, wait_until
 from evaltui.launch import prepare_run
 from evaltui.rundir import PidRef, runs_root
 from evaltui.scheduler import JobScheduler
-from evaltui.scheduler import scheduler as scheduler_module
+from evaltui.scheduler import claims as claims_module
 from evaltui.states import RunState
 
 Make = Callable[..., JobScheduler]
@@ -139,7 +139,7 @@ def test_two_schedulers_on_one_outputs_root_never_share_a_job(
 
 def test_a_run_dir_queued_by_a_script_is_taken_over_after_a_grace_period(
         make_scheduler: Make, dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scheduler_module, "UNOWNED_GRACE_SEC", 0.5)
+    monkeypatch.setattr(claims_module, "UNOWNED_GRACE_SEC", 0.5)
     sched = make_scheduler(disk_sync_sec=0.05).start()
     run_dir, _ = prepare_run(line_spec(dataset, episodes=1), sched.outputs)  # no owner
     time.sleep(0.2)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -138,6 +141,7 @@ def test_exclusive_job_waits_for_its_gpu_and_holds_back_later_jobs(
     busy, _ = sched.submit(line_spec(dataset, episodes=10, marginal_vram_mb=2048, vram_mb=2048,
                                      sleep_sec=0.05))
     wait_until(lambda: sched.get_run(busy).state in (RunState.STARTING, RunState.RUNNING))
+    busy_alive = AliveWatch(record(sched.outputs, busy)["pid"])
     exclusive, _ = sched.submit(line_spec(dataset, episodes=1, marginal_vram_mb=4096,
                                           exclusive=True))
     small, _ = sched.submit(line_spec(dataset, episodes=1, marginal_vram_mb=1024))
@@ -146,9 +150,55 @@ def test_exclusive_job_waits_for_its_gpu_and_holds_back_later_jobs(
     assert waiting(sched, small) == f"behind exclusive job {exclusive} (no starvation)"
     assert sched.wait(exclusive, timeout=30) is RunState.DONE
     assert sched.wait(small, timeout=30) is RunState.DONE
-    ex_rec, small_rec, busy_rec = (record(sched.outputs, r) for r in (exclusive, small, busy))
-    assert ex_rec["admitted_at"] > busy_rec["finished_at"]  # nothing else ran beside it
+    ex_rec, small_rec = (record(sched.outputs, r) for r in (exclusive, small))
+    # Nothing else ran beside it: admitted once the busy run's process had ended (its
+    # reservation dies with it), which may be a tick before its finished_at is recorded.
+    assert _epoch(ex_rec["admitted_at"]) >= busy_alive.last_seen_alive()
     assert small_rec["admitted_at"] > ex_rec["admitted_at"]
+
+
+class AliveWatch:
+    """When a process was last seen alive (a lower bound of the moment it ended), polled
+    through a pidfd on a thread until it ends."""
+
+    def __init__(self, pid: int) -> None:
+        self._fd = os.pidfd_open(pid)
+        self._last = time.time()
+        self._done = threading.Event()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        while True:
+            before = time.time()
+            if poller.poll(5):  # readable once the process has ended
+                break
+            self._last = before  # it was alive at ``before``: the poll saw it after
+        os.close(self._fd)
+        self._done.set()
+
+    def last_seen_alive(self, timeout: float = 30.0) -> float:
+        assert self._done.wait(timeout), "the process did not end"
+        return self._last
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def test_cancel_a_queued_job_reports_it_left_the_queue(make_scheduler: Make,
+                                                      dataset: Path) -> None:
+    sched = make_scheduler()
+    events: list[object] = []
+    sched.add_listener(events.append)
+    sched.lock("alice", ttl_sec=60)
+    run_id, _ = sched.submit(line_spec(dataset, episodes=1))
+    sched.cancel(run_id)
+    changes = [(e.previous, e.state) for e in events
+               if isinstance(e, RunStateChanged) and e.run_id == run_id]
+    assert changes == [(None, RunState.QUEUED), (RunState.QUEUED, RunState.CANCELLED)]
+    assert record(sched.outputs, run_id)["state"] == "cancelled"  # memory and disk agree
 
 
 def test_cancel_a_queued_job(make_scheduler: Make, dataset: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -45,15 +46,17 @@ class SleepLauncher:
 
 
 class SlowLauncher(SubprocessLauncher):
-    """The real launcher, with a model that takes ``load_sec`` to load."""
+    """The real launcher, with a model that loads once ``go`` is set (at most ``load_sec``):
+    the test decides when a load ends, so a busy machine cannot reorder its steps."""
 
     def __init__(self, load_sec: float) -> None:
         super().__init__()
         self.load_sec = load_sec
+        self.go = threading.Event()
 
     def start(self, name: str, impl: str, params: Mapping[str, Any],
               env: Mapping[str, str]) -> HostedProcess:
-        time.sleep(self.load_sec)
+        self.go.wait(self.load_sec)
         return super().start(name, impl, params, env)
 
 
@@ -159,7 +162,7 @@ def test_scheduler_hosts_a_shared_nodeset_for_its_runs(
     wait_until(lambda: not _alive(ns.pid), what="host exit")
     assert any(isinstance(e, NodesetsChanged) and not e.loaded for e in events)
     # The host ran the policy alone, so its measured peak calibrates the policy exactly.
-    assert sched._calibration.peak("vram", ns.key) == 1500
+    assert sched.calibration.peak("vram", ns.key) == 1500
 
 
 def test_interactive_load_through_the_scheduler(
@@ -189,7 +192,7 @@ def test_a_slow_load_does_not_hold_up_the_scheduler(
         make_scheduler: Callable[..., JobScheduler], fake_gpus: Callable[[str], None],
         dataset: Path) -> None:
     fake_gpus("1x24576")
-    slow = SlowLauncher(load_sec=1.5)
+    slow = SlowLauncher(load_sec=60)
     sched = make_scheduler(nodeset_launcher=slow).start()
     spec = line_spec(dataset, episodes=1, marginal_vram_mb=4000)
     spec["graph"]["nodesets"]["policy"]["parallelism"] = "shared"
@@ -204,14 +207,17 @@ def test_a_slow_load_does_not_hold_up_the_scheduler(
     assert sched.wait(other, timeout=20) is RunState.DONE
     assert sched.get_run(waiting).state is RunState.QUEUED
     assert read_json(runs_root(sched.outputs) / waiting / "scheduler.json")["pid"] is None
+    slow.go.set()
     assert sched.wait(waiting, timeout=20) is RunState.DONE
     urls = read_json(runs_root(sched.outputs) / waiting / "shared_urls.json")
     assert urls["policy"].startswith("evaltui+unix://")
     wait_until(lambda: sched.nodesets() == [], what="the unload after the run")
+    slow.go.clear()
     cancelled, _ = sched.submit({**spec, "eval": {**spec["eval"], "episode_count": 2}})
     wait_until(lambda: sched.queue() and sched.queue()[0].waiting_kind == "loading",
                what="the second load")
     assert sched.cancel(cancelled) is RunState.CANCELLED
+    slow.go.set()
     wait_until(lambda: sched.nodesets() == [] and not any(
         r.pending for r in sched.resources().ledger), what="the load to be undone")
     assert read_json(runs_root(sched.outputs) / cancelled / "scheduler.json")["pid"] is None

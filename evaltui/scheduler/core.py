@@ -1,0 +1,245 @@
+"""What every part of the scheduler shares, and the one place a run's state changes.
+
+A :class:`Core` holds the scheduler's collaborators (probes, ledger, calibration, shared
+nodesets, record writer) and its in-memory view of the runs it owns: ``jobs`` (every run
+it tracks), ``queue`` (queued ones in admission order), ``running`` and ``loading``. The
+parts built on it each hold one idea: lifecycle.py (submit, cancel, resume, finalize),
+starting.py (spawn an admitted job), claims.py (take over runs from disk), sampling.py
+(measure and calibrate), admits.py (``evaltui run`` entries), ticking.py (the admission
+tick) and reads.py (status reads); scheduler.py composes them.
+
+:meth:`Core.transition` is the only way a known run changes state: the record in memory,
+scheduler.json and the ``RunStateChanged`` event change together, so they cannot drift.
+
+Locks, always taken in this order: the ledger's file lock, ``lock``, a job's write lock,
+a run dir's record lock (launch.scheduler_record_lock); the event list's lock is taken
+alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from evaltui import fakegpu
+from evaltui.process import terminate_group
+from evaltui.rundir import PidRef, is_run_id, outputs_root, runs_root, state_dir
+from evaltui.scheduler.accounting import RssCache
+from evaltui.scheduler.admission import Wait
+from evaltui.scheduler.calibration import Calibration, nodeset_parts
+from evaltui.scheduler.episodes import EpisodeWatcher
+from evaltui.scheduler.events import Listeners, NodesetsChanged, RunStateChanged, SchedulerEvent
+from evaltui.scheduler.hostlauncher import SubprocessLauncher
+from evaltui.scheduler.jobs import Job, JobQueue, RecordWriter
+from evaltui.scheduler.ledger import Ledger
+from evaltui.scheduler.lock import InteractiveLock
+from evaltui.scheduler.ownership import new_owner
+from evaltui.scheduler.resources import FakeGpuProbe, GpuProbe, HostProbe, visible_gpu_indices
+from evaltui.scheduler.runindex import RunIndex
+from evaltui.scheduler.shared import NodesetLauncher, SharedNodeset, SharedNodesets
+from evaltui.spec import JobSpec
+from evaltui.states import RunState
+
+log = logging.getLogger(__name__)
+
+
+class RunNotFound(KeyError):
+    """No run dir with that run id (also for ids that are not run ids at all)."""
+
+
+class NotResumable(ValueError):
+    """The run cannot be resumed (still active, or nothing left to re-run)."""
+
+
+class NotQueued(ValueError):
+    """The run is not waiting in this scheduler's queue (so its priority is fixed)."""
+
+
+class Write(Enum):
+    """When :meth:`Core.transition` puts the change on disk."""
+
+    NOW = "now"
+    """Before anyone is told (lifecycle changes others act on)."""
+    SOON = "soon"
+    """Within the loop's next flush (starting -> running)."""
+    ALREADY = "already"
+    """Not at all: another process wrote it (a cancel or a take-over seen on disk)."""
+
+
+class Core:
+    """The scheduler's shared state; methods that change a job need ``lock`` held."""
+
+    def __init__(self, outputs: str | os.PathLike[str] | None, *, gpu_probe: GpuProbe,
+                 host_probe: HostProbe | None, ledger: Ledger | None,
+                 calibration: Calibration | None, interactive_lock: InteractiveLock | None,
+                 lock_check: Callable[[], str | None] | None,
+                 nodeset_launcher: NodesetLauncher | None, host_shared: bool,
+                 probe_interval: float, cancel_grace_sec: float, claim_after_sec: float,
+                 disk_sync_sec: float, owner_of: object) -> None:
+        self.outputs = outputs_root(outputs)
+        self.runs_root = runs_root(self.outputs)
+        self.gpu_probe = gpu_probe
+        self.fake = isinstance(gpu_probe, FakeGpuProbe)
+        self.host_probe = host_probe or HostProbe()
+        self.ledger = ledger or Ledger()
+        self.calibration = calibration or Calibration()
+        self.ilock = interactive_lock or InteractiveLock()
+        self.lock_check = lock_check
+        self.probe_interval = probe_interval
+        self.cancel_grace_sec = cancel_grace_sec
+        self.claim_after_sec = claim_after_sec
+        self.disk_sync_sec = disk_sync_sec
+        self.allowed_gpus = None if self.fake else visible_gpu_indices()
+
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        """Notified on every state change (run or admit entry): ``wait`` sleeps on it."""
+        self.jobs: dict[str, Job] = {}
+        self.queue = JobQueue()
+        self.running: dict[str, Job] = {}
+        self.loading: dict[str, Job] = {}
+        self.tick_no = 0
+        self.rss = RssCache()
+        self.writer = RecordWriter(self.lock)
+        self.episodes = EpisodeWatcher()
+        self.listeners = Listeners()
+        self.index = RunIndex(self.runs_root)
+        self.me = PidRef.current()
+        self.owner = new_owner(owner_of)
+        registry = state_dir() / "shared" / f"{_digest(str(self.outputs))}.json"
+        if nodeset_launcher is None and host_shared:
+            nodeset_launcher = SubprocessLauncher()
+        self.shared = SharedNodesets(nodeset_launcher, registry, self._nodeset_changed)
+        self.nudge: Callable[[], None] = lambda: None
+        """Tick as soon as possible (the façade points it at its loop)."""
+        self._seq = 0
+        self._events: list[SchedulerEvent] = []
+        self._events_lock = threading.Lock()  # taken alone: any thread may report events
+
+    # ---- jobs ---------------------------------------------------------------------------
+    def next_seq(self) -> int:
+        """Tie-break of the queue order, shared by runs and admit entries (lock held)."""
+        self._seq += 1
+        return self._seq
+
+    def new_job(self, run_dir: Path, record: dict[str, Any], spec: JobSpec | None) -> Job:
+        """Track a run whose record (``record["state"]`` included) is on disk already."""
+        job = Job(run_dir.name, run_dir, record, spec,
+                  nodeset_parts(spec) if spec is not None else [], self.next_seq())
+        self.jobs[job.run_id] = job
+        return job
+
+    def enqueue(self, job: Job, previous: RunState | None) -> None:
+        """Queue a job whose record says ``queued`` on disk already; tell the listeners
+        it came from ``previous`` (None: a new run)."""
+        self.queue.add(job)
+        self._changed_to(job, previous)
+
+    def transition(self, job: Job, state: RunState, *, write: Write = Write.NOW,
+                   **fields: Any) -> RunState:
+        """Move ``job`` to ``state`` (with record ``fields``): in memory, on disk (``write``)
+        and as an event, together. Returns the state it left. Lock held."""
+        previous = job.state
+        if write is Write.ALREADY:
+            job.record.update(fields, state=state.value)  # not dirty: never written back
+        else:
+            job.set(state=state.value, **fields)
+            if write is Write.NOW:
+                self.writer.write(job)
+            else:
+                self.writer.schedule(job)
+        self._changed_to(job, previous)
+        return previous
+
+    def set_wait(self, job: Job, wait: Wait) -> None:
+        job.wait = wait
+        if job.record.get("waiting_kind") != wait.kind:  # a StrEnum: equal to its value
+            # On disk only when the kind of reason changes: the live text (numbers that
+            # move every second) is served by queue(); see RecordWriter.
+            job.set(waiting_reason=wait.reason, waiting_kind=str(wait.kind))
+            self.writer.schedule(job)
+
+    def _changed_to(self, job: Job, previous: RunState | None) -> None:
+        self.report(RunStateChanged(job.run_id, job.state, previous, time.time()))
+        self.changed.notify_all()
+
+    # ---- events -------------------------------------------------------------------------
+    def report(self, *events: SchedulerEvent) -> None:
+        """Queue events; ``emit_pending`` hands them to the listeners (no lock held)."""
+        with self._events_lock:
+            self._events.extend(events)
+
+    def emit_pending(self) -> None:
+        with self._events_lock:
+            events, self._events = self._events, []
+        for event in events:
+            self.listeners.emit(event)
+
+    def _nodeset_changed(self, ns: SharedNodeset, loaded: bool) -> None:
+        self.report(NodesetsChanged(ns.name, loaded, ns.refcount, time.time()))
+
+    # ---- helpers ------------------------------------------------------------------------
+    def estimate_version(self) -> tuple[int, int]:
+        return (self.calibration.version, self.shared.version)
+
+    def shared_keys(self) -> set[str]:
+        return self.shared.loaded_keys() if self.shared.enabled else set()
+
+    def run_env(self, gpu: int | None) -> dict[str, str]:
+        """The environment of a process placed on ``gpu`` (a run, a nodeset host)."""
+        env = dict(os.environ)  # passed on whole to the child, not read for settings
+        env.pop(fakegpu.FAKE_GPU_INDEX_ENV, None)
+        env.update(gpu_env(gpu, self.fake))
+        return env
+
+    def run_dir(self, run_id: str) -> Path:
+        if not is_run_id(run_id):
+            raise RunNotFound(run_id)
+        run_dir = self.runs_root / run_id
+        if not run_dir.is_dir():
+            raise RunNotFound(run_id)
+        return run_dir
+
+    def lock_reason(self) -> str | None:
+        """Why nothing may be admitted now (the interactive lock), or None."""
+        if self.lock_check is not None:
+            try:
+                reason = self.lock_check()
+            except Exception:
+                log.exception("lock_check failed; treating the lock as held")
+                reason = "interactive lock check failed (see the log)"
+            if reason:
+                return reason
+        held = self.ilock.current()
+        return held.reason if held is not None else None
+
+    def terminate_later(self, ref: PidRef) -> None:
+        """SIGTERM the process group, SIGKILL after the grace period (on its own thread)."""
+        def run() -> None:
+            terminate_group(ref, self.cancel_grace_sec)
+            self.nudge()
+
+        threading.Thread(target=run, name=f"evaltui-cancel-{ref.pid}", daemon=True).start()
+
+
+def gpu_env(gpu: int | None, fake: bool) -> dict[str, str]:
+    """Variables that put a process on ``gpu`` (none for no GPU)."""
+    if gpu is None:
+        return {}
+    env = {"CUDA_VISIBLE_DEVICES": str(gpu)}
+    if fake:
+        env[fakegpu.FAKE_GPU_INDEX_ENV] = str(gpu)
+    else:
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # NVML numbers GPUs in PCI order
+    return env
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:12]

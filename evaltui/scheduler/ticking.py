@@ -1,0 +1,138 @@
+"""The tick: reap what ended, then admit what fits (DESIGN §6).
+
+Once a second on the loop thread, and at once when nudged (a submit, a release, a run's
+exit). Queued eval runs and waiting admit entries (``evaltui run``) are candidates of
+the same tick: merged into one order (priority, then age), decided by the pure
+``admission.decide`` against one resource snapshot minus the reservations of one ledger
+transaction, so both obey the same starvation rule and no backend over-commits.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+
+from evaltui.scheduler.accounting import Accounting
+from evaltui.scheduler.admission import Candidate, Wait, WaitKind, decide
+from evaltui.scheduler.admitentry import Entry
+from evaltui.scheduler.admits import AdmitQueue
+from evaltui.scheduler.claims import Claims
+from evaltui.scheduler.core import Core
+from evaltui.scheduler.jobs import Job
+from evaltui.scheduler.ledger import LedgerTxn
+from evaltui.scheduler.lifecycle import Lifecycle
+from evaltui.scheduler.restore import read_record
+from evaltui.scheduler.sampling import Sampler
+from evaltui.scheduler.starting import Starter
+
+log = logging.getLogger(__name__)
+
+
+def queue_order(jobs: list[Job], entries: list[Entry]) -> list[Job | Entry]:
+    """Queued jobs and waiting admit entries (each list already sorted) in one order."""
+    return [item for _, item in heapq.merge(((j.sort_key(), j) for j in jobs),
+                                            ((e.sort_key(), e) for e in entries),
+                                            key=lambda pair: pair[0])]
+
+
+class Ticker:
+    """One tick of the scheduler; ``tick`` is safe to call from any thread."""
+
+    def __init__(self, core: Core, lifecycle: Lifecycle, starter: Starter, claims: Claims,
+                 sampler: Sampler, admits: AdmitQueue) -> None:
+        self.core = core
+        self.lifecycle = lifecycle
+        self.starter = starter
+        self.claims = claims
+        self.sampler = sampler
+        self.admits = admits
+        self._lock = threading.Lock()
+
+    def tick(self) -> None:
+        """Reap finished runs and gone holders, then admit what fits; never raises for a
+        resource problem."""
+        c = self.core
+        with self._lock:
+            c.tick_no += 1
+            c.calibration.refresh()
+            self.lifecycle.reap()
+            self.admits.reap()
+            self.lifecycle.observe_started()
+            self.starter.finish_loading()
+            for ns in c.shared.tick(c.tick_no):
+                log.info("unloaded shared nodeset %s", ns.name)
+                self.sampler.learn_host(ns)
+            with c.lock:
+                waiting = bool(len(c.queue) or self.admits.waiting())
+            if waiting or c.running or c.shared.all():
+                self._admit_and_sample(waiting)
+        c.emit_pending()
+        self.admits.emit()
+
+    def _admit_and_sample(self, waiting: bool) -> None:
+        c = self.core
+        lock_reason = c.lock_reason()
+        if waiting and lock_reason is None:
+            with c.ledger.transaction() as txn:
+                acct = self.sampler.account(txn.entries)
+                self.sampler.sample(acct)
+                self._admission(acct, txn)
+            return
+        if c.running or c.shared.all():
+            self.sampler.sample(self.sampler.account(c.ledger.entries()))
+        if lock_reason is not None:
+            with c.lock:
+                for job in c.queue:
+                    if job.loading is None:  # admitted already: it only waits for its load
+                        c.set_wait(job, Wait(job.run_id, WaitKind.LOCK, lock_reason))
+                for entry in self.admits.waiting():
+                    self.admits.set_wait(entry, Wait(entry.ledger_id, WaitKind.LOCK,
+                                                     lock_reason))
+
+    def _admission(self, acct: Accounting, txn: LedgerTxn) -> None:
+        c = self.core
+        gpus = acct.gpus
+        if gpus is not None and c.allowed_gpus is not None:
+            gpus = tuple(g for g in gpus if g.index in c.allowed_gpus)
+        views = {g.index: g for g in gpus or ()}
+        with c.lock:
+            order = queue_order([job for job in c.queue if job.loading is None],
+                                self.admits.waiting())
+            version = c.estimate_version()
+            candidates = [self._candidate(item, version) if isinstance(item, Job)
+                          else item.candidate() for item in order]
+            admits, waits = decide(candidates, gpus, acct.host, now=time.time(),
+                                   claim_after_sec=c.claim_after_sec)
+            by_id = {cand.run_id: item for cand, item in zip(candidates, order, strict=True)}
+            for run_id, wait in waits.items():
+                item = by_id[run_id]
+                if isinstance(item, Job):
+                    c.set_wait(item, wait)
+                else:
+                    self.admits.set_wait(item, wait)
+            for admit in admits:
+                item = by_id[admit.run_id]
+                if isinstance(item, Entry):
+                    self.admits.grant(item, admit.gpu, views.get(admit.gpu)
+                                      if admit.gpu is not None else None, txn)
+                    continue
+                record = read_record(item.run_dir)
+                if record is None or not self.claims.still_ours(record):
+                    self.claims.drop(item)  # cancelled or taken over by another backend
+                    continue
+                self.starter.start(item, admit.gpu, txn)
+
+    def _candidate(self, job: Job, version: tuple[int, int]) -> Candidate:
+        """The job as admission sees it, cached until its estimate may have changed."""
+        if job.estimate is None or job.estimate_version != version or job.candidate is None:
+            c = self.core
+            if job.spec is not None:
+                job.estimate = c.calibration.estimate(job.spec, job.parts, c.shared_keys())
+            job.estimate_version = version
+            est = job.estimate
+            job.candidate = Candidate(
+                job.run_id, est.vram_mb if est else 0, est.ram_mb if est else 0, job.exclusive,
+                est.needs_gpu if est else False, job.queued_epoch)
+        return job.candidate
