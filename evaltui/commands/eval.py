@@ -17,12 +17,12 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from evaltui.engine.summary import now_iso
 from evaltui.graphs import builtin_graph_names, builtin_graph_path
 from evaltui.launch import prepare_run, spawn_run, spawned_ref, update_scheduler_record
 from evaltui.process import terminate_group
+from evaltui.results.richtables import metrics_table
 from evaltui.rundir import derive_run_state, outputs_root, read_json
 from evaltui.spec import DEFAULT_STEP_BUDGET, SpecError
 from evaltui.states import RunState
@@ -218,32 +218,3 @@ def print_results(console: Console, run_dir: Path, state: RunState,
     counts = ", ".join(f"{k} {v}" for k, v in summary.get("counts_by_status", {}).items())
     console.print(f"episodes {summary.get('episodes_finished')}/{summary.get('episodes_total')}"
                   f" ({counts}) in {summary.get('elapsed_sec', 0):.1f} s -> {run_dir}")
-
-
-def metrics_table(summary: dict[str, Any]) -> Table:
-    """The results table: mean, 95% CI and n per metric, with the error rule stated."""
-    errors = int(summary.get("error_count") or 0)
-    caption = None
-    if errors:
-        first = summary.get("first_error") or {}
-        caption = (f"errors count as failures: {errors} episode(s) ended error/timeout; "
-                   f"first (episode {first.get('episode_index')}): {first.get('message')}")
-    table = Table(title=f"{summary.get('graph_name')} on {summary.get('dataset')}/"
-                  f"{summary.get('split')}", caption=caption, caption_justify="left")
-    table.add_column("metric")
-    table.add_column("mean", justify="right")
-    table.add_column("95% CI", justify="right")
-    table.add_column("n", justify="right")
-    ci = summary.get("metrics_ci95") or {}
-    ns = summary.get("metrics_n") or {}
-    ok_only = summary.get("metrics_ok_only") or {}
-    if errors:
-        table.add_column("ok only", justify="right")
-    for name, mean in (summary.get("metrics") or {}).items():
-        lo_hi = ci.get(name)
-        cells = [name, f"{mean:.4f}", f"[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]" if lo_hi else "-",
-                 str(ns.get(name, "?"))]
-        if errors:
-            cells.append(f"{ok_only[name]:.4f}" if name in ok_only else "-")
-        table.add_row(*cells)
-    return table

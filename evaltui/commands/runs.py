@@ -25,6 +25,7 @@ from rich.table import Table
 
 from evaltui.api.client import ApiClient, ApiError, InvalidRequest
 from evaltui.api.models import EpisodeRow, Run
+from evaltui.results.richtables import metrics_table
 from evaltui.results.runrows import RunDirError, load_run
 from evaltui.results.tables import FORMATS, summary_table
 from evaltui.rundir import read_run_status
@@ -273,18 +274,8 @@ def print_run(console: Console, run: Run) -> None:
     for name, value in facts:
         if value not in (None, ""):
             console.print(f"  {name:>13}: {value}", highlight=False)
-    metrics = summary.get("metrics") or {}
-    if metrics:
-        ci = summary.get("metrics_ci95") or {}
-        table = Table(box=None, header_style="bold")
-        table.add_column("metric")
-        table.add_column("mean", justify="right")
-        table.add_column("95% CI", justify="right")
-        for name, mean in metrics.items():
-            lo_hi = ci.get(name)
-            table.add_row(name, f"{mean:.4f}" if isinstance(mean, int | float) else str(mean),
-                          f"[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]" if lo_hi else "-")
-        console.print(table)
+    if summary.get("metrics"):
+        console.print(metrics_table(summary))
 
 
 def episodes_table(rows: list[Any]) -> Table:

@@ -69,3 +69,12 @@ def test_local_show_errors(tmp_path: Path, run_dir: Path,
     bare = rr.write_run(tmp_path / "bare", rr.rows_b(), graph_name="x")  # metrics: {}
     assert main(["show", str(bare), "--format", "md"]) == 1
     assert "has no metrics yet" in capsys.readouterr().err
+
+
+def test_plain_show_gives_n_per_metric_and_says_errors_count_as_failures(
+        run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "errors count as failures" in out
+    lines = [ln for ln in out.splitlines() if "path_length" in ln]
+    assert lines and lines[0].split("│")[4].strip() == "11"  # metric | mean | CI | n
