@@ -57,3 +57,14 @@ class EpisodeStatus(StrEnum):
     """A step took longer than ``per_step_budget_sec``."""
     CANCELLED = "cancelled"
     """The run was cancelled while this episode was in flight."""
+
+
+class AdmitState(StrEnum):
+    """Where an admit entry (a command ``evaltui run`` queued) is."""
+
+    WAITING = "waiting"
+    """Queued; ``waiting_reason`` says why it is not admitted yet."""
+    ADMITTED = "admitted"
+    """A reservation is held for it; its command may run."""
+    RELEASED = "released"
+    """Done: released by its holder, or its holder exited (``release_reason``)."""

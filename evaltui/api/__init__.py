@@ -1,10 +1,12 @@
-"""The HTTP API of a scheduler (DESIGN §7), its client, and what ``evaltui run`` needs.
+"""The HTTP API of a scheduler (DESIGN §7) and its client.
 
 Server side: ``app.make_api(scheduler, token)`` builds the FastAPI app (routes in
-``runs``, ``resources``, ``admits``; server-sent events in ``events``) and
-``server.ApiServer`` serves it with uvicorn. Client side: ``client.ApiClient`` (typed
-calls returning the ``models``), ``profiles`` (profiles.yaml) and ``backends`` (the port
-pool of backends ``evaltui run`` starts). Nothing is imported here, so a client never
-pays for FastAPI. The API imports the scheduler, never the TUI; the engine never imports
-the API.
+``runs``, ``resources``, ``admits``; server-sent events in ``events``),
+``server.ApiServer`` serves it with uvicorn, and ``backend_start.start_backend`` wires
+both with the admit queue for ``evaltui serve`` and the TUI. Client side:
+``client.ApiClient`` (typed calls returning the ``models``) and ``auth`` (the token).
+``evaltui run``'s port pool and profiles live in ``evaltui.wrapper``.
+
+Nothing is imported here, so a client never pays for FastAPI or the scheduler. The
+server imports the scheduler, never the TUI; the engine never imports the API.
 """

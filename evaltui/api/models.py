@@ -11,8 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaltui.scheduler.admits import AdmitState
-from evaltui.states import RunState
+from evaltui.states import AdmitState, RunState
 
 API_PREFIX = "/api/eval/v2"
 

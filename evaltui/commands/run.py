@@ -1,7 +1,7 @@
 """``evaltui run PROFILE -- CMD``: run a command once the machine has room for it.
 
 1. The profile (profiles.yaml) says what CMD needs: VRAM, an exclusive GPU, a priority.
-2. A backend is found or started on the port pool (evaltui.api.backends).
+2. A backend is found or started on the port pool (evaltui.wrapper.backends).
 3. An admit entry is queued there; the wrapper prints why it waits until admitted.
 4. CMD runs with ``BACKEND_URL`` (and its GPU's ``CUDA_VISIBLE_DEVICES``) exported, in its
    own session, so its GPU usage counts against its reservation (``bind``); it dies
@@ -31,13 +31,14 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from evaltui.api.backends import BackendLease, BackendStartError, acquire_backend, parse_pool
 from evaltui.api.client import URL_ENV, ApiClient, ApiError, BackendUnavailable, NotFound
 from evaltui.api.models import Admit
-from evaltui.api.profiles import ProfileError, ResolvedProfile, resolve_profile
 from evaltui.process import signal_group
 from evaltui.rundir import PidRef, outputs_root
-from evaltui.scheduler.admits import AdmitState
+from evaltui.states import AdmitState
+from evaltui.wrapper.backends import BackendLease, BackendStartError, acquire_backend
+from evaltui.wrapper.ports import parse_pool
+from evaltui.wrapper.profiles import ProfileError, ResolvedProfile, resolve_profile
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 KILL_GRACE_SEC = 10.0

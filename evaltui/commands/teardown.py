@@ -15,7 +15,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from evaltui.api.backends import in_use, pid_files, port_lock, read_pid_file, stop_backend
+from evaltui.wrapper.backends import stop_backend
+from evaltui.wrapper.pidfiles import pid_files, read_pid_file
+from evaltui.wrapper.ports import in_use, port_lock
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

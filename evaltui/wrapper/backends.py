@@ -1,4 +1,4 @@
-"""Backends that ``evaltui run`` brings up: the port pool, per-port locks, pid files.
+"""Backends that ``evaltui run`` finds or brings up on its port pool (ports.py), and stops.
 
 ``evaltui run`` needs a backend to queue its admit entry. It walks the pool (8765-8769,
 or ``$EVALTUI_PORT_POOL``) and for each port, under that port's *start* lock (so two
@@ -15,14 +15,11 @@ lock (shared) while it runs, so teardown can tell a backend still in use.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
-import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -30,92 +27,13 @@ import httpx
 
 from evaltui.api.auth import TokenError, read_token
 from evaltui.api.models import API_PREFIX
-from evaltui.rundir import PidRef, read_json, state_dir, write_json_atomic
-from evaltui.settings import settings
-
-POOL_ENV = "EVALTUI_PORT_POOL"
-DEFAULT_POOL = "8765-8769"
-HOST = "127.0.0.1"
+from evaltui.rundir import PidRef, write_json_atomic
+from evaltui.wrapper.pidfiles import PidFile, backends_dir, pid_file_path
+from evaltui.wrapper.ports import HOST, bindable, port_lock, port_pool, use_lock
 
 
 class BackendStartError(RuntimeError):
     """No backend could be used or started; the message says why for each port."""
-
-
-def parse_pool(spec: str) -> list[int]:
-    """Ports from ``8765-8769`` or ``8765,8767`` (ValueError if malformed)."""
-    ports: list[int] = []
-    for part in spec.replace(" ", "").split(","):
-        lo, dash, hi = part.partition("-")
-        first, last = int(lo), int(hi) if dash else int(lo)
-        if not 1 <= first <= last <= 65535:
-            raise ValueError(f"bad port range {part!r}")
-        ports.extend(range(first, last + 1))
-    return ports
-
-
-def port_pool() -> list[int]:
-    """The pool: ``$EVALTUI_PORT_POOL`` or 8765-8769."""
-    return parse_pool(settings().port_pool or DEFAULT_POOL)
-
-
-def backends_dir() -> Path:
-    path = state_dir() / "backends"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
-
-
-@dataclass(frozen=True)
-class PidFile:
-    """A backend ``evaltui run`` started."""
-
-    pid: int
-    create_time: float
-    port: int
-    url: str
-    outputs: str
-    log: str
-    started_at: float
-
-    @property
-    def ref(self) -> PidRef:
-        return PidRef(self.pid, self.create_time)
-
-
-def pid_file_path(port: int) -> Path:
-    return backends_dir() / f"{port}.pid"
-
-
-def read_pid_file(path: Path) -> PidFile | None:
-    try:
-        data = read_json(path)
-        return PidFile(**{k: data[k] for k in PidFile.__dataclass_fields__})
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def pid_files() -> list[Path]:
-    """Every pid file, by port."""
-    return sorted(backends_dir().glob("*.pid"), key=lambda p: (len(p.stem), p.stem))
-
-
-@contextmanager
-def port_lock(port: int, kind: str, *, shared: bool = False, block: bool = True
-              ) -> Iterator[int | None]:
-    """flock ``ports/{port}.{kind}.lock``; yields the fd, or None if not taken (no block)."""
-    directory = state_dir() / "ports"
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(directory / f"{port}.{kind}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if block else fcntl.LOCK_NB)
-        try:
-            fcntl.flock(fd, mode)
-        except BlockingIOError:
-            yield None
-            return
-        yield fd
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -144,14 +62,14 @@ def acquire_backend(outputs: Path, pool: list[int] | None = None,
             status = probe(url)
             if status == "free":
                 say(f"starting a backend on port {port} (log: {backends_dir() / f'{port}.log'})")
-                start_backend(port, outputs, start_timeout)
+                spawn_backend(port, outputs, start_timeout)
                 started = True
             elif status == "ours":
                 started = False
             else:
                 problems.append(f"{port}: {status}")
                 continue
-            fd = _use_lock(port)
+            fd = use_lock(port)
         return BackendLease(port, url, started, fd)
     raise BackendStartError("no usable port in the pool (" + "; ".join(problems) + ")")
 
@@ -162,7 +80,7 @@ def probe(url: str) -> str:
         health = httpx.get(f"{url}/healthz", timeout=2.0)
     except httpx.TransportError:
         port = int(url.rsplit(":", 1)[1])
-        return "free" if _bindable(port) else "in use by something that is not answering HTTP"
+        return "free" if bindable(port) else "in use by something that is not answering HTTP"
     try:
         ours = health.status_code == 200 and health.json().get("service") == "evaltui"
     except ValueError:
@@ -185,7 +103,7 @@ def probe(url: str) -> str:
     return "ours"
 
 
-def start_backend(port: int, outputs: Path, timeout: float = 60.0) -> PidFile:
+def spawn_backend(port: int, outputs: Path, timeout: float = 60.0) -> PidFile:
     """Spawn ``evaltui serve`` detached on ``port``; returns once it answers."""
     log_path = backends_dir() / f"{port}.log"
     argv = [sys.executable, "-m", "evaltui.cli", "serve", "--host", HOST, "--port", str(port),
@@ -235,29 +153,6 @@ def stop_backend(pid_file: PidFile, grace_sec: float = 10.0) -> bool:
     if ref.alive():
         os.kill(ref.pid, signal.SIGKILL)
     _reap(ref.pid)
-    return True
-
-
-def in_use(port: int) -> bool:
-    """True if a running ``evaltui run`` holds the port's use lock."""
-    with port_lock(port, "use", block=False) as fd:
-        return fd is None
-
-
-def _use_lock(port: int) -> int:
-    directory = state_dir() / "ports"
-    fd = os.open(directory / f"{port}.use.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_SH)
-    return fd
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
     return True
 
 
