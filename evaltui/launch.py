@@ -19,9 +19,9 @@ from typing import Any
 
 import psutil
 
+from evaltui.engine.specchecks import CheckedSpec, validate_spec
 from evaltui.engine.summary import now_iso
 from evaltui.rundir import PidRef, allocate_run_dir, read_json, write_json_atomic
-from evaltui.spec import CheckedSpec, validate_spec
 from evaltui.states import RunState
 
 

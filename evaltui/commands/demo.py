@@ -42,13 +42,10 @@ def demo_specs(episodes: int | None = None) -> list[dict[str, Any]]:
     workspace = os.getcwd()
 
     def spec(graph: str, split: str, count: int, **scheduling: Any) -> dict[str, Any]:
-        from evaltui.commands.eval import build_spec
+        from evaltui.specbuild import build_spec
 
-        args = argparse.Namespace(target=graph, demo=False, dataset="babyai", split=split,
-                                  episodes=episodes or count, start=None, indices=None,
-                                  workers=2, step_budget=None, step_timeout=None, set=[],
-                                  workspace=workspace)
-        built = build_spec(args)
+        built = build_spec(graph, dataset="babyai", split=split, episodes=episodes or count,
+                           workers=2, workspace=workspace)
         built["scheduling"] = scheduling
         return built
 

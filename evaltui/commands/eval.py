@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -19,15 +18,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from evaltui.engine.summary import now_iso
-from evaltui.graphs import builtin_graph_names, builtin_graph_path
+from evaltui.graphs import builtin_graph_names
 from evaltui.launch import prepare_run, spawn_run, spawned_ref, update_scheduler_record
 from evaltui.process import terminate_group
 from evaltui.results.richtables import metrics_table
 from evaltui.rundir import derive_run_state, outputs_root, read_json
 from evaltui.spec import DEFAULT_STEP_BUDGET, SpecError
+from evaltui.specbuild import build_spec
 from evaltui.states import RunState
-
-DEMO = {"graph": "bot", "dataset": "babyai", "split": "GoToLocal", "episodes": 50}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -66,62 +64,19 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: the current dir)")
 
 
-def build_spec(args: argparse.Namespace) -> dict[str, Any]:
-    """The JobSpec dict from a target file or name plus command-line overrides."""
-    target = args.target
-    if args.demo:
-        target = target or DEMO["graph"]
-        args.dataset = args.dataset or DEMO["dataset"]
-        args.split = args.split or DEMO["split"]
-        args.episodes = args.episodes or DEMO["episodes"]
-    if target is None:
-        raise SpecError("target", "give a graph file, a JobSpec file, a built-in graph name "
-                        "or --demo")
-    path = Path(target)
-    if not path.is_file():
-        builtin = builtin_graph_path(target)
-        if builtin is None:
-            raise SpecError("target", f"no such file and no built-in graph {target!r} "
-                            f"(built-ins: {', '.join(builtin_graph_names())})")
-        path = builtin
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecError("target", f"{path}: not a JSON file ({exc})") from None
-    spec: dict[str, Any] = data if isinstance(data, dict) and "graph" in data else {"graph": data}
-    ev = dict(spec.get("eval") or {})
-    overrides = {"dataset": args.dataset, "split": args.split, "episode_count": args.episodes,
-                 "start_episode_index": args.start, "worker_count": args.workers,
-                 "step_budget": args.step_budget, "per_step_budget_sec": args.step_timeout,
-                 "max_error_rate": getattr(args, "max_error_rate", None)}
-    ev.update({k: v for k, v in overrides.items() if v is not None})
-    if args.indices:
-        try:
-            ev["episode_indices"] = [int(x) for x in args.indices.split(",") if x.strip()]
-        except ValueError:
-            raise SpecError("eval.episode_indices", f"not a list of integers: {args.indices!r}")\
-                from None
-    for item in args.set:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise SpecError("eval.selectors", f"--set {item!r} must look like nodeset.param=value")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        ev.setdefault("selectors", {})[key] = value
-    dataset = ev.get("dataset")
-    if isinstance(dataset, str) and dataset != "babyai" and Path(dataset).exists():
-        ev["dataset"] = str(Path(dataset).resolve())  # the run subprocess has another cwd
-    spec["eval"] = ev
-    spec.setdefault("active_workspace_dir", str(Path(args.workspace or os.getcwd()).resolve()))
-    return spec
+def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The JobSpec dict that ``eval``/``submit`` options describe."""
+    return build_spec(args.target, demo=args.demo, dataset=args.dataset, split=args.split,
+                      episodes=args.episodes, start=args.start, indices=args.indices,
+                      workers=args.workers, step_budget=args.step_budget,
+                      step_timeout=args.step_timeout, max_error_rate=args.max_error_rate,
+                      sets=args.set, workspace=args.workspace)
 
 
 def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     try:
-        spec = build_spec(args)
+        spec = spec_from_args(args)
         workspace = spec.get("active_workspace_dir")
         if workspace and workspace not in sys.path:
             sys.path.insert(0, workspace)  # so user nodesets import during validation

@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     try:
-        spec = eval_cmd.build_spec(args)
+        spec = eval_cmd.spec_from_args(args)
     except SpecError as exc:
         console.print(f"[bold red]error[/]: {exc}", highlight=False)
         return 2

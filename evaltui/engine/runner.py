@@ -33,11 +33,12 @@ from evaltui.engine.hostprocess import HostConfig, HostProcess, HostStartError
 from evaltui.engine.loop import EpisodeOutcome
 from evaltui.engine.metrics import failure_metrics
 from evaltui.engine.pool import EnvWorkerPool, EpisodeResult, PoolError
+from evaltui.engine.specchecks import CheckedSpec, check_spec
 from evaltui.engine.summary import SummaryWriter, now_iso
 from evaltui.engine.trajrecord import TRAJECTORY_FILE, trajectory_record
 from evaltui.engine.worker import SharedEndpoint, WorkerConfig
 from evaltui.rundir import episode_dir, read_json, touch_done, write_json_atomic
-from evaltui.spec import CheckedSpec, SpecError, check_spec, parse_spec
+from evaltui.spec import SpecError, parse_spec
 from evaltui.states import EpisodeStatus, SummaryStatus
 
 EXIT_OK, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 3

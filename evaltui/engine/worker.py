@@ -32,9 +32,9 @@ from evaltui.engine.datasets import load_episodes
 from evaltui.engine.logger import ExecutionLogger
 from evaltui.engine.loop import LoopRunner
 from evaltui.engine.proxy import RemoteNodeset
+from evaltui.engine.specchecks import CheckedSpec
 from evaltui.engine.stacking import BatchOfOne, has_batched_nodes
 from evaltui.rundir import episode_dir
-from evaltui.spec import CheckedSpec
 
 IDLE_POLL_SEC = 0.1
 

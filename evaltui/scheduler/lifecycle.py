@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from evaltui.engine.specchecks import validate_spec
 from evaltui.engine.summary import now_iso
 from evaltui.launch import scheduler_record_lock, write_run
 from evaltui.rundir import (
@@ -29,7 +30,7 @@ from evaltui.scheduler.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.jobs import Job
 from evaltui.scheduler.restore import read_record, record_ref
-from evaltui.spec import SpecError, validate_spec
+from evaltui.spec import SpecError
 from evaltui.states import EpisodeStatus, RunState
 
 SPEC_FILENAME = "spec.json"

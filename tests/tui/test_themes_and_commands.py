@@ -16,8 +16,8 @@ from tuihelpers import SIZE, wait_for
 
 from evaltui.commands import demo as demo_cmd
 from evaltui.commands import replay as replay_cmd
+from evaltui.engine.specchecks import validate_spec
 from evaltui.graphs import builtin_graph_names, builtin_graph_path
-from evaltui.spec import validate_spec
 from evaltui.tui import display
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.themes import ThemeError, load_theme, load_themes, resolve_theme_name

@@ -8,7 +8,6 @@ dataset and split exist) and its SpecError lands under the field it names.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,9 +19,9 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Checkbox, Input, Label
 
-from evaltui.commands.eval import build_spec
 from evaltui.graphs import builtin_graph_names
 from evaltui.spec import JobSpec, SpecError
+from evaltui.specbuild import build_spec
 from evaltui.tui.backend import Backend
 
 SPLITS = ["GoToLocal", "GoToObjMaze", "GoTo"]
@@ -35,10 +34,13 @@ FIELDS: tuple[tuple[str, str, str, str], ...] = (
     ("episodes", "episodes", "20", "integer"),
     ("start", "first index", "0", "integer"),
     ("workers", "workers", "1", "integer"),
-    ("step_budget", "step budget", "200", "integer"),
+    ("step_budget", "step budget", "", "integer"),  # empty: the env's own limit
     ("priority", "priority", "0", "integer"),
     ("vram", "VRAM MiB", "0", "integer"),
 )
+
+PLACEHOLDERS = {"graph": "built-in ({graphs}) or a JSON file",
+                "step_budget": "the env's own limit (BabyAI: max_steps)"}
 
 FIELD_OF_PATH = {
     "target": "graph", "graph": "graph", "eval.dataset": "dataset", "eval.split": "split",
@@ -77,8 +79,8 @@ class SubmitScreen(ModalScreen[str | None]):
                 for field_id, label, default, kind in FIELDS:
                     yield Label(label, classes="form-label")
                     yield Input(default, id=field_id, type=kind,  # type: ignore[arg-type]
-                                placeholder=f"built-in ({graphs}) or a JSON file"
-                                if field_id == "graph" else "",
+                                placeholder=PLACEHOLDERS.get(field_id, "").format(
+                                    graphs=graphs),
                                 suggester=SuggestFromList(SPLITS) if field_id == "split"
                                 else None)
                     yield Label("", id=f"{field_id}-error", classes="field-error")
@@ -104,12 +106,10 @@ class SubmitScreen(ModalScreen[str | None]):
             raw = value(field_id)
             return int(raw) if raw not in ("", "-") else None
 
-        args = argparse.Namespace(
-            target=value("graph") or None, demo=False, dataset=value("dataset") or None,
-            split=value("split") or None, episodes=integer("episodes"), start=integer("start"),
-            indices=None, workers=integer("workers"), step_budget=integer("step_budget"),
-            step_timeout=None, set=[], workspace=None)
-        spec = build_spec(args)
+        spec = build_spec(value("graph") or None, dataset=value("dataset") or None,
+                          split=value("split") or None, episodes=integer("episodes"),
+                          start=integer("start"), workers=integer("workers"),
+                          step_budget=integer("step_budget"))
         scheduling = dict(spec.get("scheduling") or {})
         for key, field_id in (("priority", "priority"), ("marginal_vram_mb", "vram")):
             number = integer(field_id)

@@ -1,0 +1,81 @@
+"""A JobSpec dict from command-line style options: the one builder of the CLI and the TUI.
+
+``evaltui eval``/``submit`` call it with their parsed options, the TUI's submit form and
+``evaltui demo`` with the values they hold; every option is a keyword argument, so no
+caller fakes an ``argparse.Namespace``. The result is validated later, by submit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from evaltui.graphs import builtin_graph_names, builtin_graph_path
+from evaltui.spec import SpecError
+
+DEMO = {"graph": "bot", "dataset": "babyai", "split": "GoToLocal", "episodes": 50}
+"""What ``--demo`` runs: the built-in bot on 50 BabyAI GoToLocal episodes."""
+
+
+def build_spec(target: str | None = None, *, demo: bool = False, dataset: str | None = None,
+               split: str | None = None, episodes: int | None = None, start: int | None = None,
+               indices: str | None = None, workers: int | None = None,
+               step_budget: int | None = None, step_timeout: float | None = None,
+               max_error_rate: float | None = None, sets: Iterable[str] = (),
+               workspace: str | None = None) -> dict[str, Any]:
+    """The JobSpec dict from a target (graph file, JobSpec file or built-in graph name)
+    plus overrides; options left None keep the file's value or the spec default."""
+    if demo:
+        target = target or DEMO["graph"]
+        dataset = dataset or str(DEMO["dataset"])
+        split = split or str(DEMO["split"])
+        episodes = episodes or int(DEMO["episodes"])
+    spec = _load_target(target)
+    ev = dict(spec.get("eval") or {})
+    overrides = {"dataset": dataset, "split": split, "episode_count": episodes,
+                 "start_episode_index": start, "worker_count": workers,
+                 "step_budget": step_budget, "per_step_budget_sec": step_timeout,
+                 "max_error_rate": max_error_rate}
+    ev.update({k: v for k, v in overrides.items() if v is not None})
+    if indices:
+        try:
+            ev["episode_indices"] = [int(x) for x in indices.split(",") if x.strip()]
+        except ValueError:
+            raise SpecError("eval.episode_indices",
+                            f"not a list of integers: {indices!r}") from None
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SpecError("eval.selectors", f"--set {item!r} must look like nodeset.param=value")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        ev.setdefault("selectors", {})[key] = value
+    data = ev.get("dataset")
+    if isinstance(data, str) and data != "babyai" and Path(data).exists():
+        ev["dataset"] = str(Path(data).resolve())  # the run subprocess has another cwd
+    spec["eval"] = ev
+    spec.setdefault("active_workspace_dir", str(Path(workspace or os.getcwd()).resolve()))
+    return spec
+
+
+def _load_target(target: str | None) -> dict[str, Any]:
+    if target is None:
+        raise SpecError("target", "give a graph file, a JobSpec file, a built-in graph name "
+                        "or --demo")
+    path = Path(target)
+    if not path.is_file():
+        builtin = builtin_graph_path(target)
+        if builtin is None:
+            raise SpecError("target", f"no such file and no built-in graph {target!r} "
+                            f"(built-ins: {', '.join(builtin_graph_names())})")
+        path = builtin
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecError("target", f"{path}: not a JSON file ({exc})") from None
+    return dict(data) if isinstance(data, dict) and "graph" in data else {"graph": data}
