@@ -15,6 +15,7 @@ from typing import Any
 from evaltui.engine.datasets import DatasetError, load_episodes, resolve_dataset, select_episodes
 from evaltui.engine.graph import GraphDefinition, GraphError
 from evaltui.engine.nodes import NodeSet
+from evaltui.engine.paramtypes import ParamTypeError, check_param_types
 from evaltui.spec import DEFAULT_STEP_BUDGET, JobSpec, SpecError, parse_spec
 
 
@@ -37,6 +38,11 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
     try:
         graph = GraphDefinition.from_dict(spec.graph).with_selectors(spec.eval.selectors)
         classes = graph.check()
+        for name, ns in graph.nodesets.items():
+            try:
+                check_param_types(classes[name], ns.params)
+            except ParamTypeError as exc:
+                raise GraphError(f"nodesets.{name}.params.{exc.param}", exc.message) from None
     except GraphError as exc:
         field = exc.path if exc.path.startswith("selectors") else f"graph.{exc.path}"
         if field.startswith("selectors"):

@@ -38,6 +38,13 @@ def spec(**eval_fields) -> dict:
     ({"graph": "not a graph"}, "graph", "valid dictionary"),
     ({"graph": builtin_graph("bot"), "scheduling": {"priority": 1000}},
      "scheduling.priority", "less than or equal to 100"),
+    # param values are checked against the nodeset constructor's annotations (issue 10)
+    (spec(selectors={"policy.noise": "abc"}), "graph.nodesets.policy.params.noise",
+     "unable to parse string as a number (got 'abc'; BabyAIBotPolicy expects float)"),
+    (spec(selectors={"env.frame_stride": 1.5}), "graph.nodesets.env.params.frame_stride",
+     "fractional part"),
+    ({"graph": builtin_graph("bot", env__check_mission="maybe")},
+     "graph.nodesets.env.params.check_mission", "valid boolean"),
 ])
 def test_bad_spec_names_the_field_and_writes_nothing(data, field, text, tmp_path: Path) -> None:
     outputs = tmp_path / "outputs"
@@ -88,3 +95,14 @@ def test_cli_eval_runs_a_jobspec_file_and_prints_results(tmp_path: Path) -> None
 def test_cli_help_lists_the_commands(tmp_path: Path) -> None:
     out = run_cli("--help", cwd=tmp_path)
     assert out.returncode == 0 and "eval" in out.stdout
+
+
+def test_a_badly_typed_set_value_is_exit_2_with_the_field_and_no_run_dir(tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs"
+    proc = subprocess.run([sys.executable, "-m", "evaltui.cli", "eval", "bot", "--set",
+                           "policy.noise=abc", "--outputs", str(outputs)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "graph.nodesets.policy.params.noise" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not outputs.exists()
