@@ -1,4 +1,5 @@
-"""Suite-wide isolation: no test reads or writes the user's own state dir or outputs."""
+"""Suite-wide isolation: no test reads or writes the user's own state dir, outputs or
+config dir (their own themes would change the TUI tests)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     outputs = tmp_path_factory.mktemp("outputs")
     monkeypatch.setenv("EVALTUI_STATE_DIR", str(state))
     monkeypatch.setenv("EVALTUI_OUTPUTS", str(outputs))
+    monkeypatch.setenv("EVALTUI_CONFIG_DIR", str(tmp_path_factory.mktemp("config")))
     monkeypatch.delenv("EVALTUI_FAKE_GPUS", raising=False)
     return {"state": Path(state), "outputs": Path(outputs)}
 

@@ -21,7 +21,8 @@ DEFAULT_API_PORT = 8000
 def add_global_options(parser: argparse.ArgumentParser) -> None:
     """Options of the bare ``evaltui`` command (the TUI)."""
     parser.add_argument("--theme", default=None, help="evaltui-dark (default), evaltui-light, "
-                        "evaltui-high-contrast, or any Textual theme name")
+                        "evaltui-high-contrast, a theme file's name from the config dir's "
+                        "themes/ (~/.config/evaltui/themes/*.toml), or any Textual theme name")
     parser.add_argument("--attach", metavar="URL", default=None,
                         help="run the TUI against a running `evaltui serve` at URL (no scheduler "
                         "or API in this process; token from $EVALTUI_TOKEN or the token "
@@ -85,6 +86,8 @@ def run_app(backend: Any, theme: str | None, before_run: Callable[[], None] | No
     except ThemeError as exc:
         print(f"evaltui: {exc}", file=sys.stderr)
         return 2
+    for problem in app.theme_problems:  # also notified in the app; this stays in scrollback
+        print(f"evaltui: {problem}", file=sys.stderr)
     backend.start()
     try:
         if before_run is not None:

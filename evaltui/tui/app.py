@@ -23,7 +23,7 @@ from evaltui.tui.backend import Backend
 from evaltui.tui.screens.help import HelpScreen
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.screens.run import WATCH_DEBOUNCE_MS, RunScreen
-from evaltui.tui.themes import DEFAULT_THEME, load_themes, resolve_theme_name
+from evaltui.tui.themes import DEFAULT_THEME, install_themes, resolve_theme_name
 
 Clock = Callable[[], datetime]
 
@@ -60,9 +60,13 @@ class EvalApp(App[None]):
         self.clock: Clock = clock or (lambda: datetime.now().astimezone())
         self.poll_interval = poll_interval
         self.watch_debounce_ms = watch_debounce_ms
-        for custom in load_themes():
-            self.register_theme(custom)
-        self.theme = resolve_theme_name(theme, self.available_themes)
+        self.theme_problems = install_themes(self)
+        """One line per user theme file that did not load (notified on mount)."""
+        self.theme = resolve_theme_name(theme, self.available_themes, self.theme_problems)
+
+    def on_mount(self) -> None:
+        for problem in self.theme_problems:
+            self.notify(problem, title="Theme", severity="warning", timeout=10)
 
     def now(self) -> datetime:
         """The app's idea of the current time (injected in tests)."""

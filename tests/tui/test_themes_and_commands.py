@@ -3,7 +3,6 @@ in test_attach.py."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import socket
 import zipfile
@@ -14,13 +13,19 @@ import pytest
 from rich.style import Style
 from tuihelpers import SIZE, wait_for
 
+from evaltui.cli import main
 from evaltui.commands import demo as demo_cmd
-from evaltui.commands import replay as replay_cmd
 from evaltui.engine.specchecks import validate_spec
 from evaltui.graphs import builtin_graph_names, builtin_graph_path
 from evaltui.tui import display
 from evaltui.tui.screens.replay import ReplayScreen
-from evaltui.tui.themes import ThemeError, load_theme, load_themes, resolve_theme_name
+from evaltui.tui.themes import (
+    ThemeError,
+    builtin_themes_dir,
+    load_theme,
+    load_themes,
+    resolve_theme_name,
+)
 from evaltui.tui.widgets.bars import stacked_bar
 
 SHIPPED = {"evaltui-dark", "evaltui-light", "evaltui-high-contrast"}
@@ -49,10 +54,79 @@ def test_a_bad_theme_file_names_its_fault(tmp_path: Path) -> None:
     assert load_theme(tmp_path / "ok.toml").name == "evaltui-ok"
 
 
-def test_themes_are_package_data() -> None:
-    """pyproject ships themes/*.toml inside the package (so also in the wheel)."""
-    text = (Path(__file__).parents[2] / "pyproject.toml").read_text()
-    assert '"themes/*.toml"' in text
+def test_builtin_themes_come_from_the_top_level_themes_folder() -> None:
+    """The repository's themes/ is the package evaltui._themes (so also in the wheel)."""
+    root = Path(__file__).resolve().parents[2]
+    assert builtin_themes_dir().resolve() == (root / "themes").resolve()
+    assert {p.stem for p in (root / "themes").glob("*.toml")} == {"dark", "light",
+                                                                   "high-contrast"}
+    assert not (root / "evaltui" / "themes").exists()
+
+
+def _user_themes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, files: dict[str, str]) -> Path:
+    monkeypatch.setenv("EVALTUI_CONFIG_DIR", str(tmp_path / "config"))
+    directory = tmp_path / "config" / "themes"
+    directory.mkdir(parents=True)
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    return directory
+
+
+OCEAN = 'primary = "#0077BE"\nbackground = "#001F3F"\ndark = true\n'
+
+
+def test_a_user_theme_is_offered_by_theme_and_the_palette(
+        runs, app_factory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import asyncio
+
+    from textual.command import CommandList, CommandPalette
+
+    _user_themes(monkeypatch, tmp_path, {"ocean.toml": OCEAN})
+    assert app_factory(run_dir=runs["done"], theme="ocean").theme == "evaltui-ocean"
+    app = app_factory(run_dir=runs["done"])
+    assert app.theme == "evaltui-dark" and app.theme_problems == []
+
+    async def drive() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            app.action_change_theme()
+            await wait_for(lambda: isinstance(app.screen, CommandPalette))
+            await pilot.press(*"ocean")
+            hits = app.screen.query_one(CommandList)
+            await wait_for(lambda: any("evaltui-ocean" in str(hits.get_option_at_index(i).prompt)
+                                       for i in range(hits.option_count)))
+            await pilot.press("enter")
+            await wait_for(lambda: app.theme == "evaltui-ocean")
+
+    asyncio.run(drive())
+
+
+def test_a_broken_user_theme_is_one_line_not_a_crash(
+        runs, app_factory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
+    import asyncio
+
+    from evaltui.rundir import episode_dir
+
+    directory = _user_themes(monkeypatch, tmp_path, {
+        "ocean.toml": OCEAN, "typo.toml": 'primary = "#0077BE\n', "pink.toml": 'primary = "pnk"\n',
+        "numbers.toml": "primary = 5\n"})
+    app = app_factory(run_dir=runs["done"])
+    assert "evaltui-ocean" in app.available_themes  # the good file still loads
+    problems = app.theme_problems
+    assert [p.split(":")[0] for p in problems] == [
+        f"theme file {directory}/{name}" for name in ("numbers.toml", "pink.toml", "typo.toml")]
+    assert all("\n" not in p and p.endswith("(skipped)") for p in problems)
+    assert "pnk" in problems[1] and "primary" in problems[0]
+
+    async def drive() -> None:
+        async with app.run_test(size=SIZE):
+            await wait_for(lambda: len(app._notifications) == 3)
+            assert sorted(n.message for n in app._notifications) == sorted(problems)
+
+    asyncio.run(drive())
+    # On the command line: asking for a broken theme says which file and why, in one line.
+    assert main(["replay", str(episode_dir(runs["done"], 0)), "--theme", "pink"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "unknown theme 'pink'" in err and "pink.toml" in err
 
 
 @pytest.mark.anyio
@@ -85,15 +159,14 @@ def test_stacked_bar_resolves_eighths() -> None:
 
 
 def test_replay_command_refuses_a_non_episode_dir(tmp_path: Path, capsys) -> None:
-    assert replay_cmd.run(argparse.Namespace(ep_dir=str(tmp_path), theme=None)) == 2
+    assert main(["replay", str(tmp_path)]) == 2
     assert "not an episode dir" in capsys.readouterr().err
 
 
 def test_replay_command_refuses_an_unknown_theme(runs, capsys) -> None:
     from evaltui.rundir import episode_dir
 
-    args = argparse.Namespace(ep_dir=str(episode_dir(runs["done"], 0)), theme="neon")
-    assert replay_cmd.run(args) == 2
+    assert main(["replay", str(episode_dir(runs["done"], 0)), "--theme", "neon"]) == 2
     assert "unknown theme" in capsys.readouterr().err
 
 
