@@ -232,10 +232,13 @@ class AdmitQueue:
             return  # the common case: no ledger lock taken
         with c.ledger.transaction() as txn, c.lock:
             found = []
+            held = {e.holder for e in self._entries.values()
+                    if e.state is not AdmitState.RELEASED}
             for data in filter(self._claimable, self.store.load_all()):
                 entry = entry_from(data, 0)
-                if entry is None or not entry.holder.alive():
-                    self.store.remove(str(data["admit_id"]))  # its wrapper is gone too
+                if entry is None or not entry.holder.alive() or entry.holder in held:
+                    # Its wrapper is gone too, or it queued again here meanwhile.
+                    self.store.remove(str(data["admit_id"]))
                     continue
                 if entry.state is AdmitState.ADMITTED and (entry.key is None
                                                            or txn.get(entry.key) is None):

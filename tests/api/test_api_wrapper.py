@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 from apihelpers import wait_until
+from proctools import kill_group
 
-from evaltui.api.client import ApiClient
+from evaltui.api.client import ApiClient, ApiError
 from evaltui.cli import main
 from evaltui.rundir import PidRef, read_json
 from evaltui.scheduler.ledger import Ledger
@@ -187,3 +188,37 @@ def test_foreign_port_is_skipped(popen: Popen, pool: list[int], tmp_path: Path) 
         _, err = w.communicate(timeout=60)
     assert w.returncode == 0, err
     assert out.read_text().strip() == f"http://127.0.0.1:{pool[1]}"
+
+
+def test_a_restarted_backend_keeps_a_waiting_wrapper(popen: Popen, pool: list[int],
+                                                     tmp_path: Path, api_env: dict) -> None:
+    started = tmp_path / "started"
+    busy = _wrapper(popen, "whole", "sh", "-c", f"touch {started}; sleep 60")
+    wait_until(started.exists, what="the first command to start")
+    waiter = _wrapper(popen, "whole", "true")
+    [entry] = wait_until(lambda: [a for a in _admits(pool[0]) if a.state.value == "waiting"],
+                         what="the second wrapper to wait")
+    pid_file = read_json(api_env["state"] / "backends" / f"{pool[0]}.pid")
+    kill_group(pid_file["pid"])  # the backend dies; the first command runs on, still reserved
+    wait_until(lambda: not PidRef(pid_file["pid"], pid_file["create_time"]).alive(),
+               what="the backend to die")
+    # The waiting wrapper brings a backend up again; it takes the entries over from disk.
+    restored = wait_until(lambda: _admits(pool[0]), timeout=60, what="a new backend")
+    assert {a.admit_id: a.state.value for a in restored}[entry.admit_id] == "waiting"
+    busy.send_signal(signal.SIGTERM)
+    busy.communicate(timeout=30)
+    _, err = waiter.communicate(timeout=60)
+    assert waiter.returncode == 0, err
+    assert err.count("queued as") == 1 and f"{entry.admit_id} kept its place" in err
+    with ApiClient(f"http://127.0.0.1:{pool[0]}") as client:
+        assert {a.state.value for a in client.list_admits()} == {"released"}
+        assert client.resources().ledger == []
+    assert not list((api_env["state"] / "admits").glob("*.json"))
+
+
+def _admits(port: int) -> list[Any]:
+    try:
+        with ApiClient(f"http://127.0.0.1:{port}") as client:
+            return client.list_admits()
+    except ApiError:
+        return []

@@ -7,6 +7,12 @@
                                         submit N jobs of 2-16 GiB whose runs are tiny shell
                                         processes holding for 10-50 ms, schedule them all,
                                         print {run_id: state} as one JSON line and exit.
+    python sched_driver.py mixed N SEED DATASET PORT PROFILES WRAPPERS
+                                        serve the API on PORT, submit N exclusive jobs of
+                                        random priority and start ``evaltui run`` wrappers
+                                        (profiles named in WRAPPERS, comma-separated);
+                                        once all wait, print the queue as one JSON line;
+                                        when all ended, print {id: state} and exit.
 
 The outputs root and state dir come from EVALTUI_OUTPUTS / EVALTUI_STATE_DIR.
 """
@@ -18,7 +24,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -26,6 +32,7 @@ sys.path.insert(0, str(HERE))
 
 from schedhelpers import line_spec  # noqa: E402
 
+from evaltui.api.backend_start import start_backend  # noqa: E402
 from evaltui.scheduler import JobScheduler  # noqa: E402
 from evaltui.states import RunState  # noqa: E402
 
@@ -55,15 +62,21 @@ def serve(specs_path: str) -> None:
         time.sleep(1)
 
 
-def race(n: int, seed: int, dataset: str) -> None:
-    rng = random.Random(seed)
-
+def fake_spawner(rng: random.Random) -> Callable[[Path, Mapping[str, str]],
+                                                subprocess.Popen[bytes]]:
+    """Runs that are tiny shell processes holding for 10-50 ms."""
     def spawn(run_dir: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
         hold = f"{rng.uniform(0.01, 0.05):.3f}"
         return subprocess.Popen(["sh", "-c", FAKE_RUN, "sh", hold], cwd=run_dir, env=dict(env),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
 
+    return spawn
+
+
+def race(n: int, seed: int, dataset: str) -> None:
+    rng = random.Random(seed)
+    spawn = fake_spawner(rng)
     scheduler = JobScheduler(spawner=spawn, tick_interval=0.01, probe_interval=0.01).start()
     # Distinct params per job: each is a nodeset never calibrated, so it reserves what it
     # declares (the fake runs use no VRAM, and a calibrated 0 would reserve nothing).
@@ -76,8 +89,38 @@ def race(n: int, seed: int, dataset: str) -> None:
     print(json.dumps(states), flush=True)
 
 
+def mixed(n: int, seed: int, dataset: str, port: int, profiles: str, names: str) -> None:
+    """Eval runs and wrapped commands in one backend (the interactive lock holds all
+    admission until the test releases it)."""
+    rng = random.Random(seed)
+    scheduler = JobScheduler(spawner=fake_spawner(rng), tick_interval=0.02,
+                             probe_interval=0.02).start()
+    served = start_backend(scheduler, port=port)
+    ids = [scheduler.submit(line_spec(Path(dataset), episodes=1, marginal_vram_mb=2048,
+                                      exclusive=True, priority=rng.randint(-3, 3),
+                                      sleep_sec=seed + i / 1000))[0] for i in range(n)]
+    wrappers = []
+    for k, name in enumerate(names.split(",")):
+        wrappers.append(subprocess.Popen(
+            [sys.executable, "-m", "evaltui.cli", "run", "-q", "--ports", str(port),
+             "--profiles", profiles, name, "--", "sleep", "0.05"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        while len(scheduler.admits.all()) <= k:  # queued one after the other: known order
+            time.sleep(0.02)
+    print(json.dumps([[q.run_id, q.kind, q.priority] for q in scheduler.queue()]), flush=True)
+    states = {run_id: scheduler.wait(run_id, timeout=120).value for run_id in ids}
+    for proc in wrappers:
+        states[f"wrapper{proc.pid}"] = str(proc.wait(timeout=120))
+    served.stop()
+    scheduler.stop()
+    print(json.dumps(states), flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(sys.argv[2])
+    elif sys.argv[1] == "mixed":
+        mixed(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6],
+              sys.argv[7])
     else:
         race(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
