@@ -146,7 +146,7 @@ class Wrapper:
             except (BackendUnavailable, NotFound) as exc:
                 if attempt == REQUEUE_LIMIT:
                     raise
-                self.say(f"lost the backend ({exc}); queueing again")
+                self.say(f"lost the backend ({exc}); reconnecting")
         raise AssertionError("unreachable")
 
     def _connect(self) -> None:
@@ -159,12 +159,15 @@ class Wrapper:
 
     def _wait_admission(self) -> Admit:
         assert self.client is not None and self.lease is not None
-        p = self.profile.profile
-        self.entry = entry = self.client.create_admit(
-            self.profile.name, self.me.pid, self.me.create_time,
-            marginal_vram_mb=p.marginal_vram_mb, exclusive_gpu=p.exclusive_gpu,
-            priority=p.priority, command=shlex.join(self.cmd))
-        self.say(f"queued as {entry.admit_id} on {self.lease.url}")
+        entry = self._kept_entry()
+        if entry is None:
+            p = self.profile.profile
+            entry = self.client.create_admit(
+                self.profile.name, self.me.pid, self.me.create_time,
+                marginal_vram_mb=p.marginal_vram_mb, exclusive_gpu=p.exclusive_gpu,
+                priority=p.priority, command=shlex.join(self.cmd))
+            self.say(f"queued as {entry.admit_id} on {self.lease.url}")
+        self.entry = entry
         said = None
         while entry.state is AdmitState.WAITING:
             if entry.waiting_reason and entry.waiting_reason != said:
@@ -178,6 +181,21 @@ class Wrapper:
         where = f"GPU{entry.gpu}" if entry.gpu is not None else "host only (no GPU measured)"
         held = f", {entry.reserved_mb} MiB reserved" if entry.reserved_mb else ""
         self.say(f"admitted on {where}{held}; running {shlex.join(self.cmd)}")
+        return entry
+
+    def _kept_entry(self) -> Admit | None:
+        """The entry queued with a backend that went away, if the one serving now took it
+        over (a restarted backend restores waiting entries, in their order)."""
+        assert self.client is not None and self.lease is not None
+        if self.entry is None:
+            return None
+        try:
+            entry = self.client.get_admit(self.entry.admit_id)
+        except NotFound:
+            return None
+        if entry.state is AdmitState.RELEASED:
+            return None
+        self.say(f"{entry.admit_id} kept its place on {self.lease.url}")
         return entry
 
     # ---- the command --------------------------------------------------------------------
