@@ -27,10 +27,10 @@ import orjson
 
 from evaltui.rundir import state_dir
 from evaltui.scheduler import procs
+from evaltui.settings import settings
 
 LEDGER_FILENAME = "ledger.json"
 LOCK_FILENAME = "ledger.lock"
-AUDIT_ENV = "EVALTUI_LEDGER_AUDIT"
 _VERSION = 1
 
 
@@ -111,7 +111,7 @@ class Ledger:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / LEDGER_FILENAME
         self.lock_path = self.directory / LOCK_FILENAME
-        env_audit = os.environ.get(AUDIT_ENV)
+        env_audit = settings().ledger_audit  # EVALTUI_LEDGER_AUDIT
         self.audit_path = audit_path or (Path(env_audit) if env_audit else None)
 
     @contextmanager

@@ -21,6 +21,7 @@ import psutil
 
 from evaltui import fakegpu
 from evaltui.scheduler import procs
+from evaltui.settings import settings
 
 MIB = 1 << 20
 _NVML_RETRY_SEC = 60.0
@@ -283,7 +284,7 @@ def visible_gpu_indices() -> frozenset[int] | None:
     None means all. UUIDs or MIG names cannot be mapped to NVML indices here, so they
     also mean all.
     """
-    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    value = settings().cuda_visible_devices
     if value is None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
