@@ -51,10 +51,6 @@ class LineIndex:
         return len(self._starts)
 
     @property
-    def scanned_bytes(self) -> int:
-        return self._scanned
-
-    @property
     def complete(self) -> bool:
         """True when every complete line written so far is indexed."""
         return self._scanned >= self.file_size or self._only_partial_left

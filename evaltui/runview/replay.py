@@ -8,6 +8,7 @@ bisecting the line index, parsing ~log2(lines) lines instead of the whole log.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,11 +124,7 @@ class EpisodeReplay:
 
     def next_error_step(self, after_step: int) -> int | None:
         """The first error step after ``after_step``, wrapping to the first; None if none."""
-        steps = self.error_steps()
-        if not steps:
-            return None
-        later = [s for s in steps if s > after_step]
-        return later[0] if later else steps[0]
+        return error_step_from(self.error_steps(), after_step, 1)
 
     # --- frames --------------------------------------------------------------------------
 
@@ -167,3 +164,14 @@ def _find_frame(value: Any, depth: int = 0) -> str | None:
             found = _find_frame(item, depth + 1) or found
         return found
     return None
+
+
+def error_step_from(steps: Iterable[int], step: int, direction: int) -> int | None:
+    """The error step after (``direction`` > 0) or before ``step``, wrapping around at the
+    end; None if ``steps`` is empty."""
+    ordered = sorted(steps)
+    if not ordered:
+        return None
+    if direction > 0:
+        return next((s for s in ordered if s > step), ordered[0])
+    return next((s for s in reversed(ordered) if s < step), ordered[-1])

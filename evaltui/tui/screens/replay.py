@@ -22,7 +22,7 @@ from textual.timer import Timer
 from textual.widgets import Footer
 from textual.worker import get_current_worker
 
-from evaltui.runview.replay import EpisodeReplay, Firing
+from evaltui.runview.replay import EpisodeReplay, Firing, error_step_from
 from evaltui.tui.messages import LogIndexed, StepLoaded
 from evaltui.tui.screens.goto import GoToStepScreen
 from evaltui.tui.widgets.episode_header import EpisodeHeader
@@ -184,14 +184,10 @@ class ReplayScreen(Screen[None]):
             self._go(self.step - 1, "last")
 
     def action_error(self, direction: int) -> None:
-        steps = sorted(self.error_steps)
-        if not steps:
+        target = error_step_from(self.error_steps, self.step, direction)
+        if target is None:
             self.notify("no errors in this episode", timeout=2)
             return
-        if direction > 0:
-            target = next((s for s in steps if s > self.step), steps[0])
-        else:
-            target = next((s for s in reversed(steps) if s < self.step), steps[-1])
         self._go(target, "error")
 
     def action_goto(self) -> None:
