@@ -75,6 +75,40 @@ async def test_submit_shows_backend_errors_inline(runs, make_backend, app_factor
         assert table(app).row_count == ALL_RUNS
 
 
+def test_split_choices_come_from_the_dataset(tmp_path) -> None:
+    from evaltui.benchmarks.babyai import SPLITS
+    from evaltui.tui.screens.submit import dataset_splits
+
+    assert dataset_splits("babyai") == list(SPLITS)
+    (tmp_path / "train.jsonl").write_text("")
+    (tmp_path / "val.jsonl").write_text("")
+    assert dataset_splits(str(tmp_path)) == ["train", "val"]
+    assert dataset_splits(str(tmp_path / "val.jsonl")) == ["val"]
+    assert dataset_splits("") == [] and dataset_splits(str(tmp_path / "nothing")) == []
+
+
+async def test_split_field_suggests_the_typed_datasets_splits(runs, make_backend, app_factory,
+                                                              tmp_path) -> None:
+    (tmp_path / "holdout.jsonl").write_text("")
+    app = app_factory(make_backend())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+        await pilot.press("s")
+        await wait_for(lambda: isinstance(app.screen, SubmitScreen))
+        split = app.screen.query_one("#split", Input)
+        split.value = ""
+        split.focus()
+        await pilot.press("G", "o", "T", "o", "O")
+        await wait_for(lambda: split._suggestion == "GoToObjMaze", what="a BabyAI split")
+        app.screen.query_one("#dataset", Input).value = str(tmp_path)
+        split.value = ""
+        split.focus()
+        await pilot.press("h")
+        await wait_for(lambda: split._suggestion == "holdout", what="the directory's split")
+        await pilot.press("right")  # accepts the suggestion
+        assert split.value == "holdout"
+
+
 async def test_cancel_asks_then_cancels(runs, make_backend, app_factory) -> None:
     app = app_factory(make_backend())
     run_id = runs["queued"].name

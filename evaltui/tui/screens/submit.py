@@ -8,6 +8,7 @@ dataset and split exist) and its SpecError lands under the field it names.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,15 +17,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.suggester import SuggestFromList
+from textual.suggester import Suggester
 from textual.widgets import Button, Checkbox, Input, Label
 
+from evaltui.engine.datasets import BUILTIN_DATASETS, builtin_splits
 from evaltui.graphs import builtin_graph_names
 from evaltui.spec import JobSpec, SpecError
 from evaltui.specbuild import build_spec
 from evaltui.tui.backend import Backend
-
-SPLITS = ["GoToLocal", "GoToObjMaze", "GoTo"]
 
 FIELDS: tuple[tuple[str, str, str, str], ...] = (
     # id, label, default, input type
@@ -49,6 +49,35 @@ FIELD_OF_PATH = {
     "eval.step_budget": "step_budget", "scheduling.priority": "priority",
     "scheduling.marginal_vram_mb": "vram", "scheduling.exclusive_gpu": "exclusive",
 }
+
+
+def dataset_splits(dataset: str) -> list[str]:
+    """The split names of a dataset as the form's dataset field names it: a built-in's
+    manifests, a directory's ``{split}.jsonl`` files, a ``.jsonl`` file's stem."""
+    dataset = dataset.strip()
+    if dataset in BUILTIN_DATASETS:
+        return list(builtin_splits(dataset))
+    path = Path(dataset).expanduser()
+    if dataset and path.is_dir():
+        return sorted(p.stem for p in path.glob("*.jsonl"))
+    return [path.stem] if path.suffix == ".jsonl" else []
+
+
+class SplitSuggester(Suggester):
+    """Completes the split field from the splits of the dataset currently in the form."""
+
+    def __init__(self, screen: SubmitScreen) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+        self.screen = screen
+
+    async def get_suggestion(self, value: str) -> str | None:
+        # The split field asks as soon as it mounts, before or after its siblings exist.
+        field = next(iter(self.screen.query("#dataset").results(Input)), None)
+        if field is None:
+            return None
+        lowered = value.lower()
+        return next((split for split in dataset_splits(field.value)
+                     if split.lower().startswith(lowered)), None)
 
 
 def field_for(path: str) -> str:
@@ -81,7 +110,7 @@ class SubmitScreen(ModalScreen[str | None]):
                     yield Input(default, id=field_id, type=kind,  # type: ignore[arg-type]
                                 placeholder=PLACEHOLDERS.get(field_id, "").format(
                                     graphs=graphs),
-                                suggester=SuggestFromList(SPLITS) if field_id == "split"
+                                suggester=SplitSuggester(self) if field_id == "split"
                                 else None)
                     yield Label("", id=f"{field_id}-error", classes="field-error")
                 yield Label("exclusive", classes="form-label")
