@@ -181,6 +181,9 @@ class GraphDefinition:
             except ImplError as exc:
                 raise GraphError(f"nodesets.{ns_name}.impl", str(exc)) from None
             _check_params(classes[ns_name], ns.params, f"nodesets.{ns_name}.params")
+            batching = classes[ns_name].batching_error()
+            if batching is not None:
+                raise GraphError(f"nodesets.{ns_name}.impl", f"{ns.impl}: {batching}")
         specs = self._node_specs(classes)
         self._check_loop(classes, specs)
         self._check_edges(specs)

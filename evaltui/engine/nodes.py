@@ -14,7 +14,16 @@ policy model, a tokenizer ...). Each node operation is a method decorated with
 
 A node returns a dict with exactly its declared outputs. ``batched=True`` with
 ``batch_dim="<input port>"`` marks a node that the BatchedInferenceServer may call with
-stacked inputs (DESIGN §5).
+stacked inputs (DESIGN §5). The same can be declared once for the whole nodeset, as
+class variables::
+
+    class Policy(NodeSet):
+        batched: ClassVar[bool] = True
+        batch_dim: ClassVar[str] = "obs"
+
+which batches every node of the class that has an ``obs`` input (as if each were
+decorated ``@node(..., batched=True, batch_dim="obs")``); a node decorated with its own
+``batched=True`` keeps its own ``batch_dim``.
 
 An :class:`EnvNodeSet` is also the episode's environment: the LoopRunner calls
 ``set_episode`` at the start of each episode and ``trajectory`` at its end.
@@ -66,10 +75,38 @@ def node(
     return mark
 
 
+def _class_batching(cls: type, specs: dict[str, NodeSpec]
+                    ) -> tuple[dict[str, NodeSpec], str | None]:
+    """Apply the ClassVar form ``batched = True; batch_dim = "port"`` to ``specs``.
+
+    Returns the specs (nodes with a ``batch_dim`` input become batched on it) and an
+    error message when the declaration cannot be honoured.
+    """
+    batched = getattr(cls, "batched", False)
+    if batched is False or batched is None or callable(batched) or isinstance(batched, property):
+        return specs, None  # not declared, switched off by a subclass, or a method's name
+    name = cls.__qualname__
+    if batched is not True:
+        return specs, (f"{name}.batched must be a bool (batched: ClassVar[bool] = True), "
+                       f"got {batched!r}")
+    batch_dim = getattr(cls, "batch_dim", None)
+    if not isinstance(batch_dim, str) or not batch_dim:
+        return specs, (f"{name} declares batched = True but no batch_dim: add "
+                       "batch_dim: ClassVar[str] = \"<input port>\"")
+    out = {op: NodeSpec(s.op, s.inputs, s.outputs, batched=True, batch_dim=batch_dim)
+           if not s.batched and batch_dim in s.inputs else s for op, s in specs.items()}
+    if not any(batch_dim in s.inputs for s in specs.values()):
+        ports = sorted({p for s in specs.values() for p in s.inputs})
+        return out, (f"{name} declares batch_dim = {batch_dim!r}, but none of its nodes "
+                     f"has an input {batch_dim!r} (inputs: {ports})")
+    return out, None
+
+
 class NodeSet:
     """Base class of every nodeset. Constructor keyword arguments are the nodeset params."""
 
     _node_specs: ClassVar[dict[str, NodeSpec]]
+    _batching_error: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -79,7 +116,17 @@ class NodeSet:
                 spec = getattr(value, "__evaltui_node__", None)
                 if isinstance(spec, NodeSpec):
                     specs[name] = spec
-        cls._node_specs = specs
+        cls._node_specs, cls._batching_error = _class_batching(cls, specs)
+
+    @classmethod
+    def batching_error(cls) -> str | None:
+        """Why the class-level ``batched``/``batch_dim`` declaration is wrong (None: fine).
+
+        Reported by :meth:`GraphDefinition.check`, not at class creation, so that a
+        wrong declaration is a graph error of the spec naming the class, not an import
+        failure.
+        """
+        return cls._batching_error
 
     @classmethod
     def node_specs(cls) -> Mapping[str, NodeSpec]:
