@@ -14,7 +14,7 @@ import os
 import threading
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "EVALTUI_"
@@ -63,7 +63,7 @@ class Settings(BaseSettings):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _blank_is_unset(cls, value: object, info) -> object:  # type: ignore[no-untyped-def]
+    def _blank_is_unset(cls, value: object, info: ValidationInfo) -> object:
         # ``FOO= evaltui …`` is how people unset a variable for one command.
         if isinstance(value, str) and info.field_name != "cuda_visible_devices":
             value = value.strip()
@@ -83,12 +83,12 @@ class Settings(BaseSettings):
 
 def env_names() -> tuple[str, ...]:
     """The environment variable behind each field, in field order."""
-    names = []
+    names: list[str] = []
     for name, field in Settings.model_fields.items():
         alias = field.validation_alias
-        names.append(alias.choices[0] if isinstance(alias, AliasChoices)  # type: ignore[misc]
-                     else ENV_PREFIX + name.upper())
-    return tuple(names)  # type: ignore[arg-type]
+        first = alias.choices[0] if isinstance(alias, AliasChoices) else None
+        names.append(first if isinstance(first, str) else ENV_PREFIX + name.upper())
+    return tuple(names)
 
 
 _ENV_NAMES = env_names()
