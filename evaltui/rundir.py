@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import signal
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -274,6 +275,10 @@ class RunStatus:
     scheduler: dict[str, Any] | None
     error: str | None = None
     """Why a file present in the run dir could not be used, for a UI badge."""
+    note: str | None = None
+    """Why an ``aborted`` run ended ("killed by signal 9", "process vanished")."""
+    summary_unreadable: bool = False
+    """summary.json exists but could not be read (torn or garbage): rebuild from rows."""
 
 
 def read_run_status(run_dir: Path) -> RunStatus:
@@ -283,13 +288,29 @@ def read_run_status(run_dir: Path) -> RunStatus:
     scheduler = _read_optional_object(run_dir / SCHEDULER_FILENAME, errors)
     summary_path = run_dir / SUMMARY_FILENAME
     summary = _read_optional_object(summary_path, errors)
+    summary_exists = summary_path.exists()
     state = _derive_state(
         scheduler=scheduler,
         summary=summary,
-        summary_exists=summary_path.exists(),
+        summary_exists=summary_exists,
         done=(run_dir / DONE_FILENAME).exists(),
     )
-    return RunStatus(state, summary, scheduler, "; ".join(errors) or None)
+    note = abort_note((scheduler or {}).get("exit_code")) if state is RunState.ABORTED else None
+    return RunStatus(state, summary, scheduler, "; ".join(errors) or None, note,
+                     summary_unreadable=summary_exists and summary is None)
+
+
+def abort_note(exit_code: Any) -> str:
+    """Why a run without ``_DONE`` or a terminal summary ended, from its exit code."""
+    if isinstance(exit_code, int) and not isinstance(exit_code, bool):
+        if exit_code < 0:
+            try:
+                name = signal.Signals(-exit_code).name
+            except ValueError:
+                name = "unknown signal"
+            return f"killed by signal {-exit_code} ({name})"
+        return f"exited {exit_code} without a terminal summary; see run.log"
+    return "process vanished (no _DONE, no terminal summary)"
 
 
 def derive_run_state(run_dir: Path) -> RunState:
@@ -315,6 +336,9 @@ def _read_optional_object(path: Path, errors: list[str]) -> dict[str, Any] | Non
     return obj
 
 
+_EXIT_FAILED, _EXIT_CANCELLED = 1, 3  # the run subprocess's codes (engine.runner)
+
+
 def _derive_state(
     *,
     scheduler: dict[str, Any] | None,
@@ -331,6 +355,13 @@ def _derive_state(
             return RunState.FAILED
         if status == SummaryStatus.CANCELLED:
             return RunState.CANCELLED
+        if summary is None and summary_exists:
+            # _DONE is touched last, after the final summary: the run ended cleanly and
+            # only its summary is unreadable. Its exit code says how (runner.EXIT_*).
+            code = sched.get("exit_code")
+            if sched.get("cancel_requested_at") is not None or code == _EXIT_CANCELLED:
+                return RunState.CANCELLED
+            return RunState.FAILED if code == _EXIT_FAILED else RunState.DONE
         # _DONE without a terminal summary: judge by the rules below.
 
     pid = sched.get("pid")
@@ -349,8 +380,9 @@ def _derive_state(
         return RunState.QUEUED
     if status == SummaryStatus.CANCELLED or sched_state == RunState.CANCELLED:
         return RunState.CANCELLED
-    exit_code = sched.get("exit_code")
-    nonzero_exit = isinstance(exit_code, int) and exit_code != 0
-    if status == SummaryStatus.FAILED or nonzero_exit or sched_state == RunState.FAILED:
+    # `failed` needs a terminal error written by the run (or by the scheduler, when the
+    # run could not even be spawned); a run killed by a signal or dead without a word is
+    # `aborted` (DESIGN §3), whatever its exit code.
+    if status == SummaryStatus.FAILED or sched_state == RunState.FAILED:
         return RunState.FAILED
     return RunState.ABORTED

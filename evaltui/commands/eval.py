@@ -22,7 +22,7 @@ from evaltui.graphs import builtin_graph_names
 from evaltui.launch import prepare_run, spawn_run, spawned_ref, update_scheduler_record
 from evaltui.process import terminate_group
 from evaltui.results.richtables import metrics_table
-from evaltui.rundir import derive_run_state, outputs_root, read_json
+from evaltui.rundir import outputs_root, read_json, read_run_status
 from evaltui.spec import DEFAULT_STEP_BUDGET, SpecError
 from evaltui.specbuild import build_spec
 from evaltui.states import RunState
@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         terminate_group(ref)
     proc.wait()
     update_scheduler_record(run_dir, exit_code=proc.returncode)
-    state = derive_run_state(run_dir)
+    status = read_run_status(run_dir)
+    state = status.state
     summary = _read_summary(run_dir)
     if args.json:
         print(json.dumps({"run_id": run_dir.name, "state": state.value, "summary": summary},
@@ -111,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
         print_results(Console(), run_dir, state, summary)
     if cancelled or state is RunState.CANCELLED:
         return 130
+    if state is RunState.ABORTED:
+        console.print(f"[red]aborted[/]: {status.note}", highlight=False)
     return exit_code(state, summary, console)
 
 

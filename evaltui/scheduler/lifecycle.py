@@ -21,6 +21,7 @@ from evaltui.rundir import (
     DONE_FILENAME,
     SCHEDULER_FILENAME,
     SUMMARY_FILENAME,
+    abort_note,
     derive_run_state,
     episode_dir,
     read_json,
@@ -229,7 +230,9 @@ class Lifecycle:
             c.jobs.pop(job.run_id, None)
             c.shared.release(job.run_id, c.tick_no)
             c.report(*c.episodes.unwatch(job.run_id))
-            c.transition(job, state)  # on disk before anyone is told (wait() returns)
+            aborted = {"error": abort_note(job.record.get("exit_code"))} \
+                if state is RunState.ABORTED else {}
+            c.transition(job, state, **aborted)  # on disk before anyone is told
         if state is RunState.DONE:
             self._learn(job)
 

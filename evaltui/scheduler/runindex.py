@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from evaltui.results.rebuild import rebuild_summary
 from evaltui.rundir import (
     DONE_FILENAME,
     SCHEDULER_FILENAME,
@@ -59,9 +60,13 @@ class RunIndex:
             return hit[1]
         status = read_run_status(run_dir)
         sched = status.scheduler or {}
+        summary = status.summary
+        if status.summary_unreadable:  # rows and metrics from the episode.json files
+            summary = rebuild_summary(run_dir, status.state, status.error)
         info = RunInfo(run_id=run_id, run_dir=run_dir, state=status.state,
-                       scheduler=status.scheduler, summary=strip_rows(status.summary),
-                       waiting_reason=sched.get("waiting_reason"), error=status.error)
+                       scheduler=status.scheduler, summary=strip_rows(summary),
+                       waiting_reason=sched.get("waiting_reason"),
+                       error=status.error or status.note)
         if status.state.terminal:
             with self._lock:
                 self._cache[run_id] = (key, info)

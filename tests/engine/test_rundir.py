@@ -444,7 +444,7 @@ def test_state_done_wins_over_a_process_still_exiting(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("summary_status", "done", "exit_code"),
-    [("running", False, 1), ("failed", True, 1), ("failed", False, None), (None, False, 2)],
+    [("failed", True, 1), ("failed", False, None), ("failed", False, -9)],
 )
 def test_state_failed(
     tmp_path: Path,
@@ -494,6 +494,38 @@ def test_state_aborted_dead_pid_without_done(tmp_path: Path, dead_pidref: PidRef
     # Even a summary that says done is not a finished run without _DONE.
     _make_run(run, summary_status="done")
     assert derive_run_state(run) is RunState.ABORTED
+
+
+@pytest.mark.parametrize(("summary_status", "exit_code", "note"), [
+    ("running", -9, "killed by signal 9 (SIGKILL)"),
+    (None, -15, "killed by signal 15 (SIGTERM)"),
+    ("running", 1, "exited 1 without a terminal summary; see run.log"),
+    (None, None, "process vanished (no _DONE, no terminal summary)"),
+])
+def test_state_aborted_says_why_when_dead_without_a_terminal_summary(
+        tmp_path: Path, dead_pidref: PidRef, summary_status: str | None, exit_code: int | None,
+        note: str) -> None:
+    """Issue 10: a SIGKILLed run was read as failed (exit -9); failed needs a written error."""
+    run = _make_run(tmp_path, scheduler=_sched(dead_pidref, exit_code=exit_code),
+                    summary_status=summary_status)
+    status = read_run_status(run)
+    assert status.state is RunState.ABORTED
+    assert status.note == note
+
+
+@pytest.mark.parametrize(("exit_code", "cancel", "state"), [
+    (0, None, RunState.DONE), (1, None, RunState.FAILED), (3, None, RunState.CANCELLED),
+    (0, 2.0, RunState.CANCELLED)])
+def test_a_torn_summary_with_done_is_judged_by_done_and_the_exit_code(
+        tmp_path: Path, dead_pidref: PidRef, exit_code: int, cancel: float | None,
+        state: RunState) -> None:
+    """Issue 10: a torn summary.json with _DONE present read 'aborted'."""
+    run = _make_run(tmp_path, scheduler=_sched(dead_pidref, exit_code=exit_code,
+                                               cancel_requested_at=cancel), done=True)
+    (run / "summary.json").write_bytes(b'{"status": "done", "episo')
+    status = read_run_status(run)
+    assert status.state is state
+    assert status.summary_unreadable and status.summary is None
 
 
 def test_state_aborted_reused_pid(tmp_path: Path) -> None:

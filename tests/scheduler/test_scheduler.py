@@ -347,3 +347,41 @@ def test_real_gpus_are_handed_out_within_the_schedulers_own_mask(
     assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert "EVALTUI_FAKE_GPU_INDEX" not in env
     assert record(sched.outputs, run_id)["gpu"] == 1
+
+
+def test_a_sigkilled_run_is_aborted_with_the_signal_named(
+        make_scheduler: Make, fake_gpus: Callable[[str], None], dataset: Path) -> None:
+    """Issue 10: exit -9 was read as a failure; no _DONE + killed ⇒ aborted, said why."""
+    import signal
+
+    fake_gpus("1x24576")
+    sched = make_scheduler().start()
+    run_id, _ = sched.submit(line_spec(dataset, episodes=6, sleep_sec=0.5))
+    pid = wait_until(lambda: record(sched.outputs, run_id).get("pid"), what="the run's pid")
+    wait_until(lambda: (runs_root(sched.outputs) / run_id / "summary.json").exists(),
+               what="the run to start")
+    os.killpg(pid, signal.SIGKILL)
+    assert sched.wait(run_id, timeout=30) is RunState.ABORTED
+    rec = record(sched.outputs, run_id)
+    assert rec["state"] == "aborted" and rec["exit_code"] == -9
+    assert rec["error"] == "killed by signal 9 (SIGKILL)"
+    info = sched.get_run(run_id)
+    assert info.state is RunState.ABORTED and info.error == "killed by signal 9 (SIGKILL)"
+
+
+def test_a_torn_summary_reads_done_with_rows_and_metrics_rebuilt(
+        make_scheduler: Make, fake_gpus: Callable[[str], None], dataset: Path) -> None:
+    """Issue 10: a torn summary.json with _DONE present read 'aborted' with no metrics."""
+    fake_gpus("1x24576")
+    sched = make_scheduler().start()
+    run_id, _ = sched.submit(line_spec(dataset, episodes=4))
+    assert sched.wait(run_id, timeout=30) is RunState.DONE
+    summary_path = runs_root(sched.outputs) / run_id / "summary.json"
+    whole = read_json(summary_path)
+    summary_path.write_bytes(summary_path.read_bytes()[:100])  # torn
+    info = sched.get_run(run_id)
+    assert info.state is RunState.DONE
+    assert info.summary is not None and "summary.json" in info.summary["summary_unreadable"]
+    assert info.summary["metrics"] == whole["metrics"]
+    assert info.summary["metrics_n"] == whole["metrics_n"]
+    assert info.summary["episodes_finished"] == 4
