@@ -59,7 +59,8 @@ class Lifecycle:
         run_dir = write_run(checked, c.outputs, record_extra={
             **estimate_fields(estimate), "measured_peak_mb": None, "gpu": None,
             "waiting_reason": "queued: admission at the next tick", "waiting_kind": None,
-            "scheduler_pid": os.getpid(), "owner": str(c.owner)})
+            "scheduler_pid": os.getpid(), "owner": str(c.owner),
+            "warnings": list(checked.warnings)})  # shown by submit (API, CLI, TUI)
         record = read_json(run_dir / SCHEDULER_FILENAME)
         with c.lock:
             job = c.new_job(run_dir, record, checked.spec)
