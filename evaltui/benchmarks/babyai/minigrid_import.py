@@ -22,6 +22,8 @@ os.environ["BABYAI_DONE_ACTIONS"] = "1"
 
 import gymnasium as gym  # noqa: E402  (must follow the environment variable)
 import minigrid  # noqa: E402, F401  (importing it registers the BabyAI env ids)
+from minigrid.core.grid import Grid  # noqa: E402
+from minigrid.core.world_object import WorldObj  # noqa: E402
 from minigrid.envs.babyai.core import verifier as _verifier  # noqa: E402
 from minigrid.utils.baby_ai_bot import BabyAIBot  # noqa: E402
 
@@ -33,7 +35,8 @@ if not _verifier.use_done_actions:
         "evaltui.benchmarks.babyai.minigrid_import before minigrid."
     )
 
-__all__ = ["MINIGRID_VERSION", "BabyAIBot", "CapturedOutput", "make_env", "quiet_stdout"]
+__all__ = ["MINIGRID_VERSION", "BabyAIBot", "CapturedOutput", "Grid", "WorldObj", "make_env",
+           "quiet_stdout"]
 
 MINIGRID_VERSION: str = getattr(minigrid, "__version__", "unknown")
 
