@@ -3,6 +3,14 @@
 Each episode has its own logger writing only into its own ``ep{NNNN}/`` dir, so logs are
 never interleaved and a copied episode dir replays standalone. Records are appended one
 JSON object per line and flushed at each step's end, so a reader sees whole steps.
+
+Frames: a :class:`~evaltui.engine.tiles.TiledFrame` (the BabyAI env's) is appended to
+``assets/frames.bin`` as tile ids, synchronously and before the log line that refers to
+it (:mod:`evaltui.framefile`); no image is encoded during the run. A plain
+:class:`~evaltui.engine.nodes.Frame` becomes ``assets/step..._node_N.png``, encoded on a
+background thread (:mod:`evaltui.engine.pngwriter`) that ``close`` waits for, so the
+episode's frames are all on disk before the worker reports the episode (and the run
+writes its episode.json). ``assets/`` is created at the first frame.
 """
 
 from __future__ import annotations
@@ -11,11 +19,14 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
 import orjson
-from PIL import Image
 
 from evaltui.engine.logsummary import summarise
 from evaltui.engine.nodes import Frame
+from evaltui.engine.pngwriter import PngWriter
+from evaltui.engine.tiles import TiledFrame
+from evaltui.framefile import FrameFileWriter
 
 
 class ExecutionLogger:
@@ -24,10 +35,12 @@ class ExecutionLogger:
     def __init__(self, ep_dir: Path) -> None:
         self.ep_dir = ep_dir
         self.assets = ep_dir / "assets"
-        self.assets.mkdir(parents=True, exist_ok=True)
+        ep_dir.mkdir(parents=True, exist_ok=True)
         # Truncate: a retried episode starts its log afresh (the attempt count is kept
         # in episode.json).
         self._fh: BinaryIO | None = open(ep_dir / "log.jsonl", "wb")  # noqa: SIM115
+        self._tiled = FrameFileWriter(self.assets)
+        self._png: PngWriter | None = None
         self._frames = 0
         self._step = 0
         self._node = ""
@@ -65,17 +78,26 @@ class ExecutionLogger:
             self._fh.flush()
 
     def close(self) -> None:
+        """Wait for the frames still being encoded, then close every file."""
+        if self._png is not None:
+            self._png.close()
+            self._png = None
+        self._tiled.close()
         if self._fh is not None:
             self._fh.flush()
             self._fh.close()
             self._fh = None
 
-    def _save_frame(self, frame: Frame) -> str:
+    def _save_frame(self, frame: Frame | TiledFrame) -> dict[str, Any]:
+        if isinstance(frame, TiledFrame):
+            return self._tiled.write(frame)
         self._frames += 1
         name = f"step{self._step:05d}_{self._node}_{self._frames:05d}.png"
-        # compress_level=1: frames are many and small; speed matters more than bytes.
-        Image.fromarray(frame.pixels).save(self.assets / name, compress_level=1)
-        return f"assets/{name}"
+        if self._png is None:
+            self.assets.mkdir(exist_ok=True)
+            self._png = PngWriter()
+        self._png.put(self.assets / name, frame.pixels)
+        return {"$frame": f"assets/{name}", "shape": list(np.shape(frame.pixels))}
 
     def __enter__(self) -> ExecutionLogger:
         return self

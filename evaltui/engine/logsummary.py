@@ -1,8 +1,9 @@
 """Turn node inputs and outputs into small JSON values for log.jsonl (DESIGN §2).
 
 Arrays become ``{"$array": {shape, dtype, min, max}}`` (tiny ones are kept whole),
-:class:`~evaltui.engine.nodes.Frame` values are handed to ``save_frame`` and become
-``{"$frame": "assets/...png"}``, long strings and lists are cut, and objects that are not
+:class:`~evaltui.engine.nodes.Frame` and :class:`~evaltui.engine.tiles.TiledFrame` values
+are handed to ``save_frame``, which stores them and returns their stand-in
+(``{"$frame": "assets/...", ...}``), long strings and lists are cut, and objects that are not
 data (a simulator handle) become ``{"$object": "module.Class"}``.
 """
 
@@ -14,13 +15,14 @@ from typing import Any
 import numpy as np
 
 from evaltui.engine.nodes import Frame
+from evaltui.engine.tiles import TiledFrame
 
 MAX_STR = 2000
 MAX_LIST = 64
 SMALL_ARRAY = 16
 MAX_DEPTH = 6
 
-SaveFrame = Callable[[Frame], str]
+SaveFrame = Callable[[Frame | TiledFrame], dict[str, Any]]
 
 
 def summarise(value: Any, save_frame: SaveFrame | None = None, depth: int = 0) -> Any:
@@ -31,10 +33,12 @@ def summarise(value: Any, save_frame: SaveFrame | None = None, depth: int = 0) -
         return value if len(value) <= MAX_STR else value[:MAX_STR] + f"…(+{len(value) - MAX_STR})"
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, TiledFrame):  # before arrays: its pixels are never assembled here
+        return {"$frame": None, "shape": list(value.shape)} if save_frame is None \
+            else save_frame(value)
     if isinstance(value, Frame):
-        if save_frame is None:
-            return {"$frame": None, "shape": list(np.shape(value.pixels))}
-        return {"$frame": save_frame(value), "shape": list(np.shape(value.pixels))}
+        return {"$frame": None, "shape": list(np.shape(value.pixels))} if save_frame is None \
+            else save_frame(value)
     if isinstance(value, np.ndarray):
         if value.size <= SMALL_ARRAY and value.dtype.kind in "biuf":
             return value.tolist()

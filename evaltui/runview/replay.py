@@ -3,7 +3,8 @@
 Everything comes from the episode dir alone (episode.json, log.jsonl, assets/), so a dir
 copied anywhere replays. Steps in log.jsonl never decrease (episode_start is step 0,
 then each step's firings, then episode_end), so the first line of a step is found by
-bisecting the line index, parsing ~log2(lines) lines instead of the whole log.
+bisecting the line index, parsing ~log2(lines) lines instead of the whole log. Frames are
+:class:`~evaltui.runview.frames.FrameRef` values (a PNG, or a record of frames.bin).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from evaltui.runview.frames import FrameRef, record_frames
 from evaltui.runview.logindex import LineIndex
 
 LOG_FILENAME = "log.jsonl"
@@ -128,42 +130,15 @@ class EpisodeReplay:
 
     # --- frames --------------------------------------------------------------------------
 
-    def frame_of(self, step: int) -> Path | None:
+    def frame_of(self, step: int) -> FrameRef | None:
         """The frame to show at ``step``: its last frame, else the latest one before it."""
         for s in range(step, max(-1, step - _FRAME_LOOKBACK_STEPS), -1):
             firings, _ = self.firings(s)
             for firing in reversed(firings):
-                rel = _find_frame(firing.record.get("outputs"))
-                if rel is not None:
-                    return self._asset_path(rel)
+                frames = record_frames(self.ep_dir, firing.record)
+                if frames:
+                    return frames[-1]
         return None
-
-    def _asset_path(self, rel: str) -> Path | None:
-        path = (self.ep_dir / rel).resolve()
-        # A copied dir comes from someone else: never follow a reference out of it.
-        if not path.is_relative_to(self.ep_dir.resolve()) or not path.is_file():
-            return None
-        return path
-
-
-def _find_frame(value: Any, depth: int = 0) -> str | None:
-    """The last ``{"$frame": path}`` reference inside a logged value."""
-    if depth > 6:
-        return None
-    if isinstance(value, dict):
-        ref = value.get("$frame")
-        if isinstance(ref, str):
-            return ref
-        found = None
-        for item in value.values():
-            found = _find_frame(item, depth + 1) or found
-        return found
-    if isinstance(value, list):
-        found = None
-        for item in value[:64]:
-            found = _find_frame(item, depth + 1) or found
-        return found
-    return None
 
 
 def error_step_from(steps: Iterable[int], step: int, direction: int) -> int | None:

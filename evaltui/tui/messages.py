@@ -8,10 +8,10 @@ one update: the UI never falls behind a fast run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from textual.message import Message
 
+from evaltui.runview.frames import FrameRef
 from evaltui.runview.replay import Firing
 from evaltui.tui.backend import QueueSnapshot
 
@@ -82,7 +82,7 @@ class StepLoaded(Message):
     step: int
     firings: list[Firing]
     total: int
-    frame: Path | None
+    frame: FrameRef | None
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, StepLoaded)

@@ -2,7 +2,8 @@
 
 Loop ports: ``obs`` (the agent's 7x7x3 partial view, direction and mission), ``sim`` (the
 unwrapped minigrid env, for privileged in-process policies such as the expert bot) and
-``frame`` (a full top-down render, every ``frame_stride`` steps). Success is minigrid's
+``frame`` (a full top-down render, every ``frame_stride`` steps: a TiledFrame, pixel for
+pixel minigrid's ``get_frame(highlight=False)``, see :mod:`.frames`). Success is minigrid's
 own: with done actions the episode succeeds only when the agent emits ``done`` while
 facing a goal object (:mod:`.minigrid_import`).
 """
@@ -17,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from evaltui.engine.nodes import EnvNodeSet, Frame, Trajectory, node
+from evaltui.engine.nodes import EnvNodeSet, Trajectory, node
+from evaltui.engine.tiles import TiledFrame
 
+from .frames import GridFrames
 from .grid import Cell, geodesic_distance, goal_cells
 from .minigrid_import import MINIGRID_VERSION, make_env, quiet_stdout
 
@@ -52,6 +55,7 @@ class BabyAIEnv(EnvNodeSet):
         self.tile_size = tile_size
         self.sim_latency_ms = sim_latency_ms
         self.check_mission = check_mission
+        self._frames = GridFrames(tile_size)
         self._envs: dict[str, Any] = {}
         self._env: Any = None
         self._positions: list[Cell] = []
@@ -164,6 +168,5 @@ class BabyAIEnv(EnvNodeSet):
         return {"image": np.asarray(obs["image"], dtype=np.uint8),
                 "direction": int(obs["direction"]), "mission": str(obs["mission"])}
 
-    def _frame(self) -> Frame:
-        pixels = self._env.unwrapped.get_frame(highlight=False, tile_size=self.tile_size)
-        return Frame(pixels=np.asarray(pixels, dtype=np.uint8))
+    def _frame(self) -> TiledFrame:
+        return self._frames.frame(self._env.unwrapped)

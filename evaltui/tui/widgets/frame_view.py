@@ -7,9 +7,6 @@ frame is shown through it instead (sixel / kitty protocols, full resolution).
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,11 +15,10 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from evaltui.runview.frames import FrameRef
 from evaltui.settings import settings
 from evaltui.tui.widgets.bars import theme_style
 from evaltui.tui.widgets.halfblock import HalfBlockImage
-
-_FRAME_STEP = re.compile(r"step(\d+)_")
 
 
 def graphics_requested() -> bool:
@@ -37,7 +33,7 @@ def graphics_requested() -> bool:
 
 
 class FrameView(Widget):
-    """One image file fitted to the widget, with its name as a caption."""
+    """One logged frame fitted to the widget, with its name as a caption."""
 
     DEFAULT_CSS = """
     FrameView {
@@ -46,7 +42,7 @@ class FrameView(Widget):
     }
     """
 
-    path: reactive[Path | None] = reactive(None)
+    path: reactive[FrameRef | None] = reactive(None)
     caption: reactive[str] = reactive("")
 
     def render(self) -> RenderableType:
@@ -71,7 +67,7 @@ class GraphicsFrameView(Vertical):
     }
     """
 
-    path: reactive[Path | None] = reactive(None)
+    path: reactive[FrameRef | None] = reactive(None)
     caption: reactive[str] = reactive("")
 
     def compose(self) -> ComposeResult:
@@ -80,21 +76,28 @@ class GraphicsFrameView(Vertical):
         yield Image(None)
         yield Static("")
 
-    def watch_path(self, path: Path | None) -> None:
+    def watch_path(self, path: FrameRef | None) -> None:
         from textual_image.widget import Image
 
-        self.query_one(Image).image = path
+        # textual-image takes a file name or a PIL image (a tiled frame is not a file).
+        image = None if path is None else path.path if path.at is None else _image_or_none(path)
+        self.query_one(Image).image = image
 
     def watch_caption(self, caption: str) -> None:
         self.query_one(Static).update(caption or "no frame at this step")
 
 
-def frame_caption(frame: Path | None, step: int) -> str:
-    """Says which step a frame comes from when it is an earlier step's (logger file names
-    carry the step: ``step00012_env_step_00031.png``)."""
+def _image_or_none(frame: FrameRef) -> object:
+    try:
+        return frame.image()
+    except OSError:
+        return None
+
+
+def frame_caption(frame: FrameRef | None, step: int) -> str:
+    """The frame's name, or which step it comes from when it is an earlier step's."""
     if frame is None:
         return ""
-    match = _FRAME_STEP.match(frame.name)
-    if match is None or int(match.group(1)) == step:
+    if frame.step == step:
         return frame.name
-    return f"step {int(match.group(1))}'s frame (none at step {step})"
+    return f"step {frame.step}'s frame (none at step {step})"

@@ -1,4 +1,4 @@
-"""A PNG as terminal cells: each cell is two pixels stacked, drawn as "▀".
+"""A logged frame as terminal cells: each cell is two pixels stacked, drawn as "▀".
 
 The upper pixel is the glyph's foreground, the lower one its background, so any
 true-colour terminal shows a frame at twice its cell height without a graphics
@@ -9,7 +9,6 @@ averaging keeps thin walls visible better than dropping pixels).
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 from PIL import Image
 from rich.color import Color
@@ -17,14 +16,15 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.segment import Segment
 from rich.style import Style
 
+from evaltui.runview.frames import FrameRef
+
 UPPER_HALF = "▀"
 
 
 @lru_cache(maxsize=64)
-def _pixels(path: str, mtime_ns: int, cols: int, rows: int) -> tuple[int, int, bytes]:
-    """RGB pixels of ``path`` scaled to fit ``cols`` x ``2*rows``, aspect kept."""
-    with Image.open(path) as img:
-        rgb = img.convert("RGB")
+def _pixels(frame: FrameRef, mtime_ns: int, cols: int, rows: int) -> tuple[int, int, bytes]:
+    """RGB pixels of ``frame`` scaled to fit ``cols`` x ``2*rows``, aspect kept."""
+    rgb = frame.image()
     scale = min(cols / rgb.width, (2 * rows) / rgb.height)
     width = max(1, round(rgb.width * scale))
     height = max(2, round(rgb.height * scale))
@@ -34,19 +34,18 @@ def _pixels(path: str, mtime_ns: int, cols: int, rows: int) -> tuple[int, int, b
 
 
 class HalfBlockImage:
-    """A rich renderable drawing an image file with half-block cells, fitted to the width."""
+    """A rich renderable drawing a frame with half-block cells, fitted to the width."""
 
-    def __init__(self, path: Path, max_rows: int) -> None:
-        self.path = Path(path)
+    def __init__(self, frame: FrameRef, max_rows: int) -> None:
+        self.frame = frame
         self.max_rows = max(1, max_rows)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         try:
-            mtime = self.path.stat().st_mtime_ns
-            width, height, data = _pixels(str(self.path), mtime, options.max_width,
+            width, height, data = _pixels(self.frame, self.frame.stamp(), options.max_width,
                                           self.max_rows)
         except (OSError, ValueError) as exc:
-            yield Segment(f"cannot show {self.path.name}: {exc}")
+            yield Segment(f"cannot show {self.frame.name}: {exc}")
             return
         for y in range(0, height, 2):
             top = y * width * 3
