@@ -37,7 +37,7 @@ from evaltui.process import signal_group
 from evaltui.rundir import PidRef, outputs_root
 from evaltui.states import AdmitState
 from evaltui.wrapper.backends import BackendLease, BackendStartError, acquire_backend
-from evaltui.wrapper.ports import parse_pool
+from evaltui.wrapper.ports import parse_pool, port_pool
 from evaltui.wrapper.profiles import ProfileError, ResolvedProfile, resolve_profile
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -57,7 +57,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profiles", type=Path, help="profiles file (default ./profiles.yaml, "
                    "then the state dir's)")
     p.add_argument("--outputs", help="outputs root of a backend started here")
-    p.add_argument("--ports", help="backend port pool (default $EVALTUI_PORT_POOL or 8765-8769)")
+    p.add_argument("--ports", help="backend port pool, LO-HI or a comma list (default "
+                   "$EVALTUI_PORT_POOL or 8765-8769)")
+    p.add_argument("--allow-privileged-ports", action="store_true",
+                   help="let the port pool hold ports below 1024")
     p.add_argument("--quiet", "-q", action="store_true", help="print only errors")
     p.add_argument("profile")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD")
@@ -80,8 +83,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         profile = resolve_profile(args.profile, args.profiles)
-        pool = parse_pool(args.ports) if args.ports else None
-    except (ProfileError, ValueError) as exc:
+        # Checked here, before anything starts: a bad pool is a one-line error, exit 2.
+        privileged = args.allow_privileged_ports
+        pool = parse_pool(args.ports, allow_privileged=privileged, source="--ports") \
+            if args.ports else port_pool(allow_privileged=privileged)
+    except (ProfileError, ValueError) as exc:  # PortPoolError is a ValueError
         print(f"evaltui run: {exc}", file=sys.stderr)
         return 2
     wrapper = Wrapper(cmd, profile, outputs_root(args.outputs), pool, quiet=args.quiet)
@@ -92,7 +98,7 @@ class Wrapper:
     """One ``evaltui run``: its backend lease, admit entry, command and signals."""
 
     def __init__(self, cmd: list[str], profile: ResolvedProfile, outputs: Path,
-                 pool: list[int] | None, *, quiet: bool = False) -> None:
+                 pool: list[int], *, quiet: bool = False) -> None:
         self.cmd = cmd
         self.profile = profile
         self.outputs = outputs

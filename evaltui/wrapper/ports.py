@@ -19,23 +19,61 @@ from evaltui.settings import settings
 
 DEFAULT_POOL = "8765-8769"
 HOST = "127.0.0.1"
+MIN_PORT, MAX_PORT = 1024, 65535
+"""Ports below 1024 are privileged: only with ``allow_privileged`` (a backend started as
+root on port 80 is not something to do by accident)."""
+POOL_MAX = 1024
+"""More ports than this is a typo (``8765-87690``), not a pool."""
 
 
-def parse_pool(spec: str) -> list[int]:
-    """Ports from ``8765-8769`` or ``8765,8767`` (ValueError if malformed)."""
+class PortPoolError(ValueError):
+    """A port pool that cannot be used; the message is one line naming what is wrong."""
+
+
+def parse_pool(spec: str, *, allow_privileged: bool = False,
+               source: str = "port pool") -> list[int]:
+    """Ports from ``8765-8769`` or ``8765,8767`` (several terms, each a port or an ordered
+    ``LO-HI`` range inside 1024-65535, or 1-65535 with ``allow_privileged``).
+
+    Raises :class:`PortPoolError` naming ``source`` and the bad term.
+    """
+    low = 1 if allow_privileged else MIN_PORT
     ports: list[int] = []
-    for part in spec.replace(" ", "").split(","):
-        lo, dash, hi = part.partition("-")
-        first, last = int(lo), int(hi) if dash else int(lo)
-        if not 1 <= first <= last <= 65535:
-            raise ValueError(f"bad port range {part!r}")
-        ports.extend(range(first, last + 1))
+    terms = [t.strip() for t in spec.split(",")]
+    if not any(terms):
+        raise PortPoolError(f"{source}: empty (expected LO-HI, e.g. {DEFAULT_POOL})")
+    for term in terms:
+        lo, dash, hi = term.partition("-")
+        if not _digits(lo) or (dash and not _digits(hi)):
+            raise PortPoolError(f"{source}: {term!r} is not a port or a LO-HI range "
+                                f"(e.g. {DEFAULT_POOL})")
+        first = int(lo)
+        last = int(hi) if dash else first
+        if first > last:
+            raise PortPoolError(f"{source}: {term!r} is not ordered (LO must be <= HI)")
+        if last > MAX_PORT:
+            raise PortPoolError(f"{source}: {term!r} is outside {low}-{MAX_PORT}")
+        if first < low:
+            hint = "" if allow_privileged or first < 1 else \
+                " (ports below 1024 are privileged; pass --allow-privileged-ports)"
+            raise PortPoolError(f"{source}: {term!r} is outside {low}-{MAX_PORT}{hint}")
+        ports.extend(p for p in range(first, last + 1) if p not in ports)
+        if len(ports) > POOL_MAX:
+            raise PortPoolError(f"{source}: more than {POOL_MAX} ports")
     return ports
 
 
-def port_pool() -> list[int]:
-    """The pool: ``$EVALTUI_PORT_POOL`` or 8765-8769."""
-    return parse_pool(settings().port_pool or DEFAULT_POOL)
+def _digits(text: str) -> bool:
+    text = text.strip()
+    return text.isascii() and text.isdigit() and len(text) <= 6
+
+
+def port_pool(*, allow_privileged: bool = False) -> list[int]:
+    """The pool: ``$EVALTUI_PORT_POOL`` or 8765-8769 (PortPoolError if malformed)."""
+    raw = settings().port_pool
+    if raw is None:
+        return parse_pool(DEFAULT_POOL)
+    return parse_pool(raw, allow_privileged=allow_privileged, source="EVALTUI_PORT_POOL")
 
 
 @contextmanager
