@@ -1,10 +1,11 @@
-"""Engine child processes (workers, nodeset hosts): ``python -m MODULE`` plus a control pipe.
+"""Engine child processes (the workers' zygote, nodeset hosts): ``python -m MODULE`` plus a pipe.
 
 A child is started with ``subprocess.Popen`` rather than ``multiprocessing`` so that
-``ps`` shows what it is (``python -m evaltui.engine.worker --slot 2``), no resource
-tracker process comes along, and nothing but the control pipe is inherited. The control
-pipe is one end of a ``socketpair`` passed by fd; over it the parent sends the child's
-``sys.path`` (so user nodesets from ``active_workspace_dir`` import), then its config,
+``ps`` shows what it is (``python -m evaltui.engine.hostprocess --nodeset policy``), no
+resource tracker process comes along, and nothing but the control pipe is inherited.
+(Workers are not started here: they are forks of the zygote, :mod:`evaltui.engine.zygote`.)
+The control pipe is one end of a ``socketpair`` passed by fd; over it the parent sends
+the child's ``sys.path`` (so user nodesets from ``active_workspace_dir`` import), then its config,
 which may carry a secret: secrets travel only through this inherited pipe.
 
 The child arms ``PR_SET_PDEATHSIG`` before anything else, stays in its parent's process

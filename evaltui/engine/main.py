@@ -8,6 +8,7 @@ dir until ``_DONE``. SIGTERM or SIGINT asks it to stop: the episode in flight en
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -15,8 +16,7 @@ import threading
 from pathlib import Path
 
 from evaltui.engine.pdeathsig import arm_pdeathsig
-from evaltui.engine.runner import BatchEvalRunner
-from evaltui.rundir import read_json
+from evaltui.engine.zygote import WorkerZygote, preload_modules
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {run_dir} has no spec.json", file=sys.stderr)
         return 2
     try:
-        spec = read_json(run_dir / "spec.json")
+        # Plain json: evaltui.rundir's imports would delay the zygote's start below.
+        spec = json.loads((run_dir / "spec.json").read_bytes())
     except (OSError, ValueError):
         spec = {}  # the runner reports the broken spec in summary.json
     if isinstance(spec, dict):
@@ -45,7 +46,14 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    return BatchEvalRunner(run_dir, stop=stop).run()
+    # The workers' template process imports while this process imports the runner.
+    zygote = WorkerZygote(preload_modules(spec)).start()
+    try:
+        from evaltui.engine.runner import BatchEvalRunner
+
+        return BatchEvalRunner(run_dir, stop=stop, zygote=zygote).run()
+    finally:
+        zygote.close()
 
 
 if __name__ == "__main__":

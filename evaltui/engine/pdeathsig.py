@@ -1,4 +1,4 @@
-"""PR_SET_PDEATHSIG: let the kernel SIGKILL this process when its parent dies (Linux)."""
+"""prctl helpers (Linux): PR_SET_PDEATHSIG, so a child dies with its parent, and PR_SET_NAME."""
 
 from __future__ import annotations
 
@@ -7,8 +7,15 @@ import ctypes.util
 import os
 import signal
 import sys
+from functools import lru_cache
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
+
+
+@lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 def arm_pdeathsig(sig: int = signal.SIGKILL, expected_parent: int | None = None) -> bool:
@@ -19,9 +26,17 @@ def arm_pdeathsig(sig: int = signal.SIGKILL, expected_parent: int | None = None)
     """
     if not sys.platform.startswith("linux"):
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+    if _libc().prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         return False
     if expected_parent is not None and os.getppid() != expected_parent:
         os._exit(1)
     return True
+
+
+def set_process_name(name: str) -> None:
+    """The name ``ps -o comm``, ``top`` and ``pgrep`` show (15 bytes at most on Linux).
+
+    Forked processes keep their parent's command line; this tells them apart.
+    """
+    if sys.platform.startswith("linux"):
+        _libc().prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)

@@ -2,8 +2,10 @@
 
 Dealing is dynamic: an idle worker gets the next index from a single queue, so a long
 episode never holds other workers idle and no episode is dealt twice unless retried.
-The pool owns its workers (``start``/``close``) and runs from one thread -- the thread
-that started them, since their PR_SET_PDEATHSIG is tied to it.
+The pool owns its workers (``start``/``close``); they are forks of a
+:class:`~evaltui.engine.zygote.WorkerZygote` (given, or started by the pool), so K of
+them start in milliseconds. It runs from one thread -- the thread that started the
+zygote, since the zygote's PR_SET_PDEATHSIG is tied to it.
 
 Faults stay with their episode:
 - a worker that dies mid-episode (SIGKILL, segfault, OOM) makes that episode ``error``
@@ -12,7 +14,9 @@ Faults stay with their episode:
   another episode, since the raise may have left its simulator in any state;
 - an ``error`` episode goes back to the front of the queue up to
   ``max_episode_retries`` times, reaching a fresh worker; every attempt is reported;
-- a supervised nodeset host that dies is restarted at the same URL.
+- a supervised nodeset host that dies is restarted at the same URL;
+- a zygote that dies takes its workers along (their episodes are ``error``); the next
+  worker start forks from a fresh zygote, until the zygote has died too often.
 
 A node that blocks for good cannot end its own step, so with ``hung_step_sec`` set (the
 runner passes ``per_step_budget_sec``) the pool watches each busy episode's
@@ -39,10 +43,10 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine.child import Child, spawn_child
 from evaltui.engine.hostprocess import HostProcess
 from evaltui.engine.loop import EpisodeOutcome
 from evaltui.engine.worker import WorkerConfig
+from evaltui.engine.zygote import ForkedChild, WorkerZygote, ZygoteError
 from evaltui.states import EpisodeStatus
 
 WAIT_SLICE_SEC = 0.1
@@ -66,8 +70,9 @@ class EpisodeResult:
 @dataclass
 class _Slot:
     worker_id: int
-    child: Child | None = None
+    child: ForkedChild | None = None
     ready: bool = False
+    started_at: float = 0.0
     index: int | None = None
     dealt_at: float = 0.0
     log_size: int = -1
@@ -83,7 +88,8 @@ class EnvWorkerPool:
                  max_episode_retries: int = 0, stop: threading.Event | None = None,
                  cancel_grace_sec: float = 5.0, hosts: Sequence[HostProcess] = (),
                  hung_step_sec: float | None = None,
-                 episode_log: Callable[[int], Path] | None = None) -> None:
+                 episode_log: Callable[[int], Path] | None = None,
+                 zygote: WorkerZygote | None = None) -> None:
         if worker_count < 1:
             raise ValueError(f"worker_count must be >= 1, got {worker_count}")
         self.make_config = make_config
@@ -94,12 +100,18 @@ class EnvWorkerPool:
         self.hosts = list(hosts)
         self.hung_step_sec = hung_step_sec
         self.episode_log = episode_log
-        self._retiring: list[Child] = []
+        self._owns_zygote = zygote is None
+        self.zygote = zygote or WorkerZygote()
+        self.start_times: list[float] = []
+        """Seconds from each fork request to that worker's ``ready``."""
+        self._retiring: list[ForkedChild] = []
         self._ever_ready = False
         self._start_failures = 0
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> EnvWorkerPool:
+        if self.zygote.child is None and self.zygote.starts == 0:
+            self.zygote.start()
         for slot in self.slots:
             self._spawn(slot)
         return self
@@ -119,6 +131,8 @@ class EnvWorkerPool:
         for slot in self.slots:
             slot.child = None
         self._retiring.clear()
+        if self._owns_zygote:
+            self.zygote.close()
 
     def __enter__(self) -> EnvWorkerPool:
         return self.start()
@@ -151,11 +165,16 @@ class EnvWorkerPool:
             watched: dict[Any, Any] = {s.child.conn: s for s in self.slots if s.child}
             if cancel_deadline is None:
                 watched.update({h.child.conn: h for h in self.hosts if h.child})
+            if self.zygote.child is not None:
+                watched[self.zygote.child.conn] = self.zygote
             finished: list[EpisodeResult] = []
             for conn in wait(list(watched), timeout=WAIT_SLICE_SEC):
                 owner = watched[conn]
                 if isinstance(owner, HostProcess):
                     self._check_host(owner)
+                    continue
+                if owner is self.zygote:
+                    self.zygote.pump(0)  # exit reports; or its death
                     continue
                 result = self._on_message(owner)
                 if result is None:
@@ -241,6 +260,7 @@ class EnvWorkerPool:
         kind = message[0]
         if kind == "ready":
             slot.ready, self._ever_ready, self._start_failures = True, True, 0
+            self.start_times.append(time.monotonic() - slot.started_at)
         elif kind == "failed":
             self._on_start_failure(slot, message[1])
         elif kind == "outcome":
@@ -295,9 +315,12 @@ class EnvWorkerPool:
 
     def _spawn(self, slot: _Slot) -> None:
         slot.ready, slot.index = False, None
-        slot.child = spawn_child("evaltui.engine.worker", self.make_config(slot.worker_id),
-                                 name=f"worker{slot.worker_id}",
-                                 args=["--slot", str(slot.worker_id)])
+        slot.started_at = time.monotonic()
+        try:
+            slot.child = self.zygote.fork(self.make_config(slot.worker_id),
+                                          name=f"worker{slot.worker_id}")
+        except ZygoteError as exc:
+            raise PoolError(f"workers cannot start: {exc}") from exc
 
     def _retire(self, slot: _Slot) -> None:
         if slot.child is not None:

@@ -37,6 +37,7 @@ from evaltui.engine.specchecks import CheckedSpec, check_spec
 from evaltui.engine.summary import SummaryWriter, now_iso
 from evaltui.engine.trajrecord import TRAJECTORY_FILE, trajectory_record
 from evaltui.engine.worker import SharedEndpoint, WorkerConfig
+from evaltui.engine.zygote import WorkerZygote
 from evaltui.rundir import episode_dir, read_json, touch_done, write_json_atomic
 from evaltui.spec import SpecError, parse_spec
 from evaltui.states import EpisodeStatus, SummaryStatus
@@ -54,11 +55,12 @@ class BatchEvalRunner:
     """
 
     def __init__(self, run_dir: Path, stop: threading.Event | None = None, *,
-                 cancel_grace_sec: float = 5.0) -> None:
+                 cancel_grace_sec: float = 5.0, zygote: WorkerZygote | None = None) -> None:
         self.run_dir = run_dir
         self.run_id = run_dir.name
         self.stop = stop or threading.Event()
         self.cancel_grace_sec = cancel_grace_sec
+        self.zygote = zygote  # the workers' template process, started early by main
 
     def run(self) -> int:
         """Run every selected episode; returns the process exit code."""
@@ -112,7 +114,7 @@ class BatchEvalRunner:
                                    stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
                                    hosts=hosts, hung_step_sec=ev.per_step_budget_sec,
                                    episode_log=lambda i: episode_dir(self.run_dir, i)
-                                   / "log.jsonl") as pool:
+                                   / "log.jsonl", zygote=self.zygote) as pool:
                     pool.run(todo, record, attempts_before=attempts)
         except (HostStartError, PoolError, ChannelError) as exc:
             summary.finish(SummaryStatus.FAILED, "cannot build the graph's nodesets: "

@@ -1,8 +1,8 @@
 """The worker subprocess: runs whole episodes, each with its own ExecutionLogger.
 
-``python -m evaltui.engine.worker`` is started by the EnvWorkerPool (through
-:mod:`evaltui.engine.child`). It builds its own copies of the graph's replicated (env)
-and inline nodesets -- its :class:`WorkerHandle` -- and connects to the shared ones
+A worker is forked by the run's zygote (:mod:`evaltui.engine.zygote`), which calls
+:func:`serve` in the fresh child. It builds its own copies of the graph's replicated
+(env) and inline nodesets -- its :class:`WorkerHandle` -- and connects to the shared ones
 (client proxies of hosted nodesets). Then it waits for episode indices on its control
 pipe and answers each with the episode's outcome; the LoopRunner, the env and the
 per-episode log all live here, so CPU-bound simulators scale with the worker count.
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 import traceback
 from collections import ChainMap
@@ -141,15 +140,9 @@ def _close(handle: WorkerHandle | None, shared: Mapping[str, RemoteNodeset]) -> 
         proxy.close()
 
 
-def main() -> int:
-    from evaltui.engine.child import child_bootstrap
-
-    conn, config, _ = child_bootstrap()
+def serve(conn: Connection, config: WorkerConfig) -> int:
+    """The worker's main, in a freshly forked child; returns its exit code."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     return run_worker(conn, config, stop)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

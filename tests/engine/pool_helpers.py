@@ -49,7 +49,7 @@ def start_pids(trace_dir: Path, episode_id: str) -> list[int]:
 
 
 def engine_children(pid: int) -> list[psutil.Process]:
-    """The run's worker and host subprocesses."""
+    """The run's zygote, worker and host subprocesses (workers are forks of the zygote)."""
     try:
         kids = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -60,7 +60,7 @@ def engine_children(pid: int) -> list[psutil.Process]:
             cmd = " ".join(kid.cmdline())
         except psutil.Error:
             continue
-        if "evaltui.engine.worker" in cmd or "evaltui.engine.hostprocess" in cmd:
+        if "evaltui.engine.zygoteproc" in cmd or "evaltui.engine.hostprocess" in cmd:
             out.append(kid)
     return out
 
