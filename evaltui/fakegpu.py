@@ -18,7 +18,7 @@ import re
 import threading
 from pathlib import Path
 
-from evaltui.rundir import PidRef, state_dir, write_json_atomic
+from evaltui.rundir import PRIVATE_MODE, PidRef, state_dir, write_json_atomic
 from evaltui.settings import settings
 
 FAKE_GPUS_ENV = "EVALTUI_FAKE_GPUS"
@@ -152,8 +152,10 @@ def _write(device: int, total: int) -> None:
     if total <= 0:
         path.unlink(missing_ok=True)
         return
-    directory.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, {"pid": _me.pid, "create_time": _me.create_time, "mb": total})
+    directory.parent.mkdir(mode=0o700, exist_ok=True)  # in the state dir: private
+    directory.mkdir(mode=0o700, exist_ok=True)
+    write_json_atomic(path, {"pid": _me.pid, "create_time": _me.create_time, "mb": total},
+                      mode=PRIVATE_MODE)
 
 
 @atexit.register

@@ -10,11 +10,13 @@ import os
 import re
 import secrets
 import signal
+import stat
 from collections.abc import Generator, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 import psutil
@@ -63,7 +65,39 @@ def state_dir() -> Path:
     else:
         path = Path.home() / ".local" / "state" / "evaltui"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path.resolve()
+    path = path.resolve()
+    if path not in _private_dirs:
+        make_private(path)
+        _private_dirs.add(path)
+    return path
+
+
+PRIVATE_MODE = 0o600
+"""Mode of every file in the state dir (DESIGN §11): the token, the ledger, pid files…"""
+_private_dirs: set[Path] = set()
+
+
+def make_private(path: Path) -> None:
+    """Force ``path`` to 0700 and what is under it to 0700 (dirs) / 0600 (files).
+
+    Run once per process per state dir: a dir made by an older version (or by hand, with
+    the usual umask) is 0755 with 0644 files. Only what this user owns is changed, and a
+    symlink is never followed.
+    """
+    uid = os.getuid()
+    top = os.stat(path)
+    if top.st_uid == uid and stat.S_IMODE(top.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name, want in [(d, 0o700) for d in dirnames] + [(f, PRIVATE_MODE) for f in filenames]:
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+                if st.st_uid == uid and not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o077:
+                    os.chmod(full, want if stat.S_ISDIR(st.st_mode) else
+                             stat.S_IMODE(st.st_mode) & ~0o077)
+            except OSError:
+                continue  # gone in between, or not ours to change
 
 
 def is_run_id(name: str) -> bool:
@@ -114,17 +148,21 @@ def episode_index_from_dirname(name: str) -> int | None:
 # --- atomic files ------------------------------------------------------------------------
 
 
-def write_json_atomic(path: Path, obj: Any, *, durable: bool = True) -> None:
+def write_json_atomic(path: Path, obj: Any, *, durable: bool = True, mode: int = 0o666,
+                      compact: bool = False) -> None:
     """Write ``obj`` as JSON so that a reader sees the old file or the new one, never half.
 
     The temp file starts with '.' so ``*.json`` globs never pick it up. ``durable=False``
     skips the fsync before the rename: readers are just as safe (the rename is atomic),
     but a power cut may lose the file until the caller syncs it (:func:`sync_files`).
+    ``mode`` is the new file's (before the umask): :data:`PRIVATE_MODE` for the state
+    dir's files. ``compact`` leaves out the indentation.
     """
     path = Path(path)
-    data = orjson.dumps(obj, option=_JSON_OPTS)  # before touching the disk: may raise
+    options = _JSON_OPTS & ~orjson.OPT_INDENT_2 if compact else _JSON_OPTS
+    data = orjson.dumps(obj, option=options)  # before touching the disk: may raise
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
             view = memoryview(data)
@@ -181,16 +219,18 @@ def _fsync_dir(path: Path) -> None:
 # --- log.jsonl ---------------------------------------------------------------------------
 
 
-def iter_log(path: Path, start_offset: int = 0) -> Generator[tuple[int, dict[str, Any]], None, int]:
+def iter_log(path: Path | BinaryIO, start_offset: int = 0
+             ) -> Generator[tuple[int, dict[str, Any]], None, int]:
     """Yield ``(byte offset, record)`` for each complete line of a log.jsonl from ``start_offset``.
 
     A trailing line without its newline is a writer mid-append (or a crash) and is left
     for a later read. A complete line that is not a JSON object yields an
     ``{"event": "corrupt", ...}`` record. The generator's return value is the offset to
-    resume from (see :func:`read_log`).
+    resume from (see :func:`read_log`). ``path`` may be a file already open for binary
+    reading (``safeopen.open_inside``); it is left open.
     """
     pos = start_offset
-    with open(path, "rb") as f:
+    with open(path, "rb") if isinstance(path, str | os.PathLike) else nullcontext(path) as f:
         f.seek(start_offset)
         carry: list[bytes] = []  # pieces of a line not yet terminated
         while chunk := f.read(_LOG_CHUNK):

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import orjson
 
 from evaltui.engine.graph import GraphDefinition, GraphError
-from evaltui.rundir import state_dir, write_json_atomic
+from evaltui.rundir import PRIVATE_MODE, state_dir, write_json_atomic
 from evaltui.spec import JobSpec
 
 Resource = Literal["vram", "ram"]
@@ -186,7 +186,7 @@ class Calibration:
             fcntl.flock(fd, fcntl.LOCK_EX)
             data = self._read()
             yield data
-            write_json_atomic(self.path, {"version": 1, "nodesets": data})
+            write_json_atomic(self.path, {"version": 1, "nodesets": data}, mode=PRIVATE_MODE)
             self._data, self._mtime_ns = data, self._stat_mtime()
             self.version += 1
         finally:

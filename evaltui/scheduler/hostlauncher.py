@@ -51,10 +51,12 @@ class SubprocessLauncher:
         sock = runtime_dir() / f"{safe}-{secrets.token_hex(4)}.sock"
         host_secret(create=True)  # before the host starts: runs may dial at once
         logs = state_dir() / "shared" / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        logs.parent.mkdir(mode=0o700, exist_ok=True)
+        logs.mkdir(mode=0o700, exist_ok=True)
         config = {"impl": impl, "params": dict(params), "url": f"{UNIX_SCHEME}://{sock}",
                   "sys_path": list(sys.path)}
-        with open(logs / f"{safe}.log", "ab") as log:
+        log_fd = os.open(logs / f"{safe}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(log_fd, "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "evaltui.scheduler.nodeset_host", "--nodeset", name],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=dict(env),
@@ -73,7 +75,8 @@ class SubprocessLauncher:
         try:
             message = json.loads(line)
         except ValueError:
-            message = {"error": f"exited ({proc.wait()}) before it was ready; see {log.name}"}
+            message = {"error": f"exited ({proc.wait()}) before it was ready; see "
+                                f"{logs / f'{safe}.log'}"}
         if "url" not in message:
             proc.wait()
             raise NodesetError(f"host of {name!r} failed to start:\n{message.get('error')}")

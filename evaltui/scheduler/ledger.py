@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import secrets
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from evaltui.rundir import state_dir
+from evaltui.rundir import PRIVATE_MODE, state_dir, write_json_atomic
 from evaltui.scheduler import procs
 from evaltui.settings import settings
 
@@ -162,13 +161,11 @@ class Ledger:
         return entries
 
     def _store(self, txn: LedgerTxn) -> None:
-        data = orjson.dumps({"version": _VERSION,
-                             "entries": {r.key: r.to_json() for r in txn.entries}})
         # No fsync: after a reboot every holder is dead and every entry stale anyway; the
         # rename alone keeps a reader (who holds the lock) from seeing half a file.
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        tmp.write_bytes(data)
-        os.replace(tmp, self.path)
+        write_json_atomic(self.path, {"version": _VERSION,
+                                      "entries": {r.key: r.to_json() for r in txn.entries}},
+                          durable=False, mode=PRIVATE_MODE, compact=True)
         if self.audit_path is not None:
             self._audit(txn)
 

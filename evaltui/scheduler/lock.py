@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from evaltui.rundir import state_dir, write_json_atomic
+from evaltui.rundir import PRIVATE_MODE, state_dir, write_json_atomic
 from evaltui.scheduler.admission import format_clock
 
 LOCK_FILENAME = "interactive_lock.json"
@@ -69,7 +69,7 @@ class InteractiveLock:
                 raise LockHeldError(held)
             info = LockInfo(owner, held.acquired_at if held and held.owner == owner else now,
                             now + ttl_sec, os.getpid())
-            write_json_atomic(self.path, asdict(info))
+            write_json_atomic(self.path, asdict(info), mode=PRIVATE_MODE)
             return info
 
     def release(self, owner: str | None = None) -> bool:

@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
-from evaltui.rundir import PidRef, write_json_atomic
+from evaltui.rundir import PRIVATE_MODE, PidRef, write_json_atomic
 from evaltui.scheduler import procs
 from evaltui.scheduler.calibration import NodesetPart, nodeset_key
 
@@ -287,5 +287,5 @@ class SharedNodesets:
         with self._persist_lock:  # snapshot and write under one lock: the newest lands last
             with self._lock:
                 data = {"nodesets": [n.to_json() for n in self._by_key.values()]}
-            self.registry_path.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self.registry_path, data)
+            self.registry_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            write_json_atomic(self.registry_path, data, mode=PRIVATE_MODE)

@@ -27,7 +27,7 @@ import httpx
 
 from evaltui.api.auth import TokenError, read_token
 from evaltui.api.models import API_PREFIX
-from evaltui.rundir import PidRef, write_json_atomic
+from evaltui.rundir import PRIVATE_MODE, PidRef, write_json_atomic
 from evaltui.wrapper.pidfiles import PidFile, backends_dir, pid_file_path
 from evaltui.wrapper.ports import HOST, bindable, port_lock, port_pool, use_lock
 
@@ -120,7 +120,7 @@ def spawn_backend(port: int, outputs: Path, timeout: float = 60.0) -> PidFile:
     ref = PidRef.of(pid)
     url = f"http://{HOST}:{port}"
     pid_file = PidFile(pid, ref.create_time, port, url, str(outputs), str(log_path), time.time())
-    write_json_atomic(pid_file_path(port), asdict(pid_file))
+    write_json_atomic(pid_file_path(port), asdict(pid_file), mode=PRIVATE_MODE)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not ref.alive():
