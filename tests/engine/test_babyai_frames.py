@@ -157,3 +157,39 @@ def test_tiled_frame_is_a_frame_and_pickles_as_pixels(sim: Any) -> None:
     assert frame.index.dtype == np.uint16 and frame.index.shape == (sim.height, sim.width)
     copy = pickle.loads(pickle.dumps(frame))
     assert type(copy) is Frame and np.array_equal(copy.pixels, reference(sim, 8))
+
+
+def test_tiles_come_back_from_the_disk_cache_unchanged(sim: Any) -> None:
+    from evaltui.benchmarks.babyai import tilecache
+
+    sim.grid = hand_grid(every_object())
+    first = GridFrames(8)
+    for direction in range(4):
+        sim.agent_pos, sim.agent_dir = (direction, 0), direction
+        first.frame(sim)
+    path = tilecache.cache_path(8)
+    size = path.stat().st_size
+    assert len(tilecache.load_tiles(8)) == len(first.atlas) == 51 + 4
+    again = GridFrames(8)  # a later worker: every tile known, nothing rendered or appended
+    assert len(again.atlas) == len(first.atlas)
+    for direction in range(4):
+        sim.agent_pos, sim.agent_dir = (direction, 0), direction
+        assert_same(again, sim, f"cached tiles, agent facing {direction}")
+    assert path.stat().st_size == size
+
+
+def test_a_corrupt_disk_cache_is_cut_back_to_its_good_records(sim: Any) -> None:
+    from evaltui.benchmarks.babyai import tilecache
+
+    frames = GridFrames(8)
+    frames.frame(sim)
+    path = tilecache.cache_path(8)
+    raw = bytearray(path.read_bytes())
+    record = len(raw) // len(frames.atlas)
+    assert len(frames.atlas) >= 3 and record * len(frames.atlas) == len(raw)
+    raw[2 * record + 40] ^= 0xFF  # one wrong pixel in the third tile
+    path.write_bytes(bytes(raw))
+    assert len(tilecache.load_tiles(8)) == 2
+    assert path.stat().st_size == 2 * record
+    assert_same(GridFrames(8), sim, "after the cut, the rest is rendered again")
+    assert path.stat().st_size == len(raw)

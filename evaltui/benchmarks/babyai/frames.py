@@ -10,6 +10,9 @@ and direction, so here each distinct tile is rendered once, by minigrid's own
 (height, width) array of tile ids: pixel for pixel the same picture (tests compare
 them), for a few microseconds a step.
 
+Tiles rendered by any earlier worker come from a disk cache (:mod:`.tilecache`): minigrid
+takes ~4 ms to draw one, a fresh worker would spend 0.1-0.3 s on them.
+
 The per-cell ids are recomputed only when the grid changes: a new grid (reset), a cell
 holding another object (pickup, drop, a box opened), or an object whose encoding can
 change in place (a door opening or being unlocked: objects whose class overrides
@@ -25,6 +28,7 @@ import numpy as np
 
 from evaltui.engine.tiles import TileAtlas, TiledFrame
 
+from . import tilecache
 from .minigrid_import import Grid, WorldObj
 
 EMPTY = (1, 0, 0)
@@ -35,13 +39,17 @@ NO_AGENT = -1
 class GridFrames:
     """TiledFrames of a minigrid env at one tile size; one instance per env replica."""
 
-    def __init__(self, tile_size: int) -> None:
+    def __init__(self, tile_size: int, disk_cache: bool = True) -> None:
         if tile_size < 1:
             raise ValueError(f"tile_size must be >= 1, got {tile_size}")
         self.tile_size = tile_size
+        self.disk_cache = disk_cache
         self.atlas = TileAtlas((tile_size, tile_size))
         self._ids: dict[tuple[int, int, int, int], int] = {}
         """(type, colour, state, agent direction or NO_AGENT) -> tile id."""
+        for key, tile in tilecache.load_tiles(tile_size) if disk_cache else ():
+            if key not in self._ids:
+                self._ids[key] = self.atlas.add(tile)
         self._grid: Any = None
         self._cells: list[Any] = []
         """A copy of ``grid.grid`` when ``_base`` was built (compared by identity)."""
@@ -86,4 +94,6 @@ class GridFrames:
             img = Grid.render_tile(obj, agent_dir=None if agent_dir == NO_AGENT else agent_dir,
                                    highlight=False, tile_size=self.tile_size)
             tile_id = self._ids[full] = self.atlas.add(img)
+            if self.disk_cache:
+                tilecache.save_tile(self.tile_size, full, img)
         return tile_id
