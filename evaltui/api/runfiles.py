@@ -1,33 +1,56 @@
 """Reading a run dir for the API: episode rows, one episode, pages of its log, the spec.
 
 Paths are built only from a validated run id (``rundir.is_run_id``: digits and
-underscores) and an integer episode index, so no request can name a path outside the
-outputs root. Symlinks the owner placed under the root (a run dir moved to another
-disk and linked back) are followed, as every other reader of run dirs does.
+underscores) and an integer episode index, and every file is opened through
+:mod:`evaltui.safeopen` under the runs root: a symlink that leads out of it (the run dir
+itself, a file at its top level, an ep dir, episode.json, log.jsonl) is never followed.
+A run with such a symlink at its top level is refused as a whole (the scheduler's own
+status read follows scheduler.json and summary.json), an episode with one is refused
+alone; either is a 404 for the client and a warning in the log (DESIGN §11).
 
 Episode rows come from summary.json (rewritten about once a second while the run runs)
 plus the episode.json of episodes finished since: listing ``episodes/`` is one
-``scandir``, and only the newer episodes' files are read.
+``scandir``, and only the newer episodes' files are read. An episode.json that exists
+but cannot be parsed is an ``unreadable`` row, never a missing one.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
 from typing import Any
 
+from evaltui.logtail import torn_tail
 from evaltui.rundir import (
+    DONE_FILENAME,
     EPISODES_DIRNAME,
+    SCHEDULER_FILENAME,
     SUMMARY_FILENAME,
-    episode_dir,
     episode_index_from_dirname,
     is_run_id,
     iter_log,
-    read_json,
+)
+from evaltui.safeopen import (
+    LeavesRoot,
+    Root,
+    kind_inside,
+    list_dir_inside,
+    open_file_fd,
+    read_json_inside,
 )
 
+log = logging.getLogger(__name__)
+
 SPEC_FILENAME = "spec.json"
+EPISODE_FILENAME = "episode.json"
+LOG_FILENAME = "log.jsonl"
+UNREADABLE = "unreadable"
+"""The ``status`` of the row of an episode whose episode.json exists but cannot be used."""
+TOP_LEVEL = (SCHEDULER_FILENAME, SUMMARY_FILENAME, SPEC_FILENAME, DONE_FILENAME,
+             EPISODES_DIRNAME, "shared_urls.json", "graph.json")
+"""What readers of a run dir open at its top level: none may lead out of the root."""
 
 
 class NotFoundError(LookupError):
@@ -38,27 +61,50 @@ class BadOffset(ValueError):
     """A log offset that is not at the start of a line."""
 
 
+def run_refusal(root: str | os.PathLike[str], run_id: str) -> str | None:
+    """Why run ``run_id`` under ``root`` may not be served (a symlink out of the root at
+    the run dir or its top level), or None. Logs a warning when it refuses."""
+    for rel in (run_id, *(f"{run_id}/{name}" for name in TOP_LEVEL)):
+        try:
+            if kind_inside(root, rel) is None and rel == run_id:
+                return None  # no such run: nothing to follow
+        except LeavesRoot as exc:
+            log.warning("not serving run %s: %s", run_id, exc)
+            return f"{rel} is a symlink out of the outputs root"
+        except OSError:
+            continue  # unreadable for another reason: the readers say so themselves
+    return None
+
+
+def unreadable_row(index: int, why: str) -> dict[str, Any]:
+    """The row standing in for an episode whose episode.json cannot be used."""
+    return {"episode_index": index, "status": UNREADABLE, "error": why, "metrics": {}}
+
+
 class RunFiles:
     """File reads under one runs root (``outputs/eval_runs``)."""
 
     def __init__(self, runs_root: Path) -> None:
         self.runs_root = Path(runs_root)
+        self.root = Root.of(self.runs_root)
         self._specs: dict[str, dict[str, Any]] = {}
         self._specs_lock = threading.Lock()
 
     def run_dir(self, run_id: str) -> Path:
-        """The run's directory; NotFoundError for anything that is not one."""
+        """The run's directory; NotFoundError for anything that is not one (or is not
+        served: a symlink out of the root)."""
         if not is_run_id(run_id):
             raise NotFoundError(f"no run {run_id!r}")
-        path = self.runs_root / run_id
-        if not _exists(path, dir=True):
+        if run_refusal(self.root, run_id) is not None:
+            raise NotFoundError(f"run {run_id} is not served: a symlink out of the outputs "
+                                "root")
+        try:
+            kind = kind_inside(self.root, run_id)
+        except OSError:
+            kind = None
+        if kind != "dir":
             raise NotFoundError(f"no run {run_id!r}")
-        return path
-
-    def _file(self, path: Path, what: str) -> Path:
-        if not _exists(path, dir=False):
-            raise NotFoundError(what)
-        return path
+        return self.runs_root / run_id
 
     def spec(self, run_id: str) -> dict[str, Any] | None:
         """The run's spec.json (its eval fields never change, so it is read once)."""
@@ -67,7 +113,8 @@ class RunFiles:
         if cached is not None:
             return cached
         try:
-            data = read_json(self._file(self.run_dir(run_id) / SPEC_FILENAME, "no spec"))
+            self.run_dir(run_id)
+            data = read_json_inside(self.root, f"{run_id}/{SPEC_FILENAME}")
         except (OSError, ValueError, NotFoundError):
             return None
         if not isinstance(data, dict):
@@ -77,36 +124,35 @@ class RunFiles:
         return data
 
     def episodes(self, run_id: str) -> list[dict[str, Any]]:
-        """Every finished episode's row, in episode order."""
-        run_dir = self.run_dir(run_id)
+        """Every finished episode's row, in episode order (``unreadable`` rows included)."""
+        self.run_dir(run_id)
         rows: dict[int, dict[str, Any]] = {}
         try:
-            summary = read_json(self._file(run_dir / SUMMARY_FILENAME, "no summary"))
-        except (OSError, ValueError, NotFoundError):
+            summary = read_json_inside(self.root, f"{run_id}/{SUMMARY_FILENAME}")
+        except (OSError, ValueError):
             summary = None
         if isinstance(summary, dict):
             for row in summary.get("episodes") or ():
                 if isinstance(row, dict) and _index(row) is not None:
                     rows[_index(row)] = row  # type: ignore[index]
         try:
-            entries = list(os.scandir(run_dir / EPISODES_DIRNAME))
-        except (FileNotFoundError, NotADirectoryError):
-            entries = []
-        for entry in entries:
-            index = episode_index_from_dirname(entry.name)
+            names = list_dir_inside(self.root, f"{run_id}/{EPISODES_DIRNAME}")
+        except OSError:
+            names = []
+        for name in names:
+            index = episode_index_from_dirname(name)
             if index is None or index in rows:
                 continue
-            row = self._row(run_dir, index)
+            row = self._row(run_id, index)
             if row is not None:
                 rows[index] = row
         return [rows[i] for i in sorted(rows)]
 
     def episode(self, run_id: str, index: int) -> dict[str, Any]:
-        """One episode's episode.json."""
-        run_dir = self.run_dir(run_id)
-        if not _exists(episode_dir(run_dir, index), dir=True):
-            raise NotFoundError(f"run {run_id} has no episode {index}")
-        row = self._row(run_dir, index)
+        """One episode's episode.json (an ``unreadable`` row if it cannot be parsed)."""
+        self.run_dir(run_id)
+        self._ep_dir(run_id, index)
+        row = self._row(run_id, index, refuse=True)
         if row is None:
             raise NotFoundError(f"episode {index} of run {run_id} has not finished "
                                 "(no episode.json yet)")
@@ -115,40 +161,87 @@ class RunFiles:
     def log_page(self, run_id: str, index: int, offset: int, limit: int
                  ) -> tuple[list[tuple[int, dict[str, Any]]], int, bool]:
         """Up to ``limit`` complete records from byte ``offset``: (records, next offset,
-        whether the page reaches the end of what is written)."""
-        run_dir = self.run_dir(run_id)
-        path = episode_dir(run_dir, index) / "log.jsonl"
-        self._file(path, f"episode {index} of run {run_id} has no log")
-        if offset > 0 and not _at_line_start(path, offset):
-            raise BadOffset(f"offset {offset} is not at the start of a line (use 0 or a "
-                            "next_offset)")
-        records: list[tuple[int, dict[str, Any]]] = []
-        gen = iter_log(path, offset)
-        while True:
-            try:
-                item = next(gen)
-            except StopIteration as stop:
-                return records, int(stop.value), True
-            if len(records) == limit:
-                gen.close()
-                return records, item[0], False
-            records.append(item)
-
-    def _row(self, run_dir: Path, index: int) -> dict[str, Any] | None:
-        path = episode_dir(run_dir, index) / "episode.json"
+        whether the page reaches the end of what is written). Once the episode has ended
+        (episode.json exists), a last line without its newline ends the page as one
+        ``torn`` record at ``next_offset``."""
+        self.run_dir(run_id)
+        ep = self._ep_dir(run_id, index)
         try:
-            row = read_json(self._file(path, "no episode.json"))
-        except (OSError, ValueError, NotFoundError):
+            fd = open_file_fd(self.root, f"{ep}/{LOG_FILENAME}")
+        except LeavesRoot as exc:
+            log.warning("not serving the log of episode %d of run %s: %s", index, run_id, exc)
+            raise NotFoundError(f"episode {index} of run {run_id}: log.jsonl is a symlink out "
+                                "of the outputs root") from None
+        except OSError:
+            raise NotFoundError(f"episode {index} of run {run_id} has no log") from None
+        with os.fdopen(fd, "rb") as f:
+            if offset > 0 and not _at_line_start(f.fileno(), offset):
+                raise BadOffset(f"offset {offset} is not at the start of a line (use 0 or a "
+                                "next_offset)")
+            records: list[tuple[int, dict[str, Any]]] = []
+            gen = iter_log(f, offset)
+            while True:
+                try:
+                    item = next(gen)
+                except StopIteration as stop:
+                    end = int(stop.value)
+                    break
+                if len(records) == limit:
+                    gen.close()
+                    return records, item[0], False
+                records.append(item)
+            if self._finished(ep):
+                torn = torn_tail(f.fileno(), end)
+                if torn is not None:
+                    records.append((end, torn))
+        return records, end, True
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _ep_dir(self, run_id: str, index: int) -> str:
+        """``{run_id}/episodes/epNNNN`` if it is a dir inside the root; NotFoundError if not."""
+        if index < 0:
+            raise NotFoundError(f"run {run_id} has no episode {index}")
+        rel = f"{run_id}/{EPISODES_DIRNAME}/ep{index:04d}"
+        try:
+            kind = kind_inside(self.root, rel)
+        except LeavesRoot as exc:
+            log.warning("not serving episode %d of run %s: %s", index, run_id, exc)
+            raise NotFoundError(f"episode {index} of run {run_id} is a symlink out of the "
+                                "outputs root") from None
+        except OSError:
+            kind = None
+        if kind != "dir":
+            raise NotFoundError(f"run {run_id} has no episode {index}")
+        return rel
+
+    def _finished(self, ep: str) -> bool:
+        try:
+            return kind_inside(self.root, f"{ep}/{EPISODE_FILENAME}") is not None
+        except OSError:
+            return True  # there, though unusable: the episode is over all the same
+
+    def _row(self, run_id: str, index: int, *, refuse: bool = False) -> dict[str, Any] | None:
+        """episode.json of an episode; None if it is not written yet; an ``unreadable`` row
+        if it cannot be used (with ``refuse``, NotFoundError if it leaves the root)."""
+        rel = f"{run_id}/{EPISODES_DIRNAME}/ep{index:04d}/{EPISODE_FILENAME}"
+        try:
+            row = read_json_inside(self.root, rel)
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        return row if isinstance(row, dict) else None
-
-
-def _exists(path: Path, *, dir: bool) -> bool:
-    """is_dir / is_file that say False for any error (a name too long, no permission)."""
-    try:
-        return path.is_dir() if dir else path.is_file()
-    except (OSError, ValueError):
-        return False
+        except LeavesRoot as exc:
+            log.warning("not serving episode %d of run %s: %s", index, run_id, exc)
+            if refuse:
+                raise NotFoundError(f"episode {index} of run {run_id}: episode.json is a "
+                                    "symlink out of the outputs root") from None
+            return unreadable_row(index, "episode.json is a symlink out of the outputs root; "
+                                  "not read")
+        except (OSError, ValueError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return unreadable_row(index, f"episode.json is unreadable: {first}")
+        if not isinstance(row, dict) or _index(row) != index:
+            return unreadable_row(index, "episode.json is not this episode's row")
+        return row
 
 
 def _index(row: dict[str, Any]) -> int | None:
@@ -156,10 +249,9 @@ def _index(row: dict[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _at_line_start(path: Path, offset: int) -> bool:
+def _at_line_start(fd: int, offset: int) -> bool:
     """True if ``offset`` is at or past the end, or right after a newline."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if offset >= size:
-            return offset == size
-        return os.pread(f.fileno(), 1, offset - 1) == b"\n"
+    size = os.fstat(fd).st_size
+    if offset >= size:
+        return offset == size
+    return os.pread(fd, 1, offset - 1) == b"\n"

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from evaltui.api.runfiles import run_refusal
 from evaltui.rundir import DONE_FILENAME, SCHEDULER_FILENAME, SUMMARY_FILENAME, is_run_id
 from evaltui.scheduler import JobScheduler, RunInfo, RunNotFound, procs
 from evaltui.states import RunState
@@ -52,6 +53,8 @@ class RunList:
             hit = cached[run_id]
             entry = hit[1] if hit is not None and hit[0] == key and _still(hit[1]) else None
             if entry is None:
+                if run_refusal(self.root, run_id) is not None:
+                    continue  # a symlink out of the outputs root: not served (runfiles.py)
                 try:
                     entry = self._to_json(self.scheduler.get_run(run_id))
                 except RunNotFound:

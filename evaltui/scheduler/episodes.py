@@ -13,9 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from evaltui.rundir import EPISODES_DIRNAME, episode_index_from_dirname
+from evaltui.safeopen import read_json_inside
 from evaltui.scheduler.events import EpisodeFinished
 from evaltui.states import EpisodeStatus
 
@@ -105,8 +104,8 @@ class EpisodeWatcher:
 
 
 def _status(path: Path) -> str | None:
-    try:
-        row = orjson.loads(path.read_bytes())
+    try:  # never through a symlink out of the run dir (DESIGN §11): it would reach /events
+        row = read_json_inside(path.parents[2], path)
     except (OSError, ValueError):
         return None
     status = row.get("status") if isinstance(row, dict) else None

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import socket
 from pathlib import Path
 
+import httpx
 import pytest
-from apihelpers import Backend
+from apihelpers import Backend, bot_spec
 
 from evaltui.api.models import API_PREFIX
 from evaltui.rundir import runs_root, write_json_atomic
+from evaltui.scheduler.episodes import EpisodeWatcher
+from evaltui.states import RunState
 
 SECRET = "top-secret-outside-the-outputs-root"
 
@@ -90,3 +95,162 @@ def test_relative_names_from_a_real_run_are_refused(backend: Backend, planted: P
             assert status in (400, 404, 405, 422), (target, suffix, status)
             assert SECRET.encode() not in body
     assert SECRET not in backend.http().get("/runs").text
+
+
+# ---- symlinks planted inside the outputs root (issue 10) -------------------------------------
+
+SYMLINK_SECRET = "symlinked-secret-outside-the-outputs-root"
+
+# Where a symlink is planted in a copy of a real finished run, and what it refuses ("run":
+# every route of the run; "epdir": the routes of episode 1; "row": its episode.json; "log":
+# its log; None: no route reads it, but it must not leak either).
+PLANTS: dict[str, str | None] = {
+    "": "run",  # the run dir itself
+    "spec.json": "run", "summary.json": "run", "scheduler.json": "run", "_DONE": "run",
+    "shared_urls.json": "run", "graph.json": "run", "episodes": "run",
+    "episodes/ep0001": "epdir", "episodes/ep0001/episode.json": "row",
+    "episodes/ep0001/log.jsonl": "log",
+    "episodes/ep0001/trajectory.json": None, "episodes/ep0001/assets": None,
+    "episodes/ep0001/assets/frames.bin": None,
+}
+
+# Every route that takes a run: (method, path) -> the plant scopes that make it 404. The test
+# below fails if the API grows a run route this table does not name.
+RUN_ROUTES: dict[tuple[str, str], frozenset[str]] = {
+    ("get", "/runs/{run_id}"): frozenset({"run"}),
+    ("get", "/runs/{run_id}/spec"): frozenset({"run"}),
+    ("get", "/runs/{run_id}/episodes"): frozenset({"run"}),
+    ("get", "/runs/{run_id}/episodes/{index}"): frozenset({"run", "epdir", "row"}),
+    ("get", "/runs/{run_id}/episodes/{index}/log"): frozenset({"run", "epdir", "log"}),
+    ("post", "/runs/{run_id}/cancel"): frozenset({"run"}),
+    ("post", "/runs/{run_id}/resume"): frozenset({"run"}),
+    ("post", "/runs/{run_id}/priority"): frozenset({"run"}),
+}
+LIST_ROUTES = {("get", "/runs"), ("get", "/queue"), ("get", "/events")}
+"""Routes over every run: checked for leaks (``/events`` is a stream: see its own test)."""
+
+
+def _secret_twin(run: Path, into: Path) -> None:
+    """A copy of ``run`` with the secret in every file, in the same formats."""
+    shutil.copytree(run, into)
+
+    def tainted(data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        return {**data, "secret": SYMLINK_SECRET, "error": SYMLINK_SECRET,
+                "graph_name": SYMLINK_SECRET}
+
+    for path in into.rglob("*"):
+        if path.is_file() and path.suffix == ".json":
+            path.write_text(json.dumps(tainted(json.loads(path.read_text()))))
+        elif path.is_file() and path.suffix == ".jsonl":
+            lines = [json.dumps(tainted(json.loads(line)))
+                     for line in path.read_text().splitlines() if line.strip()]
+            path.write_text("\n".join(lines) + "\n")
+        elif path.is_file():
+            path.write_bytes(SYMLINK_SECRET.encode() * 4)
+
+
+@pytest.fixture
+def planted_runs(backend: Backend, tmp_path: Path) -> dict[str, str]:
+    """A real finished run, and one copy of it per plant: {plant: run_id}."""
+    sched = backend.scheduler
+    run_id, _ = sched.submit(bot_spec(2))
+    assert sched.wait(run_id, 60) is RunState.DONE
+    root = runs_root(sched.outputs)
+    template = tmp_path / "template"
+    shutil.copytree(root / run_id, template)
+    # As if summary.json was last written before episode 1 ended: its row comes from
+    # episode.json, so the episode list reads that file too.
+    summary = json.loads((template / "summary.json").read_text())
+    summary["episodes"] = [r for r in summary["episodes"] if r["episode_index"] != 1]
+    (template / "summary.json").write_text(json.dumps(summary))
+    secret = tmp_path / "secret-run"
+    _secret_twin(template, secret)
+    runs = {}
+    for n, plant in enumerate(PLANTS):
+        rid = f"20250102_{n:06d}"
+        target = root / rid
+        shutil.copytree(template, target)
+        link = target / plant if plant else target
+        if link.is_dir():
+            shutil.rmtree(link)
+        else:
+            link.unlink()
+        link.symlink_to(secret / plant if plant else secret)
+        runs[plant] = rid
+    return runs
+
+
+def _call(http: httpx.Client, method: str, path: str, run_id: str) -> httpx.Response:
+    url = path.replace("{run_id}", run_id).replace("{index}", "1")
+    if method == "post":
+        return http.post(url, json={"priority": 1})
+    return http.get(url)
+
+
+def test_every_run_route_is_covered(backend: Backend) -> None:
+    """A new route that takes a run must be added to RUN_ROUTES (and so to the test below)."""
+    spec = httpx.get(f"{backend.url}/openapi.json", timeout=30,
+                     headers={"Authorization": f"Bearer {backend.token}"}).json()
+    routes = {(method, path.removeprefix(API_PREFIX))
+              for path, item in spec["paths"].items() for method in item}
+    run_routes = {r for r in routes if "{run_id}" in r[1]}
+    assert run_routes == set(RUN_ROUTES), "run routes changed: update RUN_ROUTES"
+    reading = {r for r in routes if r[1].startswith(("/runs", "/queue", "/events"))}
+    assert reading <= set(RUN_ROUTES) | LIST_ROUTES | {("post", "/runs")}, reading
+
+
+def test_a_symlink_out_of_the_root_is_404_for_every_route(
+        backend: Backend, planted_runs: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 10: ``ln -sf /etc/passwd episodes/ep0002/log.jsonl`` was served by the log route;
+    the same for spec.json, episode.json, a whole ep dir and the run dir."""
+    http = backend.http()
+    caplog.set_level(logging.WARNING, logger="evaltui.api.runfiles")
+    for plant, run_id in planted_runs.items():
+        scope = PLANTS[plant]
+        for (method, path), refusing in RUN_ROUTES.items():
+            answer = _call(http, method, path, run_id)
+            assert SYMLINK_SECRET not in answer.text, (plant, path)
+            assert answer.status_code < 500, (plant, path, answer.text)
+            if scope in refusing:
+                assert answer.status_code == 404, (plant, method, path, answer.text)
+            elif method == "get":
+                assert answer.status_code == 200, (plant, method, path, answer.text)
+        warned = any(run_id in r.getMessage() for r in caplog.records)
+        assert warned == (scope is not None), plant  # each refusal is logged
+    listed = http.get("/runs")
+    assert listed.status_code == 200 and SYMLINK_SECRET not in listed.text
+    shown = {r["run_id"] for r in listed.json()}
+    for plant, run_id in planted_runs.items():
+        assert (run_id in shown) == (PLANTS[plant] != "run"), plant
+    assert SYMLINK_SECRET not in http.get("/queue").text
+
+
+def test_an_episode_symlinked_out_is_an_unreadable_row(backend: Backend,
+                                                     planted_runs: dict[str, str]) -> None:
+    """In the episode list, episode 1 (not in summary.json) symlinked out is shown as
+    unreadable, with nothing of the file it points at."""
+    http = backend.http()
+    for plant in ("episodes/ep0001/episode.json", "episodes/ep0001"):
+        rows = http.get(f"/runs/{planted_runs[plant]}/episodes").json()
+        assert [r["status"] for r in rows] == ["ok", "unreadable"], plant
+        assert "symlink out of the outputs root" in rows[1]["error"]
+
+
+def test_episode_events_never_read_a_symlinked_file(tmp_path: Path) -> None:
+    """The scheduler's episode watcher reads episode.json for ``/events``: never through a
+    symlink out of the run dir."""
+    run = tmp_path / "run"
+    (run / "episodes" / "ep0000").mkdir(parents=True)
+    watcher = EpisodeWatcher()
+    watcher.watch("r", run)
+    secret = tmp_path / "secret-episode.json"
+    secret.write_text(json.dumps({"episode_index": 0, "status": SYMLINK_SECRET}))
+    (run / "episodes" / "ep0000" / "episode.json").symlink_to(secret)
+    assert watcher.scan() == []
+    (run / "episodes" / "ep0000" / "episode.json").unlink()
+    write_json_atomic(run / "episodes" / "ep0000" / "episode.json",
+                      {"episode_index": 0, "status": "ok"})
+    assert [e.status for e in watcher.scan()] == ["ok"]
