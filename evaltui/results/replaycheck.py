@@ -23,7 +23,8 @@ from evaltui.results.verify import (
     StoredEpisode,
     VerifyInputError,
 )
-from evaltui.rundir import iter_log, read_json
+from evaltui.rundir import iter_log
+from evaltui.safeopen import LeavesRoot, open_inside, read_json_inside
 
 BABYAI_ENV_IMPL = "evaltui.benchmarks.babyai.env:BabyAIEnv"
 LOG_FILENAME = "log.jsonl"
@@ -69,7 +70,7 @@ def run_loop(run_dir: Path) -> tuple[str, str, str]:
     """(env nodeset impl, env nodeset name, step node name) from the run's graph.json."""
     path = run_dir / "graph.json"
     try:
-        graph = read_json(path)
+        graph = read_json_inside(run_dir, "graph.json")  # never through a symlink out
         env, step = graph["loop"]["env"], graph["loop"]["step"]
         impl = graph["nodesets"][env]["impl"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -81,7 +82,7 @@ def dataset_rows(run_dir: Path) -> list[dict[str, Any]]:
     """The dataset split the run was evaluated on (spec.json ``eval.dataset``/``split``)."""
     path = run_dir / "spec.json"
     try:
-        spec = read_json(path)
+        spec = read_json_inside(run_dir, "spec.json")
         dataset, split = spec["eval"]["dataset"], spec["eval"].get("split")
         workspace = spec.get("active_workspace_dir")
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -96,12 +97,19 @@ def dataset_rows(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def logged_steps(log_path: Path, step_node: str) -> Iterator[LoggedStep]:
-    """The fires of ``step_node`` in log order."""
-    for _offset, rec in iter_log(log_path):
-        if rec.get("event") == "fire" and rec.get("node") == step_node:
-            inputs, outputs = rec.get("inputs") or {}, rec.get("outputs") or {}
-            yield LoggedStep(int(rec.get("step", -1)), inputs.get("action"),
-                             outputs.get("reward"), outputs.get("done"))
+    """The fires of ``step_node`` in log order (``log_path``: ``RUN/episodes/epNNNN/log.jsonl``,
+    opened without following a symlink out of RUN)."""
+    try:
+        log = open_inside(log_path.parents[2], log_path)
+    except LeavesRoot:
+        raise VerifyInputError(f"{log_path} is a symlink that leaves the run dir; not read"
+                               ) from None
+    with log:
+        for _offset, rec in iter_log(log):
+            if rec.get("event") == "fire" and rec.get("node") == step_node:
+                inputs, outputs = rec.get("inputs") or {}, rec.get("outputs") or {}
+                yield LoggedStep(int(rec.get("step", -1)), inputs.get("action"),
+                                 outputs.get("reward"), outputs.get("done"))
 
 
 def replay_run(run_dir: Path, episodes: list[StoredEpisode],

@@ -3,7 +3,11 @@
 ``evaltui compare`` and ``evaltui show RUN_DIR`` work on run dirs without a backend.
 The rows come from summary.json["episodes"]; episodes whose episode.json is newer than
 the last summary write (a running or killed run) are added from their ep dirs, and a
-missing or unreadable summary.json is rebuilt from the ep dirs alone.
+missing or unreadable summary.json is rebuilt from the ep dirs alone. An episode.json
+that exists but cannot be used is an ``unreadable`` row (it never counts in a metric),
+not a missing one. Files are opened through :mod:`evaltui.safeopen` with the run dir as
+the root: a run dir copied from someone else never makes us read through a symlink out
+of it.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from evaltui.rundir import (
     episode_index_from_dirname,
     is_run_id,
     outputs_root,
-    read_json,
     runs_root,
 )
+from evaltui.safeopen import LeavesRoot, kind_inside, list_dir_inside, read_json_inside
 
 EPISODE_FILENAME = "episode.json"
+UNREADABLE = "unreadable"
+"""The ``status`` of the row of an episode whose episode.json cannot be used."""
 
 
 class RunDirError(ValueError):
@@ -44,7 +50,8 @@ class RunRows:
     rows: list[dict[str, Any]]
     """Episode rows in episode_index order (one per index)."""
     problems: list[str] = field(default_factory=list)
-    """Files that could not be used (an unreadable summary.json or episode.json)."""
+    """Files that could not be used (an unreadable summary.json or episode.json, or a
+    symlink out of the run dir)."""
 
 
 def resolve_run_dir(ref: str, *, outputs: str | os.PathLike[str] | None = None) -> Path:
@@ -66,23 +73,29 @@ def load_run(run_dir: Path) -> RunRows:
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory")
     problems: list[str] = []
-    summary = _read_object(run_dir / SUMMARY_FILENAME, problems)
+    summary = _read_object(run_dir, SUMMARY_FILENAME, problems)
     rows: dict[int, dict[str, Any]] = {}
     for row in (summary or {}).get("episodes") or ():
         index = _index(row)
         if index is not None:
             rows[index] = row
-    for index, path in _episode_files(run_dir):
-        if index not in rows:
-            row = _read_object(path, problems)
-            if row is not None and _index(row) == index:
-                rows[index] = row
-    if summary is None and not rows and not (run_dir / EPISODES_DIRNAME).is_dir():
+    for index, name in _episode_dirs(run_dir, problems):
+        if index in rows:
+            continue
+        rel = f"{EPISODES_DIRNAME}/{name}/{EPISODE_FILENAME}"
+        seen = len(problems)
+        row = _read_object(run_dir, rel, problems)
+        if row is not None and _index(row) == index:
+            rows[index] = row
+        elif row is not None or len(problems) > seen:
+            why = problems[-1] if len(problems) > seen else f"{rel}: not this episode's row"
+            rows[index] = unreadable_row(index, why)
+    if summary is None and not rows and _kind(run_dir, EPISODES_DIRNAME) != "dir":
         raise RunDirError(f"{run_dir} has neither {SUMMARY_FILENAME} nor {EPISODES_DIRNAME}/: "
                           "not a run dir")
     ordered = [rows[i] for i in sorted(rows)]
     # episode.json carries the run's header too, so a run without a summary still has one.
-    header = summary or (ordered[0] if ordered else {})
+    header = summary or next((r for r in ordered if r.get("status") != UNREADABLE), {})
     return RunRows(
         run_dir=run_dir,
         run_id=str(header.get("run_id") or run_dir.name),
@@ -95,30 +108,57 @@ def load_run(run_dir: Path) -> RunRows:
     )
 
 
-def _episode_files(run_dir: Path) -> list[tuple[int, Path]]:
+def unreadable_row(index: int, why: str) -> dict[str, Any]:
+    """The row standing in for an episode whose episode.json cannot be used."""
+    return {"episode_index": index, "status": UNREADABLE, "error": why, "metrics": {}}
+
+
+def _episode_dirs(run_dir: Path, problems: list[str]) -> list[tuple[int, str]]:
+    """``(index, dir name)`` of the ep dirs that hold an episode.json (or a symlink named
+    so), in index order."""
     try:
-        entries = list(os.scandir(run_dir / EPISODES_DIRNAME))
-    except (FileNotFoundError, NotADirectoryError):
+        names = list_dir_inside(run_dir, EPISODES_DIRNAME)
+    except LeavesRoot:
+        problems.append(f"{run_dir / EPISODES_DIRNAME}: a symlink that leaves the run dir; "
+                        "not read")
+        return []
+    except OSError:
         return []
     found = []
-    for entry in entries:
-        index = episode_index_from_dirname(entry.name)
-        path = Path(entry.path) / EPISODE_FILENAME
-        if index is not None and path.is_file():
-            found.append((index, path))
+    for name in names:
+        index = episode_index_from_dirname(name)
+        if index is None:
+            continue
+        rel = f"{EPISODES_DIRNAME}/{name}/{EPISODE_FILENAME}"
+        if _kind(run_dir, rel) is not None:
+            found.append((index, name))
     return sorted(found)
 
 
-def _read_object(path: Path, problems: list[str]) -> dict[str, Any] | None:
+def _kind(run_dir: Path, rel: str) -> str | None:
+    """What ``rel`` is under the run dir; a symlink out of it counts as there (and unusable)."""
     try:
-        obj = read_json(path)
-    except FileNotFoundError:
+        return kind_inside(run_dir, rel)
+    except LeavesRoot:
+        return "outside"
+    except OSError:
+        return None
+
+
+def _read_object(run_dir: Path, rel: str, problems: list[str]) -> dict[str, Any] | None:
+    try:
+        obj = read_json_inside(run_dir, rel)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except LeavesRoot:
+        problems.append(f"{run_dir / rel}: a symlink that leaves the run dir; not read")
         return None
     except (OSError, ValueError) as exc:
-        problems.append(f"{path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        problems.append(f"{run_dir / rel}: unreadable ({first})")
         return None
     if not isinstance(obj, dict):
-        problems.append(f"{path}: not a JSON object")
+        problems.append(f"{run_dir / rel}: not a JSON object")
         return None
     return obj
 

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from evaltui.engine.metrics import METRIC_RANGES, ndtw, path_length, spl, t_quantile_975
-from evaltui.rundir import EPISODES_DIRNAME, SUMMARY_FILENAME, episode_index_from_dirname, read_json
+from evaltui.rundir import EPISODES_DIRNAME, SUMMARY_FILENAME, episode_index_from_dirname
+from evaltui.safeopen import LeavesRoot, kind_inside, list_dir_inside, read_json_inside
 from evaltui.states import EpisodeStatus
 
 TRAJECTORY_FILENAME = "trajectory.json"
@@ -205,23 +206,47 @@ def aggregate_metrics(
 
 
 def load_episode_dirs(run_dir: Path) -> list[StoredEpisode]:
-    """Every ``epNNNN`` dir with an episode.json, by index (trajectory.json may be absent)."""
-    episodes_root = run_dir / EPISODES_DIRNAME
+    """Every ``epNNNN`` dir with an episode.json, by index (trajectory.json may be absent).
+
+    Files are opened with the run dir as the root (:mod:`evaltui.safeopen`): a symlink out
+    of it is an input error, never followed.
+    """
+    try:
+        names = list_dir_inside(run_dir, EPISODES_DIRNAME)
+    except LeavesRoot:
+        raise VerifyInputError(f"{run_dir / EPISODES_DIRNAME} is a symlink that leaves the run "
+                               "dir; not read") from None
+    except OSError:
+        names = []
     found = []
-    for ep_dir in sorted(episodes_root.iterdir()) if episodes_root.is_dir() else []:
-        index = episode_index_from_dirname(ep_dir.name)
-        if index is None or not (ep_dir / EPISODE_FILENAME).is_file():
+    for name in sorted(names):
+        index = episode_index_from_dirname(name)
+        ep = f"{EPISODES_DIRNAME}/{name}"
+        if index is None or _kind(run_dir, f"{ep}/{EPISODE_FILENAME}") is None:
             continue
-        record = _read_object(ep_dir / EPISODE_FILENAME)
-        traj_path = ep_dir / TRAJECTORY_FILENAME
-        trajectory = _read_object(traj_path) if traj_path.is_file() else None
-        found.append(StoredEpisode(index, ep_dir, record, trajectory))
+        record = _read_object(run_dir, f"{ep}/{EPISODE_FILENAME}")
+        traj = f"{ep}/{TRAJECTORY_FILENAME}"
+        trajectory = _read_object(run_dir, traj) if _kind(run_dir, traj) is not None else None
+        found.append(StoredEpisode(index, run_dir / ep, record, trajectory))
     return sorted(found, key=lambda e: e.index)
 
 
-def _read_object(path: Path) -> dict[str, Any]:
+def _kind(run_dir: Path, rel: str) -> str | None:
+    """What ``rel`` is; a symlink out of the run dir counts as present (reading it fails)."""
     try:
-        data = read_json(path)
+        return kind_inside(run_dir, rel)
+    except LeavesRoot:
+        return "outside"
+    except OSError:
+        return None
+
+
+def _read_object(run_dir: Path, rel: str) -> dict[str, Any]:
+    path = run_dir / rel
+    try:
+        data = read_json_inside(run_dir, rel)
+    except LeavesRoot:
+        raise VerifyInputError(f"{path} is a symlink that leaves the run dir; not read") from None
     except (OSError, ValueError) as exc:
         raise VerifyInputError(f"{path} is unreadable: {exc}") from None
     if not isinstance(data, dict):
@@ -232,9 +257,9 @@ def _read_object(path: Path) -> dict[str, Any]:
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[StoredEpisode]]:
     """summary.json and the episodes of a run dir, or VerifyInputError saying what is wrong."""
     run_dir = Path(run_dir)
-    if not (run_dir / SUMMARY_FILENAME).is_file():
+    if _kind(run_dir, SUMMARY_FILENAME) is None:
         raise VerifyInputError(f"{run_dir} is not a run dir (no {SUMMARY_FILENAME})")
-    summary = _read_object(run_dir / SUMMARY_FILENAME)
+    summary = _read_object(run_dir, SUMMARY_FILENAME)
     episodes = load_episode_dirs(run_dir)
     if not episodes:
         raise VerifyInputError(f"{run_dir} has no episode dirs with {EPISODE_FILENAME}")

@@ -33,9 +33,29 @@ def test_missing_or_broken_summary_is_rebuilt_from_episode_files(tmp_path: Path)
     (run_dir / "episodes" / "ep0003" / "episode.json").write_text("not json")
     run = load_run(run_dir)
     assert run.summary is None
-    assert [r["episode_index"] for r in run.rows] == [0, 1, 2] + list(range(4, 13))
+    # Issue 10: a torn episode.json is an unreadable row, not a missing ("not finished") one.
+    assert [r["episode_index"] for r in run.rows] == list(range(13))
+    assert run.rows[3]["status"] == "unreadable" and "ep0003" in run.rows[3]["error"]
     assert len(run.problems) == 2
     assert "summary.json" in run.problems[0] and "ep0003" in run.problems[1]
+
+
+def test_a_symlink_out_of_the_run_dir_is_never_read(tmp_path: Path) -> None:
+    """Issue 10: a copied run dir with symlinks planted in it (``evaltui show RUN_DIR``,
+    ``compare``) reads nothing outside it."""
+    run_dir = rr.write_run(tmp_path / "20250101_120000", rr.rows_b(), graph_name="model",
+                           summary=False)
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"episode_index": 3, "status": "ok", "run_id": "SECRET",
+                                  "episodes": [{"episode_index": 0, "status": "SECRET"}]}))
+    (run_dir / "summary.json").symlink_to(secret)
+    (run_dir / "episodes" / "ep0003" / "episode.json").unlink()
+    (run_dir / "episodes" / "ep0003" / "episode.json").symlink_to(secret)
+    run = load_run(run_dir)
+    assert "SECRET" not in json.dumps(run.rows) and run.summary is None
+    assert run.rows[3]["status"] == "unreadable"
+    assert "leaves the run dir" in run.rows[3]["error"]
+    assert len(run.problems) == 2 and all("leaves the run dir" in p for p in run.problems)
 
 
 def test_episodes_newer_than_the_summary_are_added(tmp_path: Path) -> None:

@@ -131,3 +131,17 @@ def test_replay_of_a_non_babyai_env_is_skipped(run_dir: Path) -> None:
     assert "unsupported for env nodeset 'env' (fixture_envs:GridEnv)" in \
         report["replay"]["unsupported"]
     assert report["replay"]["episodes_replayed"] == 0
+
+
+@pytest.mark.parametrize("plant", ["summary.json", "episodes/ep0002/trajectory.json",
+                                   "episodes/ep0002/episode.json", "episodes"])
+def test_a_symlink_out_of_the_run_dir_is_an_input_error(run_dir: Path, tmp_path: Path,
+                                                        plant: str, capsys) -> None:
+    """Issue 10: verify reads a copied run dir; a symlink out of it is never followed."""
+    twin = tmp_path / "twin"
+    shutil.copytree(run_dir, twin)
+    path = run_dir / plant
+    shutil.rmtree(path) if path.is_dir() else path.unlink()
+    path.symlink_to(twin / plant)
+    assert main(["verify", str(run_dir)]) == 2
+    assert "symlink that leaves the run dir" in capsys.readouterr().err
