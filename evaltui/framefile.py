@@ -1,20 +1,26 @@
-"""An episode's tiled frames on disk: ``assets/frames.bin`` and ``assets/tiles.bin``.
+"""An episode's tiled frames on disk: one append-only file, ``ep{NNNN}/frames.bin``.
 
 A :class:`~evaltui.engine.tiles.TiledFrame` is stored as its tile ids, and each tile the
-episode uses once, so a frame costs two bytes a grid cell and no image encoding. Both
-files are append-only, little-endian, and start with an 8-byte magic:
+episode uses once, so a frame costs two bytes a grid cell and no image encoding. One file
+per episode, next to log.jsonl: creating a file or directory costs ~0.3-0.6 ms on the
+development VM's ext4, as much as a short GoToLocal episode's frames themselves.
 
-- ``tiles.bin`` (``EVTTILE1``): records ``<I atlas, I tile_id, H height, H width>`` then
-  ``height * width * 3`` RGB bytes.
-- ``frames.bin`` (``EVTFRAM1``): records ``<I atlas, H rows, H cols>`` then
-  ``rows * cols`` uint16 tile ids; cell (r, c) of the picture is tile ``ids[r, c]`` of
-  that atlas.
+Layout (little-endian): the 8-byte magic ``EVTFRAM2``, then records of two kinds:
 
-log.jsonl refers to a frame as ``{"$frame": "assets/frames.bin", "at": <byte offset of
-its record>, "shape": [H, W, 3]}``. The writer uses unbuffered writes, a frame's new
-tiles before the frame and the frame before the log line that refers to it, so a process
-killed at any point leaves every logged reference resolvable. This module depends on
-numpy only: the run's workers write it and the replay viewer reads it.
+- tiles ``<c "T", I atlas, I count, H height, H width, Q previous>`` then ``count`` times
+  ``<I tile_id>`` and ``height * width * 3`` RGB bytes; ``previous`` is the offset of the
+  tiles record written before this one (0: none), so the tiles records form a chain;
+- frame ``<c "F", I atlas, H rows, H cols, Q tiles>`` then ``rows * cols`` uint16 tile
+  ids; ``tiles`` is the offset of the last tiles record written before the frame (0:
+  none); cell (r, c) of the picture is tile ``ids[r, c]`` of that atlas.
+
+A reader finds a frame's tiles by following the chain back from its ``tiles`` offset
+(one short read per record that brought new tiles, a few dozen in an episode), never by
+scanning the file. log.jsonl refers to a frame as ``{"$frame": "frames.bin", "at":
+<offset of its record>, "shape": [H, W, 3]}``. The writer appends with unbuffered writes,
+a frame's new tiles and the frame in one write, before the log line that refers to it is
+written, so a process killed at any point leaves every logged reference resolvable. This
+module depends on numpy only: the run's workers write it and the replay viewer reads it.
 """
 
 from __future__ import annotations
@@ -29,18 +35,19 @@ from typing import Any
 import numpy as np
 
 FRAMES_FILENAME = "frames.bin"
-TILES_FILENAME = "tiles.bin"
-FRAMES_MAGIC = b"EVTFRAM1"
-TILES_MAGIC = b"EVTTILE1"
-_TILE_HEAD = struct.Struct("<IIHH")
-_FRAME_HEAD = struct.Struct("<IHH")
+MAGIC = b"EVTFRAM2"
+_TILES = struct.Struct("<cIIHHQ")
+_TILE_ID = struct.Struct("<I")
+_FRAME = struct.Struct("<cIHHQ")
 MAX_CELLS = 1 << 20
 """A frame record claiming more cells than this is corrupt (a 1024x1024 grid)."""
+MAX_CHAIN = 1 << 16
+"""More tiles records than tile ids exist means a loop in a corrupt chain."""
 
 
 class FrameFileError(OSError):
-    """A frames.bin / tiles.bin record is missing, truncated or inconsistent (an OSError,
-    as PIL's UnidentifiedImageError is: callers handle an unreadable frame as one)."""
+    """A frames.bin record is missing, truncated or inconsistent (an OSError, as PIL's
+    UnidentifiedImageError is: callers handle an unreadable frame as one)."""
 
 
 @dataclass
@@ -50,19 +57,22 @@ class _Atlas:
 
 
 class FrameFileWriter:
-    """Appends the tiled frames of one episode to ``assets_dir`` (created at the first)."""
+    """Appends the tiled frames of one episode to ``ep_dir/frames.bin`` (created at the
+    first; a retried episode's first frame truncates it)."""
 
-    def __init__(self, assets_dir: Path) -> None:
-        self.assets_dir = Path(assets_dir)
-        self._frames_fd: int | None = None
-        self._tiles_fd: int | None = None
-        self._frames_pos = 0
+    def __init__(self, ep_dir: Path) -> None:
+        self.path = Path(ep_dir) / FRAMES_FILENAME
+        self._fd: int | None = None
+        self._pos = 0
+        self._last_tiles = 0
         self._atlases: dict[int, _Atlas] = {}
 
     def write(self, frame: Any) -> dict[str, Any]:
         """Store a TiledFrame; returns its log.jsonl stand-in."""
-        if self._frames_fd is None:
-            self._open()
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            _write_all(self._fd, MAGIC)
+            self._pos = len(MAGIC)
         atlas = self._atlases.get(frame.atlas.uid)
         if atlas is None:
             atlas = self._atlases[frame.atlas.uid] = _Atlas(len(self._atlases))
@@ -74,40 +84,30 @@ class FrameFileWriter:
         used = np.zeros(count, bool)
         used[index] = True
         new = np.flatnonzero(used & ~atlas.written)
+        chunks = []
         if new.size:
             h, w = frame.atlas.tile_shape
-            chunks = []
+            chunks.append(_TILES.pack(b"T", atlas.number, new.size, h, w, self._last_tiles))
             for tile_id in new.tolist():
-                chunks.append(_TILE_HEAD.pack(atlas.number, tile_id, h, w))
-                chunks.append(frame.atlas.tile(tile_id).tobytes())
-            _write_all(self._tiles_fd, b"".join(chunks))
+                chunks += [_TILE_ID.pack(tile_id), frame.atlas.tile(tile_id).tobytes()]
+            self._last_tiles = self._pos
             atlas.written[new] = True
+        at = self._pos + sum(len(c) for c in chunks)
         rows, cols = index.shape
-        record = _FRAME_HEAD.pack(atlas.number, rows, cols) + index.tobytes()
-        at = self._frames_pos
-        _write_all(self._frames_fd, record)
-        self._frames_pos += len(record)
-        return {"$frame": f"{self.assets_dir.name}/{FRAMES_FILENAME}", "at": at,
-                "shape": list(frame.shape)}
+        chunks += [_FRAME.pack(b"F", atlas.number, rows, cols, self._last_tiles),
+                   index.tobytes()]
+        data = b"".join(chunks)
+        _write_all(self._fd, data)
+        self._pos += len(data)
+        return {"$frame": FRAMES_FILENAME, "at": at, "shape": list(frame.shape)}
 
     def close(self) -> None:
-        for fd in (self._frames_fd, self._tiles_fd):
-            if fd is not None:
-                os.close(fd)
-        self._frames_fd = self._tiles_fd = None
-
-    def _open(self) -> None:
-        self.assets_dir.mkdir(parents=True, exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC  # a retried episode starts afresh
-        self._tiles_fd = os.open(self.assets_dir / TILES_FILENAME, flags, 0o644)
-        _write_all(self._tiles_fd, TILES_MAGIC)
-        self._frames_fd = os.open(self.assets_dir / FRAMES_FILENAME, flags, 0o644)
-        _write_all(self._frames_fd, FRAMES_MAGIC)
-        self._frames_pos = len(FRAMES_MAGIC)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
-def _write_all(fd: int | None, data: bytes) -> None:
-    assert fd is not None
+def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
@@ -116,34 +116,75 @@ def _write_all(fd: int | None, data: bytes) -> None:
 # --- reading ------------------------------------------------------------------------------
 
 
-def read_frame(frames_path: Path, at: int) -> np.ndarray:
-    """The (H, W, 3) uint8 pixels of the frame record at offset ``at`` of ``frames_path``.
+def read_frame(path: Path, at: int) -> np.ndarray:
+    """The (H, W, 3) uint8 pixels of the frame record at offset ``at`` of ``path``.
 
-    The tiles come from ``tiles.bin`` in the same directory. Raises FrameFileError for a
-    bad offset or a corrupt file, OSError if a file cannot be read.
+    Raises FrameFileError for a bad offset or a corrupt file, OSError if it cannot be read.
     """
-    frames_path = Path(frames_path)
-    with open(frames_path, "rb") as fh:
-        if fh.read(len(FRAMES_MAGIC)) != FRAMES_MAGIC:
-            raise FrameFileError(f"{frames_path} is not a frames file")
-        if at < len(FRAMES_MAGIC):
-            raise FrameFileError(f"no frame record at offset {at}")
-        head = os.pread(fh.fileno(), _FRAME_HEAD.size, at)
-        if len(head) < _FRAME_HEAD.size:
-            raise FrameFileError(f"no frame record at offset {at} of {frames_path}")
-        atlas, rows, cols = _FRAME_HEAD.unpack(head)
+    path = Path(path)
+    with open(path, "rb") as fh:
+        fd = fh.fileno()
+        if os.pread(fd, len(MAGIC), 0) != MAGIC:
+            raise FrameFileError(f"{path} is not a frames file")
+        head = os.pread(fd, _FRAME.size, at) if at >= len(MAGIC) else b""
+        if len(head) < _FRAME.size or head[:1] != b"F":
+            raise FrameFileError(f"no frame record at offset {at} of {path}")
+        _, atlas, rows, cols, tiles_at = _FRAME.unpack(head)
         if not 0 < rows * cols <= MAX_CELLS:
             raise FrameFileError(f"frame record at offset {at} has {rows}x{cols} cells")
-        data = os.pread(fh.fileno(), 2 * rows * cols, at + _FRAME_HEAD.size)
-    if len(data) < 2 * rows * cols:
-        raise FrameFileError(f"frame record at offset {at} of {frames_path} is truncated")
-    index = np.frombuffer(data, dtype="<u2").reshape(rows, cols)
-    tiles_path = frames_path.with_name(TILES_FILENAME)
-    stat = tiles_path.stat()
-    found = _read_tiles(str(tiles_path), stat.st_size, stat.st_mtime_ns).get(atlas)
-    if found is None or int(index.max()) >= len(found[0]) or not found[1][index].all():
-        raise FrameFileError(f"{tiles_path} lacks tiles of the frame at offset {at}")
-    return assemble(found[0], index)
+        data = os.pread(fd, 2 * rows * cols, at + _FRAME.size)
+        if len(data) < 2 * rows * cols:
+            raise FrameFileError(f"frame record at offset {at} of {path} is truncated")
+        index = np.frombuffer(data, dtype="<u2").reshape(rows, cols)
+        stat = os.fstat(fd)
+    tiles, present = _tiles(str(path), stat.st_ino, stat.st_mtime_ns, tiles_at, atlas)
+    if int(index.max()) >= len(tiles) or not present[index].all():
+        raise FrameFileError(f"{path} lacks tiles of the frame at offset {at}")
+    return assemble(tiles, index)
+
+
+@lru_cache(maxsize=64)
+def _tiles(path: str, inode: int, mtime_ns: int, tiles_at: int,
+           atlas: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tiles, which ids are present) of ``atlas`` in the chain back from ``tiles_at``;
+    cached while the file (inode, mtime) is unchanged."""
+    with open(path, "rb") as fh:
+        return _follow_chain(path, fh.fileno(), tiles_at, atlas)
+
+
+def _follow_chain(path: str, fd: int, tiles_at: int,
+                  atlas: int) -> tuple[np.ndarray, np.ndarray]:
+    found: dict[int, np.ndarray] = {}
+    shape: tuple[int, int] | None = None
+    pos, links = tiles_at, 0
+    while pos:
+        links += 1
+        head = os.pread(fd, _TILES.size, pos)
+        if len(head) < _TILES.size or head[:1] != b"T" or links > MAX_CHAIN:
+            raise FrameFileError(f"{path}: no tiles record at offset {pos}")
+        _, number, count, h, w, previous = _TILES.unpack(head)
+        if number == atlas:
+            if shape not in (None, (h, w)):
+                raise FrameFileError(f"{path}: atlas {atlas} mixes tile shapes")
+            shape, size = (h, w), _TILE_ID.size + h * w * 3
+            body = os.pread(fd, count * size, pos + _TILES.size)
+            if len(body) < count * size:
+                raise FrameFileError(f"{path}: tiles record at offset {pos} is truncated")
+            for k in range(count):
+                (tile_id,) = _TILE_ID.unpack_from(body, k * size)
+                found.setdefault(tile_id, np.frombuffer(
+                    body, np.uint8, h * w * 3, k * size + _TILE_ID.size).reshape(h, w, 3))
+        if previous >= pos:
+            raise FrameFileError(f"{path}: tiles chain does not go back at offset {pos}")
+        pos = previous
+    if shape is None:
+        raise FrameFileError(f"{path}: no tiles of atlas {atlas} before offset {tiles_at}")
+    tiles = np.zeros((max(found) + 1, *shape, 3), np.uint8)
+    present = np.zeros(len(tiles), bool)
+    for tile_id, tile in found.items():
+        tiles[tile_id] = tile
+        present[tile_id] = True
+    return tiles, present
 
 
 def assemble(tiles: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -152,35 +193,3 @@ def assemble(tiles: np.ndarray, index: np.ndarray) -> np.ndarray:
     _, h, w, channels = tiles.shape
     return np.ascontiguousarray(
         tiles[index].transpose(0, 2, 1, 3, 4).reshape(rows * h, cols * w, channels))
-
-
-@lru_cache(maxsize=16)
-def _read_tiles(path: str, size: int, mtime_ns: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """atlas -> (tiles (n, h, w, 3), which ids are present); cached until the file changes."""
-    raw = Path(path).read_bytes()
-    if raw[:len(TILES_MAGIC)] != TILES_MAGIC:
-        raise FrameFileError(f"{path} is not a tiles file")
-    found: dict[int, dict[int, np.ndarray]] = {}
-    pos = len(TILES_MAGIC)
-    while pos + _TILE_HEAD.size <= len(raw):
-        atlas, tile_id, h, w = _TILE_HEAD.unpack_from(raw, pos)
-        pos += _TILE_HEAD.size
-        n = h * w * 3
-        if pos + n > len(raw):
-            break  # a writer mid-append: the frame that needs this tile is not logged yet
-        found.setdefault(atlas, {})[tile_id] = np.frombuffer(raw, np.uint8, n, pos).reshape(
-            h, w, 3)
-        pos += n
-    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for atlas, by_id in found.items():
-        shapes = {t.shape for t in by_id.values()}
-        if len(shapes) != 1:
-            raise FrameFileError(f"{path}: atlas {atlas} mixes tile shapes {sorted(shapes)}")
-        (shape,) = shapes
-        tiles = np.zeros((max(by_id) + 1, *shape), np.uint8)
-        present = np.zeros(len(tiles), bool)
-        for tile_id, tile in by_id.items():
-            tiles[tile_id] = tile
-            present[tile_id] = True
-        out[atlas] = (tiles, present)
-    return out

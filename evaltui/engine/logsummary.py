@@ -3,8 +3,9 @@
 Arrays become ``{"$array": {shape, dtype, min, max}}`` (tiny ones are kept whole),
 :class:`~evaltui.engine.nodes.Frame` and :class:`~evaltui.engine.tiles.TiledFrame` values
 are handed to ``save_frame``, which stores them and returns their stand-in
-(``{"$frame": "assets/...", ...}``), long strings and lists are cut, and objects that are not
-data (a simulator handle) become ``{"$object": "module.Class"}``.
+(``{"$frame": "frames.bin", "at": ...}`` or ``{"$frame": "assets/...png"}``), long
+strings and lists are cut, and objects that are not data (a simulator handle) become
+``{"$object": "module.Class"}``.
 """
 
 from __future__ import annotations

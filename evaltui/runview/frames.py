@@ -1,7 +1,7 @@
 """FrameRef: one logged frame of an episode dir, whichever way the logger stored it.
 
 log.jsonl stands a frame in by ``{"$frame": "assets/<name>.png", "shape": ...}`` (a plain
-frame, one PNG) or ``{"$frame": "assets/frames.bin", "at": offset, "shape": ...}`` (a
+frame, one PNG) or ``{"$frame": "frames.bin", "at": offset, "shape": ...}`` (a
 tiled frame, :mod:`evaltui.framefile`). A reference is resolved only inside the episode
 dir: a copied dir comes from someone else, so one pointing out of it is ignored.
 """

@@ -79,7 +79,7 @@ def test_run_dir_has_every_file_of_the_layout(bot_run: Path) -> None:
     for index in range(20):
         ep = bot_run / "episodes" / f"ep{index:04d}"
         assert (ep / "log.jsonl").is_file() and (ep / "episode.json").is_file()
-        assert (ep / "assets" / "frames.bin").is_file()  # tiled frames, no PNG per step
+        assert (ep / "frames.bin").is_file()  # tiled frames, no PNG per step
     graph = read_json(bot_run / "graph.json")
     # graph.json is resolved: defaults of the nodeset constructors are filled in.
     assert graph["nodesets"]["env"]["params"]["sim_latency_ms"] == 0.0
@@ -103,7 +103,8 @@ def test_copied_episode_dir_holds_all_the_replay_needs(bot_run: Path, tmp_path: 
 
 def test_frames_follow_stride_and_can_be_switched_off(tmp_path: Path) -> None:
     run_dir = run_to_end(bot_spec(0.0, episodes=3, frame_stride=0), tmp_path)
-    assert not list(run_dir.glob("episodes/*/assets"))  # created at the first frame only
+    assert not list(run_dir.glob("episodes/*/assets"))  # created at the first PNG only
+    assert not list(run_dir.glob("episodes/*/frames.bin"))
     assert all(r["status"] == "ok" for r in episode_rows(run_dir))
 
 

@@ -52,7 +52,7 @@ def check_frames_against_minigrid(ep_dir: Path, split: str, index: int) -> int:
         stand_in = (record.get("outputs") or {}).get("frame")
         if not stand_in or record["event"] not in ("episode_start", "fire"):
             continue
-        assert stand_in["$frame"] == "assets/frames.bin", stand_in
+        assert stand_in["$frame"] == "frames.bin", stand_in
         replay_frame = EpisodeReplay(ep_dir)
         replay_frame.index.scan()
         ref = replay_frame.frame_of(record["step"])
@@ -71,7 +71,7 @@ def test_a_copied_ep_dir_replays_frames_identical_to_minigrid(tmp_path: Path) ->
     copy = tmp_path / "elsewhere" / "ep0001"
     shutil.copytree(run_dir / "episodes" / "ep0001", copy)
     shutil.rmtree(run_dir)  # nothing outside the copy is needed
-    assert sorted(p.name for p in (copy / "assets").iterdir()) == ["frames.bin", "tiles.bin"]
+    assert (copy / "frames.bin").is_file() and not (copy / "assets").exists()
     compared = check_frames_against_minigrid(copy, "GoToObjMaze", 1)
     assert compared == rows[1]["step_count"] + 1  # the reset's frame and one a step
     assert len(episode_frames(copy)) == compared
@@ -117,4 +117,5 @@ def test_frame_stride(tmp_path: Path, stride: int) -> None:
         frames = episode_frames(ep)
         assert [f.step for f in frames] == ([] if not stride else
                                             list(range(0, row["step_count"] + 1, stride)))
-        assert (ep / "assets").exists() == bool(stride)
+        assert (ep / "frames.bin").exists() == bool(stride)
+        assert not (ep / "assets").exists()
