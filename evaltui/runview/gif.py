@@ -1,7 +1,7 @@
 """An episode's frames as an animated GIF (``evaltui replay EP --export ep.gif``).
 
-The frames are those log.jsonl references as ``{"$frame": "assets/...", ...}`` in its
-records' outputs (PNGs, or records of ``assets/frames.bin``), in log order; a frame a
+The frames are those log.jsonl references as ``{"$frame": ...}`` in its records'
+outputs (PNGs under ``assets/``, or records of ``frames.bin``), in log order; a frame a
 node received as input was already logged as the output of the node that made it.
 """
 
