@@ -23,15 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.logtail import torn_tail
+from evaltui.results.runrows import unreadable_row
 from evaltui.rundir import (
-    DONE_FILENAME,
     EPISODES_DIRNAME,
-    SCHEDULER_FILENAME,
     SUMMARY_FILENAME,
     episode_index_from_dirname,
     is_run_id,
     iter_log,
 )
+from evaltui.runguard import leaving
 from evaltui.safeopen import (
     LeavesRoot,
     Root,
@@ -46,11 +46,6 @@ log = logging.getLogger(__name__)
 SPEC_FILENAME = "spec.json"
 EPISODE_FILENAME = "episode.json"
 LOG_FILENAME = "log.jsonl"
-UNREADABLE = "unreadable"
-"""The ``status`` of the row of an episode whose episode.json exists but cannot be used."""
-TOP_LEVEL = (SCHEDULER_FILENAME, SUMMARY_FILENAME, SPEC_FILENAME, DONE_FILENAME,
-             EPISODES_DIRNAME, "shared_urls.json", "graph.json")
-"""What readers of a run dir open at its top level: none may lead out of the root."""
 
 
 class NotFoundError(LookupError):
@@ -63,22 +58,13 @@ class BadOffset(ValueError):
 
 def run_refusal(root: str | os.PathLike[str], run_id: str) -> str | None:
     """Why run ``run_id`` under ``root`` may not be served (a symlink out of the root at
-    the run dir or its top level), or None. Logs a warning when it refuses."""
-    for rel in (run_id, *(f"{run_id}/{name}" for name in TOP_LEVEL)):
-        try:
-            if kind_inside(root, rel) is None and rel == run_id:
-                return None  # no such run: nothing to follow
-        except LeavesRoot as exc:
-            log.warning("not serving run %s: %s", run_id, exc)
-            return f"{rel} is a symlink out of the outputs root"
-        except OSError:
-            continue  # unreadable for another reason: the readers say so themselves
-    return None
-
-
-def unreadable_row(index: int, why: str) -> dict[str, Any]:
-    """The row standing in for an episode whose episode.json cannot be used."""
-    return {"episode_index": index, "status": UNREADABLE, "error": why, "metrics": {}}
+    the run dir or its top level: :mod:`evaltui.runguard`), or None. Logs a warning when
+    it refuses."""
+    exc = leaving(root, run_id)
+    if exc is None:
+        return None
+    log.warning("not serving run %s: %s", run_id, exc)
+    return f"{exc.rel} is a symlink out of the outputs root"
 
 
 class RunFiles:

@@ -2,7 +2,9 @@
 
 The frames are those log.jsonl references as ``{"$frame": ...}`` in its records'
 outputs (PNGs under ``assets/``, or records of ``frames.bin``), in log order; a frame a
-node received as input was already logged as the output of the node that made it.
+node received as input was already logged as the output of the node that made it. The
+log is opened without following a symlink out of the ep dir (:mod:`evaltui.safeopen`);
+frames resolve only inside it (:mod:`evaltui.runview.frames`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from PIL import Image
 from evaltui.rundir import iter_log
 from evaltui.runview.frames import FrameRef, record_frames
 from evaltui.runview.replay import LOG_FILENAME
+from evaltui.safeopen import LeavesRoot, open_inside
 
 
 class NoFramesError(ValueError):
@@ -23,16 +26,21 @@ class NoFramesError(ValueError):
 def episode_frames(ep_dir: Path) -> list[FrameRef]:
     """The frames of an episode in log order (each once; missing or outside ones skipped)."""
     ep_dir = Path(ep_dir)
-    log_path = ep_dir / LOG_FILENAME
-    if not log_path.is_file():
-        raise NoFramesError(f"{ep_dir} has no {LOG_FILENAME}")
+    try:
+        log = open_inside(ep_dir, LOG_FILENAME)
+    except LeavesRoot:
+        raise NoFramesError(f"{ep_dir / LOG_FILENAME} is a symlink that leaves the episode "
+                            "dir; not read") from None
+    except OSError:
+        raise NoFramesError(f"{ep_dir} has no {LOG_FILENAME}") from None
     frames: list[FrameRef] = []
     seen: set[tuple[Path, int | None]] = set()
-    for _offset, record in iter_log(log_path):
-        for ref in record_frames(ep_dir, record):
-            if (ref.path, ref.at) not in seen:
-                seen.add((ref.path, ref.at))
-                frames.append(ref)
+    with log:
+        for _offset, record in iter_log(log):
+            for ref in record_frames(ep_dir, record):
+                if (ref.path, ref.at) not in seen:
+                    seen.add((ref.path, ref.at))
+                    frames.append(ref)
     return frames
 
 

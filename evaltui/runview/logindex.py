@@ -4,7 +4,9 @@ A log can hold hundreds of thousands of lines, so it is never read whole: the in
 built by reading fixed-size chunks with ``os.pread`` (the buffer is dropped after each
 chunk, so memory grows by the offsets only, 8 bytes a line) and each line is read back
 with one ``pread`` when it is shown. A trailing line without its newline is a writer
-mid-append, or a crash: it is left out until it is complete.
+mid-append, or a crash: it is left out until it is complete (:meth:`LineIndex.torn` has
+it, for a reader that knows the episode is over). Given a ``root``, the file is opened
+without following a symlink out of it (:mod:`evaltui.safeopen`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from evaltui.logtail import torn_tail
 from evaltui.rundir import parse_log_line
+from evaltui.safeopen import LeavesRoot, open_file_fd
 
 CHUNK_BYTES = 4 << 20
 _ERROR_MARK = b'"event":"error"'
@@ -31,9 +35,14 @@ class LineIndex:
     arrays are only ever replaced, never mutated, under a lock.
     """
 
-    def __init__(self, path: Path, chunk_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(self, path: Path, chunk_bytes: int = CHUNK_BYTES,
+                 root: Path | str | None = None) -> None:
         self.path = Path(path)
+        self.root = root
+        """Opened without following a symlink out of it, if given (LeavesRoot if it does)."""
         self.chunk_bytes = chunk_bytes
+        self.refused: str | None = None
+        """Why the log was not read (a symlink out of the root)."""
         self._lock = threading.Lock()
         self._scan_lock = threading.Lock()
         """One scan at a time: two threads extending the index would interleave chunks."""
@@ -60,10 +69,18 @@ class LineIndex:
         with self._scan_lock:
             return self._scan(max_bytes)
 
+    def _open(self) -> int:
+        if self.root is None:
+            return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        return open_file_fd(self.root, self.path)
+
     def _scan(self, max_bytes: int | None) -> int:
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = self._open()
         except FileNotFoundError:
+            return 0
+        except LeavesRoot as exc:
+            self.refused = str(exc)  # nothing to index: the replay says why
             return 0
         try:
             self.file_size = os.fstat(fd).st_size
@@ -112,8 +129,11 @@ class LineIndex:
         """The bytes of line ``i`` (without its newline)."""
         with self._lock:
             start, end = int(self._starts[i]), int(self._ends[i])
-        with open(self.path, "rb") as f:
-            return os.pread(f.fileno(), end - start, start)
+        fd = self._open()
+        try:
+            return os.pread(fd, end - start, start)
+        finally:
+            os.close(fd)
 
     def record(self, i: int) -> dict[str, Any]:
         """Line ``i`` parsed (a garbage line gives an ``event: corrupt`` record)."""
@@ -127,12 +147,30 @@ class LineIndex:
         with self._lock:
             starts = self._starts[first:stop].copy()
             ends = self._ends[first:stop].copy()
-        with open(self.path, "rb") as f:
+        fd = self._open()
+        try:
             base = int(starts[0])
-            blob = os.pread(f.fileno(), int(ends[-1]) - base, base)
+            blob = os.pread(fd, int(ends[-1]) - base, base)
+        finally:
+            os.close(fd)
         return [parse_log_line(blob[s - base : e - base]) for s, e in zip(starts.tolist(),
                                                                         ends.tolist(),
                                                                         strict=True)]
+
+    def torn(self) -> dict[str, Any] | None:
+        """The bytes after the last complete line, as a ``torn`` record (None if there are
+        none, or the index is not complete yet). Only a reader that knows the writer is
+        done (episode.json exists) should show it: before, it is a line mid-append."""
+        if not self.complete:
+            return None
+        try:
+            fd = self._open()
+        except FileNotFoundError:
+            return None
+        try:
+            return torn_tail(fd, self._scanned)
+        finally:
+            os.close(fd)
 
     def error_lines(self) -> list[int]:
         """Indexes of the lines that are ``error`` records, in file order."""

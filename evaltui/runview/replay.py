@@ -5,6 +5,11 @@ copied anywhere replays. Steps in log.jsonl never decrease (episode_start is ste
 then each step's firings, then episode_end), so the first line of a step is found by
 bisecting the line index, parsing ~log2(lines) lines instead of the whole log. Frames are
 :class:`~evaltui.runview.frames.FrameRef` values (a PNG, or a record of frames.bin).
+
+Files are opened without following a symlink out of the run dir when the ep dir sits in
+one (``RUN/episodes/epNNNN``), else out of the ep dir (:mod:`evaltui.safeopen`). Once the
+episode is over (episode.json exists), a last log line cut short is shown as a ``torn``
+firing of the last step rather than dropped.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import orjson
 
 from evaltui.runview.frames import FrameRef, record_frames
 from evaltui.runview.logindex import LineIndex
+from evaltui.safeopen import LeavesRoot, kind_inside, read_json_inside
 
 LOG_FILENAME = "log.jsonl"
 EPISODE_FILENAME = "episode.json"
@@ -42,7 +48,7 @@ class Firing:
 
     @property
     def is_error(self) -> bool:
-        return self.event in ("error", "corrupt")
+        return self.event in ("error", "corrupt", "torn", "unreadable")
 
 
 class EpisodeReplay:
@@ -50,20 +56,32 @@ class EpisodeReplay:
 
     def __init__(self, ep_dir: Path) -> None:
         self.ep_dir = Path(ep_dir)
-        self.index = LineIndex(self.ep_dir / LOG_FILENAME)
+        in_run = self.ep_dir.parent.name == "episodes"
+        self.root = self.ep_dir.absolute().parents[1] if in_run else self.ep_dir
+        """Nothing is read through a symlink out of it: the run dir, or a lone ep dir."""
+        self.index = LineIndex(self.ep_dir / LOG_FILENAME, root=self.root)
         self.episode: dict[str, Any] = {}
         self.episode_error: str | None = None
         """Why episode.json could not be used (the replay still works from the log)."""
+        self.finished = False
+        """episode.json exists (usable or not): the log is complete."""
         self._steps: dict[int, int] = {}
         self.load_episode()
 
     def load_episode(self) -> None:
         """(Re)read episode.json; a missing or corrupt one is noted, not raised."""
         path = self.ep_dir / EPISODE_FILENAME
+        self.finished = True
         try:
-            data = orjson.loads(path.read_bytes())
-        except FileNotFoundError:
+            data = read_json_inside(self.root, path)
+        except (FileNotFoundError, NotADirectoryError):
+            self.finished = False
             self.episode, self.episode_error = {}, "episode.json not written yet"
+            return
+        except LeavesRoot:
+            where = "the run dir" if self.root != self.ep_dir else "the episode dir"
+            what = "" if self._dir_leaves() else "episode.json is "
+            self.episode, self.episode_error = {}, f"{what}unreadable (symlink leaves {where})"
             return
         except (OSError, orjson.JSONDecodeError) as exc:
             self.episode, self.episode_error = {}, f"episode.json is unreadable: {exc}"
@@ -112,17 +130,54 @@ class EpisodeReplay:
         return range(self.first_line_of(step), self.first_line_of(step + 1))
 
     def firings(self, step: int, limit: int = FIRINGS_PER_STEP_LIMIT) -> tuple[list[Firing], int]:
-        """The records of ``step`` (at most ``limit``) and how many there are in all."""
+        """The records of ``step`` (at most ``limit``) and how many there are in all; the
+        last step ends with the torn last line, if any."""
         lines = self.step_lines(step)
         shown = lines[:limit]
         records = self.index.records(shown.start, shown.stop) if len(shown) else []
-        return [Firing(i, r) for i, r in zip(shown, records, strict=True)], len(lines)
+        firings = [Firing(i, r) for i, r in zip(shown, records, strict=True)]
+        torn = self.torn_firing() if step == self.last_step else None
+        if torn is not None:
+            if len(firings) < limit:
+                firings.append(torn)
+            return firings, len(lines) + 1
+        return firings, len(lines)
+
+    def torn_firing(self) -> Firing | None:
+        """The last log line of a finished episode that has no newline, as a ``torn``
+        record (while the episode runs, it is a line mid-append: None); or, when log.jsonl
+        was refused (a symlink out of the root), an ``unreadable`` record saying so."""
+        if self.index.refused is not None:
+            where = "the run dir" if self.root != self.ep_dir else "the episode dir"
+            return Firing(0, {"event": "unreadable", "error": f"log.jsonl is unreadable "
+                              f"(symlink leaves {where}); not read"})
+        if not self.finished:
+            return None
+        try:
+            record = self.index.torn()
+        except OSError:
+            return None
+        return Firing(len(self.index), record) if record is not None else None
+
+    def _dir_leaves(self) -> bool:
+        """The ep dir itself is a symlink out of the run dir (nothing of it is read)."""
+        try:
+            kind_inside(self.root, self.ep_dir.absolute().relative_to(self.root))
+        except LeavesRoot:
+            return True
+        except (OSError, ValueError):
+            return False
+        return False
 
     # --- errors --------------------------------------------------------------------------
 
     def error_steps(self, limit: int = ERROR_STEPS_LIMIT) -> list[int]:
-        """Steps that hold an ``error`` record, ascending (the first ``limit`` errors')."""
-        return sorted({self.step_of(i) for i in self.index.error_lines()[:limit]})
+        """Steps that hold an ``error`` record (or the torn last line), ascending (the first
+        ``limit`` errors')."""
+        steps = {self.step_of(i) for i in self.index.error_lines()[:limit]}
+        if self.torn_firing() is not None:
+            steps.add(self.last_step)
+        return sorted(steps)
 
     def next_error_step(self, after_step: int) -> int | None:
         """The first error step after ``after_step``, wrapping to the first; None if none."""

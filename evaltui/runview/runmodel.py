@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaltui.results.runrows import UNREADABLE
 from evaltui.rundir import RunStatus
 
 
@@ -44,9 +45,12 @@ class RunModel:
         with self._lock:
             return len(self._rows)
 
-    def known(self, index: int) -> bool:
+    def known(self, index: int, *, usable: bool = False) -> bool:
+        """True if episode ``index`` has a row (with ``usable``: one that is not a stand-in
+        for an unreadable episode.json)."""
         with self._lock:
-            return index in self._rows
+            row = self._rows.get(index)
+        return row is not None and not (usable and row.get("status") == UNREADABLE)
 
     @property
     def status(self) -> RunStatus | None:
@@ -59,7 +63,8 @@ class RunModel:
             return [self._rows[i] for i in sorted(self._rows)]
 
     def upsert_rows(self, rows: list[dict[str, Any]], *, only_new: bool = False) -> int:
-        """Add or replace rows by ``episode_index``; with ``only_new`` keep known ones.
+        """Add or replace rows by ``episode_index``; with ``only_new`` keep known ones
+        (but replace a stand-in for an unreadable episode.json).
 
         Returns how many rows changed.
         """
@@ -69,7 +74,8 @@ class RunModel:
                 index = row.get("episode_index")
                 if not isinstance(index, int) or isinstance(index, bool):
                     continue
-                if only_new and index in self._rows:
+                if only_new and index in self._rows and \
+                        self._rows[index].get("status") != UNREADABLE:
                     continue
                 if self._rows.get(index) == row:
                     continue

@@ -9,10 +9,17 @@ summary.json's own rows, which the run rewrites about once a second.
 Like toolong's watcher it owns no UI: it reports through the ``on_change`` callback,
 and ``close()`` stops and joins it. If the OS refuses a watch (inotify limits), it
 falls back to polling the run dir every ``poll_interval`` seconds.
+
+Files are opened without following a symlink out of the dir holding the run dir (the
+outputs root's ``eval_runs``; :mod:`evaltui.safeopen`): a run dir with one at its top
+level is not read at all, an episode.json with one is an ``unreadable`` row. A torn
+summary.json is rebuilt from the episode files (:mod:`evaltui.results.rebuild`) and
+the model says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -23,6 +30,8 @@ from typing import Any
 import orjson
 import watchfiles
 
+from evaltui.results.rebuild import rebuild_summary
+from evaltui.results.runrows import unreadable_row
 from evaltui.rundir import (
     DONE_FILENAME,
     EPISODES_DIRNAME,
@@ -31,24 +40,32 @@ from evaltui.rundir import (
     episode_index_from_dirname,
     read_run_status,
 )
+from evaltui.runguard import leaving
 from evaltui.runview.runmodel import RunModel
+from evaltui.safeopen import LeavesRoot, Root, kind_inside, list_dir_inside, read_json_inside
 
 log = logging.getLogger(__name__)
 
 EPISODE_FILENAME = "episode.json"
 _STATUS_FILES = frozenset({SUMMARY_FILENAME, SCHEDULER_FILENAME, DONE_FILENAME})
+LEAVES = "unreadable (symlink leaves the run dir)"
 
 
-def read_episode_file(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """An episode.json as ``(row, None)``, or ``(None, why)`` if it cannot be used."""
+def read_episode_file(path: Path, root: str | os.PathLike[str] | None = None
+                      ) -> tuple[dict[str, Any] | None, str | None]:
+    """An episode.json as ``(row, None)``, or ``(None, why)`` if it cannot be used; opened
+    without following a symlink out of ``root`` (default: its ep dir's run dir)."""
+    name = f"{path.parent.name}/{path.name}"
     try:
-        row = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
+        row = read_json_inside(root if root is not None else path.parents[2], path)
+    except (FileNotFoundError, NotADirectoryError):
         return None, None  # replaced or removed in between: a later event says more
+    except LeavesRoot:
+        return None, f"{name}: {LEAVES}"
     except (OSError, orjson.JSONDecodeError) as exc:
-        return None, f"{path.parent.name}/{path.name} is unreadable: {exc}"
+        return None, f"{name} is unreadable: {exc}"
     if not isinstance(row, dict) or not isinstance(row.get("episode_index"), int):
-        return None, f"{path.parent.name}/{path.name} is not an episode row"
+        return None, f"{name} is not an episode row"
     return row, None
 
 
@@ -60,6 +77,10 @@ class RunWatcher(threading.Thread):
                  force_polling: bool = False) -> None:
         super().__init__(name=f"run-watcher-{Path(run_dir).name}", daemon=True)
         self.run_dir = Path(run_dir).resolve()  # events carry absolute paths
+        # The trusted root is the dir holding the run dir (as given, before resolving): a
+        # run dir that is a symlink out of it is refused like any file in it.
+        self.root = Root.of(Path(run_dir).absolute().parent)
+        self.name = Path(run_dir).name
         self.model = model
         self.on_change = on_change
         self.debounce_ms = debounce_ms
@@ -140,7 +161,7 @@ class RunWatcher(threading.Thread):
                 episode_files.add(path)
             else:  # a new ep dir: its episode.json may predate the dir's own watch
                 candidate = path / EPISODE_FILENAME
-                if candidate.exists():
+                if self._present(f"{EPISODES_DIRNAME}/{path.name}/{EPISODE_FILENAME}"):
                     episode_files.add(candidate)
         changed = self._read_episodes(sorted(episode_files))
         if status_changed:
@@ -153,17 +174,36 @@ class RunWatcher(threading.Thread):
         rows = []
         badges = 0
         for path in paths:
-            row, error = read_episode_file(path)
+            index = episode_index_from_dirname(path.parent.name)
+            if index is None or path.parent.parent.name != EPISODES_DIRNAME:
+                continue
+            rel = f"{self.name}/{EPISODES_DIRNAME}/{path.parent.name}/{EPISODE_FILENAME}"
+            row, error = read_episode_file(self.root / Path(rel), self.root)
             key = f"{path.parent.name}/{EPISODE_FILENAME}"
             if row is not None:
                 rows.append(row)
                 badges += self.model.note_error(key, None)  # a rewrite may repair it
             elif error is not None:
                 badges += self.model.note_error(key, error)
+                if not self.model.known(index, usable=True):
+                    # "unreadable", never "not finished"; a good row (summary's) stays
+                    rows.append(unreadable_row(index, error))
         return self.model.upsert_rows(rows) + badges
 
     def _read_status(self) -> None:
+        refused = leaving(self.root, self.name)
+        if refused is not None:
+            self.model.note_error("run", f"{refused.rel}: {LEAVES}; not read")
+            return
+        self.model.note_error("run", None)
         status = read_run_status(self.run_dir)
+        if status.summary_unreadable:
+            rebuilt = rebuild_summary(self.run_dir, status.state, status.error)
+            status = dataclasses.replace(status, summary=rebuilt)
+            self.model.note_error("summary", "summary.json is unreadable: rows and metrics "
+                                  "rebuilt from the episode files")
+        else:
+            self.model.note_error("summary", None)
         self.model.set_status(status)
         rows = (status.summary or {}).get("episodes")
         if isinstance(rows, list):
@@ -172,8 +212,10 @@ class RunWatcher(threading.Thread):
 
     def _read_missing_episodes(self) -> int:
         """Read the episode.json of every ep dir not in the model yet (one listdir)."""
+        if leaving(self.root, self.name) is not None:
+            return 0  # _read_status says why
         try:
-            names = os.listdir(self.run_dir / EPISODES_DIRNAME)
+            names = list_dir_inside(self.root, f"{self.name}/{EPISODES_DIRNAME}")
         except OSError:
             return 0
         paths = []
@@ -181,7 +223,16 @@ class RunWatcher(threading.Thread):
             index = episode_index_from_dirname(name)
             if index is None or self.model.known(index):
                 continue
-            path = self.run_dir / EPISODES_DIRNAME / name / EPISODE_FILENAME
-            if path.exists():
-                paths.append(path)
+            if self._present(f"{EPISODES_DIRNAME}/{name}/{EPISODE_FILENAME}"):
+                paths.append(self.run_dir / EPISODES_DIRNAME / name / EPISODE_FILENAME)
         return self._read_episodes(sorted(paths))
+
+    def _present(self, rel: str) -> bool:
+        """``rel`` (under the run dir) exists; a symlink out of the root counts (it is then
+        read as unreadable rather than taken for an episode not finished)."""
+        try:
+            return kind_inside(self.root, f"{self.name}/{rel}") is not None
+        except LeavesRoot:
+            return True
+        except OSError:
+            return False

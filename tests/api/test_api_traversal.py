@@ -110,9 +110,9 @@ PLANTS: dict[str, str | None] = {
     "shared_urls.json": "run", "graph.json": "run", "episodes": "run",
     "episodes/ep0001": "epdir", "episodes/ep0001/episode.json": "row",
     "episodes/ep0001/log.jsonl": "log",
-    "episodes/ep0001/trajectory.json": None, "episodes/ep0001/assets": None,
-    "episodes/ep0001/assets/frames.bin": None,
+    "episodes/ep0001/trajectory.json": None,
 }
+"""Plus, with scope None, every other file or dir of the ep dir (its frames)."""
 
 # Every route that takes a run: (method, path) -> the plant scopes that make it 404. The test
 # below fails if the API grows a run route this table does not name.
@@ -167,8 +167,12 @@ def planted_runs(backend: Backend, tmp_path: Path) -> dict[str, str]:
     (template / "summary.json").write_text(json.dumps(summary))
     secret = tmp_path / "secret-run"
     _secret_twin(template, secret)
+    ep = template / "episodes" / "ep0001"
+    frames = [str(p.relative_to(template)) for p in [*ep.iterdir(), *ep.glob("*/*")]
+              if str(p.relative_to(template)) not in PLANTS]
+    assert frames, "the bot's episodes log frames"
     runs = {}
-    for n, plant in enumerate(PLANTS):
+    for n, plant in enumerate([*PLANTS, *frames]):
         rid = f"20250102_{n:06d}"
         target = root / rid
         shutil.copytree(template, target)
@@ -209,7 +213,7 @@ def test_a_symlink_out_of_the_root_is_404_for_every_route(
     http = backend.http()
     caplog.set_level(logging.WARNING, logger="evaltui.api.runfiles")
     for plant, run_id in planted_runs.items():
-        scope = PLANTS[plant]
+        scope = PLANTS.get(plant)
         for (method, path), refusing in RUN_ROUTES.items():
             answer = _call(http, method, path, run_id)
             assert SYMLINK_SECRET not in answer.text, (plant, path)
@@ -224,7 +228,7 @@ def test_a_symlink_out_of_the_root_is_404_for_every_route(
     assert listed.status_code == 200 and SYMLINK_SECRET not in listed.text
     shown = {r["run_id"] for r in listed.json()}
     for plant, run_id in planted_runs.items():
-        assert (run_id in shown) == (PLANTS[plant] != "run"), plant
+        assert (run_id in shown) == (PLANTS.get(plant) != "run"), plant
     assert SYMLINK_SECRET not in http.get("/queue").text
 
 

@@ -115,3 +115,20 @@ async def test_enter_opens_the_episode_replay(runs, app_factory) -> None:
         assert app.screen.ep_dir == episode_dir(runs["done"], 5)
         await pilot.press("escape")
         await wait_for(lambda: isinstance(app.screen, RunScreen))
+
+
+async def test_a_torn_summary_shows_rebuilt_metrics_and_says_so(runs, app_factory) -> None:
+    """Issue 10: a torn summary.json (with _DONE) read "aborted" and "no metrics yet"."""
+    run_dir = runs["done"]
+    summary = run_dir / "summary.json"
+    summary.write_bytes(summary.read_bytes()[:200])
+    app = app_factory(run_dir=run_dir)
+    async with app.run_test(size=SIZE):
+        await loaded(app, 20)
+        screen = app.screen
+        await wait_for(lambda: "summary" in screen._errors, what="the unreadable note")
+        assert "rows and metrics rebuilt" in screen._errors["summary"]
+        assert screen._state is not None and screen._state.value == "done"
+        panel = screen.query_one(MetricsPanel)
+        assert (panel.summary or {}).get("metrics", {}).get("success") is not None
+        assert "no metrics yet" not in str(panel.render())

@@ -170,10 +170,13 @@ def test_watcher_badges_a_corrupt_episode_and_clears_it(tmp_path: Path) -> None:
     model, watcher, _ = watch(run_dir)
     try:
         wait(lambda: "ep0000/episode.json" in model.take_changes().errors)
+        # Issue 10: "unreadable", never "not finished" (no row at all).
+        assert [r["status"] for r in model.rows()] == ["unreadable"]
+        assert "unreadable" in model.rows()[0]["error"]
         time.sleep(0.3)
         write_json_atomic(episode_dir(run_dir, 0) / "episode.json", row)
-        wait(lambda: model.known(0))
-        assert model.take_changes().errors == {}
+        wait(lambda: model.known(0, usable=True))
+        assert model.take_changes().errors == {} and model.rows() == [row]
     finally:
         watcher.close()
 
