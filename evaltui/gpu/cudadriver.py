@@ -22,6 +22,10 @@ CUDA runtime (and so torch) uses, which makes this process look to NVML like a m
 process, and its entry points kept their signatures while ``cuCtxCreate`` gained new
 ones (``_v3``, and ``_v4`` with CUctxCreateParams in CUDA 13).
 
+Importing this module loads nothing: the library is opened, and CUDA initialised, only
+when a :class:`DeviceMemory` is made. A process that imports a nodeset module and then
+forks (the run's worker zygote) stays fork-safe; CUDA does not survive a fork.
+
 Every CUresult is checked: a failure raises :class:`CudaError` with the call, the enum
 name and the driver's description (``cuMemAlloc_v2(1024 MiB) failed:
 CUDA_ERROR_OUT_OF_MEMORY (2): out of memory``). A missing library or function raises

@@ -108,8 +108,8 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> GpuUnderTest:
 
 @pytest.fixture
 def dataset(tmp_path: Path) -> Path:
-    """Twelve short episodes (goals 1..3)."""
-    return write_dataset(tmp_path / "line.jsonl", [1, 2, 3] * 4)
+    """24 short episodes (goals 1..3)."""
+    return write_dataset(tmp_path / "line.jsonl", [1, 2, 3] * 8)
 
 
 @pytest.fixture

@@ -116,7 +116,13 @@ def holding_spec(dataset: Path, *, placement: str, vram_mb: int, marginal_vram_m
 
 
 def record(outputs: Path, run_id: str) -> dict[str, Any]:
+    """The run's scheduler.json."""
     return read_json(runs_root(outputs) / run_id / "scheduler.json")
+
+
+def summary(outputs: Path, run_id: str) -> dict[str, Any]:
+    """The run's summary.json (the on-disk contract, DESIGN §2)."""
+    return read_json(runs_root(outputs) / run_id / "summary.json")
 
 
 def wait_until(cond: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from gpuhelpers import holding_spec, libcuda_loads
+from gpuhelpers import holding_spec, libcuda_loads, summary
 
 from evaltui.gpu.cudadriver import LIBCUDA
 from evaltui.scheduler import JobScheduler
@@ -26,8 +26,7 @@ def test_the_graph_runs_in_every_placement_at_0_mib(
                                           marginal_vram_mb=100, episodes=3, sleep_sec=0.0,
                                           workers=workers))
     assert sched.wait(run_id, timeout=60) is RunState.DONE
-    summary = sched.get_run(run_id).summary
-    assert summary is not None and summary["counts_by_status"] == {"ok": 3}
+    assert summary(sched.outputs, run_id)["counts_by_status"] == {"ok": 3}
 
 
 def test_a_run_not_placed_on_a_gpu_does_not_allocate_anywhere(
@@ -37,10 +36,8 @@ def test_a_run_not_placed_on_a_gpu_does_not_allocate_anywhere(
     run_id, _ = sched.submit(holding_spec(dataset, placement="inline", vram_mb=64,
                                           marginal_vram_mb=100, episodes=2))
     assert sched.wait(run_id, timeout=60) is RunState.FAILED
-    summary = sched.get_run(run_id).summary
-    assert summary is not None
     assert "CUDA_VISIBLE_DEVICES is not set: this nodeset allocates only on a GPU the " \
-           "scheduler assigned" in summary["error"]
+           "scheduler assigned" in summary(sched.outputs, run_id)["error"]
 
 
 @pytest.mark.skipif(libcuda_loads(), reason=f"{LIBCUDA} loads here: the gpu tests use it")
@@ -51,6 +48,5 @@ def test_a_run_on_a_machine_without_the_driver_fails_naming_it(
     run_id, _ = sched.submit(holding_spec(dataset, placement="inline", vram_mb=64,
                                           marginal_vram_mb=100, episodes=2))
     assert sched.wait(run_id, timeout=60) is RunState.FAILED
-    summary = sched.get_run(run_id).summary
-    assert summary is not None
-    assert f"CudaUnavailable: cannot load the CUDA driver library {LIBCUDA}" in summary["error"]
+    error = summary(sched.outputs, run_id)["error"]
+    assert f"CudaUnavailable: cannot load the CUDA driver library {LIBCUDA}" in error

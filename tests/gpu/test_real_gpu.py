@@ -22,6 +22,7 @@ from gpuhelpers import (
     read_gpu,
     record,
     session_of,
+    summary,
     used_by,
     wait_until,
 )
@@ -67,8 +68,9 @@ def test_a_runs_memory_is_measured_attributed_and_calibrates_its_nodesets(
         dataset: Path) -> None:
     n = gpu.alloc_mb
     per_process = n + gpu.context_mb
-    spec = holding_spec(dataset, placement=placement, vram_mb=n, episodes=12,
-                        workers=holders if placement == "replicated" else 1,
+    # Long enough (~3.6 s) for the readings calibration asks of a run (sampling.py).
+    spec = holding_spec(dataset, placement=placement, vram_mb=n, episodes=12 * holders,
+                        sleep_sec=0.15, workers=holders if placement == "replicated" else 1,
                         marginal_vram_mb=holders * per_process + SLACK_MB)
     free_before = read_gpu(gpu.index).free_mb
     sched = make_scheduler().start()
@@ -87,7 +89,11 @@ def test_a_runs_memory_is_measured_attributed_and_calibrates_its_nodesets(
         used = used_by(reading, pids)
         return (pids, used) if len(pids) == holders and used and used >= holders * n else None
 
-    pids, used = wait_until(seen, 120, f"{holders} process(es) of the run holding {n} MiB")
+    found = wait_until(lambda: seen() or sched.get_run(run_id).state.terminal, 120,
+                       f"{holders} process(es) of the run holding {n} MiB")
+    assert found is not True, (f"the run ended {sched.get_run(run_id).state}: "
+                               f"{summary(sched.outputs, run_id).get('error')}")
+    pids, used = found
     assert used <= holders * per_process + SLACK_MB
     assert free_before - read_gpu(gpu.index).free_mb >= holders * n - SLACK_MB
     # The scheduler's own reading (up to a probe interval old) shows the same processes.
@@ -98,20 +104,26 @@ def test_a_runs_memory_is_measured_attributed_and_calibrates_its_nodesets(
     wait_until(scheduler_sees, 10, "the scheduler's reading of the run's processes")
     if placement == "shared":
         (ns,) = sched.nodesets()
-        assert any(r.run_id == f"nodeset:{ns.name}" for r in sched.resources().ledger)
+        # Its own reservation, added when the run that asked for it is spawned.
+        wait_until(lambda: any(r.run_id == f"nodeset:{ns.name}"
+                               for r in sched.resources().ledger), 30, "the host's reservation")
     assert sched.wait(run_id, timeout=300) is RunState.DONE
 
     peak = record(sched.outputs, run_id)["measured_peak_mb"]
     if placement == "shared":
         assert peak == 0  # the run itself holds nothing: the host does
-        wait_until(lambda: sched.nodesets() == [], 60, "the host's unload")
-        learned = sched.calibration.peak("vram", ns.key)
+        # Learnt from the host's measured peak when it is unloaded, after the run.
+        learned = wait_until(lambda: sched.calibration.peak("vram", ns.key), 60,
+                             "the host's peak learnt")
         assert learned == pytest.approx(used, abs=SLACK_MB)
         expected = learned
     else:
         assert peak == pytest.approx(used, abs=SLACK_MB)
         expected = peak
     # The next run of the same nodesets is estimated from what this one really used.
+    # (Learnt just after the run turns done; a job queued under the lock keeps the
+    # estimate it was submitted with, so submit it only then.)
+    wait_until(lambda: len(sched.calibration.entries()) == 2, 30, "env and policy learnt")
     sched.lock("test", ttl_sec=60)  # keep it queued to read its estimate
     again, _ = sched.submit(spec)
     (queued,) = [q for q in sched.queue() if q.run_id == again]
