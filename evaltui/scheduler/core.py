@@ -18,7 +18,6 @@ alone.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -30,13 +29,13 @@ from typing import Any
 
 from evaltui import fakegpu
 from evaltui.process import terminate_group
-from evaltui.rundir import PidRef, is_run_id, outputs_root, runs_root, state_dir
+from evaltui.rundir import PidRef, is_run_id, outputs_root, runs_root
 from evaltui.scheduler.accounting import RssCache
 from evaltui.scheduler.admission import Wait
 from evaltui.scheduler.calibration import Calibration, nodeset_parts
 from evaltui.scheduler.episodes import EpisodeWatcher
 from evaltui.scheduler.events import Listeners, NodesetsChanged, RunStateChanged, SchedulerEvent
-from evaltui.scheduler.hostlauncher import SubprocessLauncher
+from evaltui.scheduler.hostlauncher import SubprocessLauncher, hosts_dir
 from evaltui.scheduler.jobs import Job, JobQueue, RecordWriter
 from evaltui.scheduler.ledger import Ledger
 from evaltui.scheduler.lock import InteractiveLock
@@ -113,10 +112,10 @@ class Core:
         self.index = RunIndex(self.runs_root)
         self.me = PidRef.current()
         self.owner = new_owner(owner_of)
-        registry = state_dir() / "shared" / f"{_digest(str(self.outputs))}.json"
         if nodeset_launcher is None and host_shared:
             nodeset_launcher = SubprocessLauncher()
-        self.shared = SharedNodesets(nodeset_launcher, registry, self._nodeset_changed)
+        self.shared = SharedNodesets(nodeset_launcher, hosts_dir(), self._nodeset_changed,
+                                     runs_root=self.runs_root, owner=self.me)
         self.nudge: Callable[[], None] = lambda: None
         """Tick as soon as possible (the façade points it at its loop)."""
         self._seq = 0
@@ -239,7 +238,3 @@ def gpu_env(gpu: int | None, fake: bool) -> dict[str, str]:
     else:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # NVML numbers GPUs in PCI order
     return env
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()[:12]

@@ -25,9 +25,15 @@ from typing import Any
 from evaltui.engine.channel import UNIX_SCHEME, host_secret, parse_url
 from evaltui.process import terminate_group
 from evaltui.rundir import PidRef, state_dir
+from evaltui.scheduler.hostfiles import HOSTS_DIRNAME
 from evaltui.scheduler.shared import HostedProcess, NodesetError
 
 START_TIMEOUT_SEC = 120.0
+
+
+def hosts_dir() -> Path:
+    """``state_dir()/shared/hosts``: one file per host (:mod:`evaltui.scheduler.hostfiles`)."""
+    return state_dir() / "shared" / HOSTS_DIRNAME
 
 
 def runtime_dir() -> Path:

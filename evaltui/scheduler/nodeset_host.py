@@ -7,6 +7,10 @@ stdin, authenticates clients with the per-host secret of the state dir
 (``channel.host_secret``, the one a run reads for URLs in shared_urls.json), prints
 ``{"url", "pid"}`` (or ``{"error"}``) as one JSON line once clients can connect, and then
 hosts until SIGTERM. After that line, stdout goes to the log like stderr.
+
+It also watches its host file (:mod:`evaltui.scheduler.hostfiles`) once a second: loaded
+for runs, with no scheduler owning it any more and no holder's process alive, it ends by
+itself, so it never outlives its last run when no scheduler comes back.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 
 
@@ -29,6 +34,8 @@ def main() -> int:
     def ready(url: str) -> None:
         print(json.dumps({"url": url, "pid": os.getpid()}), flush=True)
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the launcher stops reading now
+        threading.Thread(target=watch_holders, args=(stop,), name="evaltui-host-holders",
+                         daemon=True).start()
 
     try:
         from evaltui.engine.channel import host_secret
@@ -40,6 +47,24 @@ def main() -> int:
         print(json.dumps({"error": traceback.format_exc()}), flush=True)
         return 1
     return 0
+
+
+def watch_holders(stop: threading.Event) -> None:
+    """Set ``stop`` once the host file says nobody needs this host any more."""
+    from evaltui.scheduler.hostfiles import WATCH_INTERVAL_SEC, HolderWatch
+    from evaltui.scheduler.hostlauncher import hosts_dir
+
+    watch = HolderWatch(hosts_dir())
+    while not stop.wait(WATCH_INTERVAL_SEC):
+        try:
+            reason = watch.check()
+        except OSError as exc:  # the state dir went away, say: keep hosting, try again
+            print(f"evaltui host: cannot read its host file: {exc}", file=sys.stderr)
+            continue
+        if reason is not None:
+            print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} evaltui host {os.getpid()} exits: "
+                  f"{reason}", file=sys.stderr, flush=True)
+            stop.set()
 
 
 if __name__ == "__main__":

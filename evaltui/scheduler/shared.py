@@ -9,7 +9,10 @@ loaded is stopped on the tick after its count reaches zero; one loaded interacti
 (``load``) stays until ``unload``.
 
 Host processes run in their own session, so killing the scheduler does not take them
-(or the runs using them) down; the registry file lets a restarted scheduler adopt them.
+(or the runs using them) down. Each host has a file in ``hosts_dir``
+(:mod:`evaltui.scheduler.hostfiles`) naming its owner and holders: a restarted scheduler
+adopts the hosts whose owner is gone, and a host loaded for runs ends by itself once no
+scheduler owns it and its last holder's process has ended.
 """
 
 from __future__ import annotations
@@ -21,10 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-import orjson
-
-from evaltui.rundir import PRIVATE_MODE, PidRef, write_json_atomic
-from evaltui.scheduler import procs
+from evaltui.rundir import PidRef
+from evaltui.scheduler import hostfiles, procs
 from evaltui.scheduler.calibration import NodesetPart, nodeset_key
 
 Origin = Literal["scheduler", "interactive"]
@@ -83,12 +84,19 @@ class NodesetError(RuntimeError):
 
 
 class SharedNodesets:
-    """The registry of hosted nodesets (thread-safe), persisted to ``registry_path``."""
+    """The registry of hosted nodesets (thread-safe), one host file each in ``hosts_dir``."""
 
-    def __init__(self, launcher: NodesetLauncher | None, registry_path: Path,
-                 on_change: Callable[[SharedNodeset, bool], None] | None = None) -> None:
+    def __init__(self, launcher: NodesetLauncher | None, hosts_dir: Path,
+                 on_change: Callable[[SharedNodeset, bool], None] | None = None, *,
+                 runs_root: Path | None = None, owner: PidRef | None = None) -> None:
         self.launcher = launcher
-        self.registry_path = registry_path
+        self.hosts_dir = Path(hosts_dir)
+        self.runs_root = str(runs_root) if runs_root is not None else None
+        """Where the holders' run dirs are (their scheduler.json has their PIDs)."""
+        self.owner = owner or PidRef.current()
+        self._disowned = False
+        self._written: dict[str, dict[str, Any]] = {}
+        """What each host's file last said (key -> data): unchanged files are not rewritten."""
         self._on_change = on_change
         self._by_key: dict[str, SharedNodeset] = {}
         self._lock = threading.RLock()
@@ -163,13 +171,15 @@ class SharedNodesets:
         """Stop every scheduler-loaded nodeset that no run holds (the scheduler is going away).
 
         Nodesets that runs still hold stay up for those runs (a next scheduler adopts
-        them); interactive ones always stay.
+        them, or they end with their last run); interactive ones always stay.
         """
         with self._lock:
             idle = [ns for ns in self._by_key.values()
                     if ns.origin == "scheduler" and not ns.holders]
         for ns in idle:
             self._stop(ns)
+        self._disowned = True  # the hosts left watch their holders alone now
+        self._persist()
         return idle
 
     # ---- interactive ---------------------------------------------------------------------
@@ -197,38 +207,37 @@ class SharedNodesets:
 
     # ---- restart -------------------------------------------------------------------------
     def restore(self) -> list[SharedNodeset]:
-        """Adopt the hosts of the registry file that still run; holders are re-added later."""
-        try:
-            raw = orjson.loads(self.registry_path.read_bytes())
-        except (OSError, ValueError):
-            return []
+        """Adopt the live hosts of this runs root whose owner is gone (their files name
+        them); holders are re-added later (:meth:`hold`)."""
         adopted = []
-        with self._lock:
-            for item in raw.get("nodesets", []) if isinstance(raw, dict) else []:
-                try:
-                    ref = PidRef(int(item["pid"]), float(item["pid_create_time"]))
-                    ns = SharedNodeset(str(item["name"]), str(item["key"]), str(item["impl"]),
-                                       dict(item["params"]), HostedProcess(str(item["url"]), ref),
-                                       item["origin"], item.get("gpu"),
-                                       loaded_at=float(item.get("loaded_at", time.time())))
-                except (KeyError, TypeError, ValueError):
+        for _path, item in hostfiles.adoptable(self.hosts_dir, self.runs_root, self.owner):
+            try:
+                ref = PidRef(int(item["pid"]), float(item["pid_create_time"]))
+                ns = SharedNodeset(str(item["name"]), str(item["key"]), str(item["impl"]),
+                                   dict(item["params"]), HostedProcess(str(item["url"]), ref),
+                                   item["origin"], item.get("gpu"),
+                                   loaded_at=float(item.get("loaded_at", time.time())))
+            except (KeyError, TypeError, ValueError):
+                continue
+            with self._lock:
+                if ns.key in self._by_key:
                     continue
-                if procs.alive(ref.pid, ref.create_time):
-                    self._by_key[ns.key] = ns
-                    adopted.append(ns)
-            self.version += 1
-        self._persist()
+                self._by_key[ns.key] = ns
+                self._written[ns.key] = item
+                self.version += 1
+            adopted.append(ns)
         return adopted
 
     def hold(self, run_id: str, url: str) -> bool:
         """Re-add the reference of an adopted run to the nodeset serving ``url``."""
         with self._lock:
-            for ns in self._by_key.values():
-                if ns.hosted.url == url:
-                    ns.holders.add(run_id)
-                    ns.zero_since_tick = None
-                    return True
-        return False
+            held = next((ns for ns in self._by_key.values() if ns.hosted.url == url), None)
+            if held is not None:
+                held.holders.add(run_id)
+                held.zero_since_tick = None
+        if held is not None:
+            self._persist()  # the host must know its holders if this scheduler goes too
+        return held is not None
 
     def expire_unheld(self, tick_no: int) -> None:
         """After a restore: scheduler-loaded nodesets no adopted run holds go at the next tick."""
@@ -274,6 +283,9 @@ class SharedNodesets:
                 return  # stopped already
             del self._by_key[ns.key]
             self.version += 1
+        with self._persist_lock:
+            self._written.pop(ns.key, None)
+            hostfiles.remove(hostfiles.host_file(self.hosts_dir, ns.hosted.ref.pid))
         if self.launcher is not None:
             self.launcher.stop(ns.hosted)
         self._changed(ns, False)
@@ -284,8 +296,16 @@ class SharedNodesets:
             self._on_change(ns, loaded)
 
     def _persist(self) -> None:
+        """Bring every host's file up to date (only the ones that changed are written)."""
         with self._persist_lock:  # snapshot and write under one lock: the newest lands last
             with self._lock:
-                data = {"nodesets": [n.to_json() for n in self._by_key.values()]}
-            self.registry_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            write_json_atomic(self.registry_path, data, mode=PRIVATE_MODE)
+                owner = hostfiles.owner_json(None if self._disowned else self.owner)
+                wanted = {n.key: (n.hosted.ref.pid,
+                                  {**n.to_json(), "runs_root": self.runs_root, "owner": owner})
+                          for n in self._by_key.values()}
+            for key, (pid, data) in wanted.items():
+                if self._written.get(key) == data:
+                    continue
+                path = hostfiles.host_file(self.hosts_dir, pid)
+                if hostfiles.write(path, data, create=key not in self._written):
+                    self._written[key] = data

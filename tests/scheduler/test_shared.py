@@ -74,7 +74,7 @@ def part(name: str = "policy", **params: Any) -> NodesetPart:
 
 def test_scheduler_going_away_stops_only_its_idle_nodesets(
         launcher: SleepLauncher, tmp_path: Path) -> None:
-    shared = SharedNodesets(launcher, tmp_path / "registry.json")
+    shared = SharedNodesets(launcher, tmp_path / "hosts")
     idle = shared.acquire("run-a", part(), {}, None)
     held = shared.acquire("run-b", part(noise=0.2), {}, None)
     pinned = shared.load("pinned", "sched_nodesets:VramPolicy", {"noise": 0.3}, {})
@@ -88,7 +88,7 @@ def test_scheduler_going_away_stops_only_its_idle_nodesets(
 
 def test_refcounted_per_run_and_unloaded_on_the_tick_after_zero(
         launcher: SleepLauncher, tmp_path: Path) -> None:
-    shared = SharedNodesets(launcher, tmp_path / "registry.json")
+    shared = SharedNodesets(launcher, tmp_path / "hosts")
     a = shared.acquire("run-a", part(), {}, None)
     b = shared.acquire("run-b", part(), {}, None)
     assert a is b and a.refcount == 2 and len(launcher.procs) == 1
@@ -107,7 +107,7 @@ def test_refcounted_per_run_and_unloaded_on_the_tick_after_zero(
 
 def test_interactive_loads_stay_and_unload_is_refused_while_in_use(
         launcher: SleepLauncher, tmp_path: Path) -> None:
-    shared = SharedNodesets(launcher, tmp_path / "registry.json")
+    shared = SharedNodesets(launcher, tmp_path / "hosts")
     pinned = shared.load("policy", part().impl, {}, {})
     assert shared.acquire("run-a", part(), {}, None) is pinned  # runs reuse it
     shared.release("run-a", tick_no=1)
@@ -122,12 +122,12 @@ def test_interactive_loads_stay_and_unload_is_refused_while_in_use(
 
 
 def test_a_new_registry_adopts_live_hosts(launcher: SleepLauncher, tmp_path: Path) -> None:
-    first = SharedNodesets(launcher, tmp_path / "registry.json")
+    first = SharedNodesets(launcher, tmp_path / "hosts")
     ns = first.acquire("run-a", part(), {}, None)
     dead = first.acquire("run-a", part(noise=1), {}, None)
     kill_group(dead.hosted.ref.pid)
     launcher.procs[1].wait()
-    second = SharedNodesets(launcher, tmp_path / "registry.json")
+    second = SharedNodesets(launcher, tmp_path / "hosts")
     (adopted,) = second.restore()
     assert adopted.key == ns.key and adopted.refcount == 0
     assert second.hold("run-a", ns.hosted.url) and adopted.refcount == 1
