@@ -21,14 +21,17 @@ from typing import Any, BinaryIO
 import orjson
 import psutil
 
+# The file names live with the records (evaltui.records); they stay importable from here
+# for the readers written before that move.
+from evaltui.records import (
+    DONE_FILENAME,
+    EPISODES_DIRNAME,
+    RUNS_DIRNAME,
+    SCHEDULER_FILENAME,
+    SUMMARY_FILENAME,
+)
 from evaltui.settings import settings
 from evaltui.states import RunState, SummaryStatus
-
-RUNS_DIRNAME = "eval_runs"
-EPISODES_DIRNAME = "episodes"
-DONE_FILENAME = "_DONE"
-SCHEDULER_FILENAME = "scheduler.json"
-SUMMARY_FILENAME = "summary.json"
 
 RUN_ID_RE = re.compile(r"[0-9]{8}_[0-9]{6}(?:_(?:[2-9]|[1-9][0-9]+))?")
 """``YYYYmmdd_HHMMSS`` with an optional collision suffix ``_2``, ``_3``, … (use fullmatch)."""

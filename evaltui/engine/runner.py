@@ -35,9 +35,19 @@ from evaltui.engine.metrics import failure_metrics
 from evaltui.engine.pool import EnvWorkerPool, EpisodeResult, PoolError
 from evaltui.engine.specchecks import CheckedSpec, check_spec
 from evaltui.engine.summary import SummaryWriter, now_iso
-from evaltui.engine.trajrecord import TRAJECTORY_FILE, trajectory_record
+from evaltui.engine.trajrecord import dataset_id, trajectory_json, trajectory_record
 from evaltui.engine.worker import SharedEndpoint, WorkerConfig
 from evaltui.engine.zygote import WorkerZygote
+from evaltui.records import (
+    EPISODE_FILENAME,
+    GRAPH_FILENAME,
+    LOG_FILENAME,
+    SHARED_URLS_FILENAME,
+    SPEC_FILENAME,
+    TRAJECTORY_FILENAME,
+    EpisodeRow,
+    NodeRef,
+)
 from evaltui.rundir import episode_dir, read_json, touch_done, write_json_atomic
 from evaltui.spec import SpecError, parse_spec
 from evaltui.states import EpisodeStatus, SummaryStatus
@@ -67,7 +77,7 @@ class BatchEvalRunner:
         header = {"run_id": self.run_id, "graph_name": None, "dataset": None, "split": None,
                   "worker_count": 1}
         try:
-            spec_data = read_json(self.run_dir / "spec.json")
+            spec_data = read_json(self.run_dir / SPEC_FILENAME)
             checked = check_spec(parse_spec(spec_data))
         except (OSError, ValueError, SpecError) as exc:
             return self._fail(header, f"cannot load the run: {exc}")
@@ -76,17 +86,16 @@ class BatchEvalRunner:
                       split=checked.split, worker_count=ev.worker_count)
         specs = {n: checked.classes[nd.nodeset].node_specs()[nd.op]
                  for n, nd in checked.graph.nodes.items()}
-        write_json_atomic(self.run_dir / "graph.json", self._graph_snapshot(checked, specs))
+        write_json_atomic(self.run_dir / GRAPH_FILENAME, self._graph_snapshot(checked, specs))
         episodes = load_episodes(checked.dataset_path)
         summary = SummaryWriter(self.run_dir, header, len(checked.episode_indices),
                                 max_error_rate=ev.max_error_rate)
         kept, attempts = self._earlier_rows(checked.episode_indices)
         summary.preload(kept)
         summary.start()
-        row_base = {**header, "nodes": self._node_list(checked, specs),
-                    "success_distance": float(getattr(
-                        checked.classes[checked.graph.loop.env], "success_distance", 1.0))}
-        done_indices = {int(r["episode_index"]) for r in kept}
+        d_th = float(getattr(checked.classes[checked.graph.loop.env], "success_distance", 1.0))
+        row_base = {**header, "nodes": self._node_list(checked, specs)}
+        done_indices = {r.episode_index for r in kept}
         todo = [i for i in checked.episode_indices if i not in done_indices]
 
         def record(result: EpisodeResult) -> None:
@@ -95,11 +104,12 @@ class BatchEvalRunner:
             ep_dir.mkdir(parents=True, exist_ok=True)  # a worker may have died before it
             traj = result.outcome.trajectory or trajectory_record(
                 episodes[result.index], result.outcome.status, None,
-                success_distance=row_base["success_distance"])
-            write_json_atomic(ep_dir / TRAJECTORY_FILE, {"episode_index": result.index, **traj},
+                success_distance=d_th)
+            write_json_atomic(ep_dir / TRAJECTORY_FILENAME, trajectory_json(result.index, traj),
                               durable=False)
-            write_json_atomic(ep_dir / "episode.json", row, durable=False)
-            summary.add(row, unsynced=[ep_dir / TRAJECTORY_FILE, ep_dir / "episode.json"])
+            write_json_atomic(ep_dir / EPISODE_FILENAME, row.model_dump(mode="json"),
+                              durable=False)
+            summary.add(row, unsynced=[ep_dir / TRAJECTORY_FILENAME, ep_dir / EPISODE_FILENAME])
 
         hosts: list[HostProcess] = []
         sockets = _SocketDir(self.run_dir)
@@ -114,7 +124,7 @@ class BatchEvalRunner:
                                    stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
                                    hosts=hosts, hung_step_sec=ev.per_step_budget_sec,
                                    episode_log=lambda i: episode_dir(self.run_dir, i)
-                                   / "log.jsonl", zygote=self.zygote) as pool:
+                                   / LOG_FILENAME, zygote=self.zygote) as pool:
                     pool.run(todo, record, attempts_before=attempts)
         except (HostStartError, PoolError, ChannelError) as exc:
             summary.finish(SummaryStatus.FAILED, "cannot build the graph's nodesets: "
@@ -166,7 +176,7 @@ class BatchEvalRunner:
             urls[name] = host.start()
             endpoints[name] = SharedEndpoint(host.url, secret)
         if hosts:
-            write_json_atomic(self.run_dir / "shared_urls.json", urls)
+            write_json_atomic(self.run_dir / SHARED_URLS_FILENAME, urls)
         return endpoints
 
     def _given_urls(self, checked: CheckedSpec) -> dict[str, str]:
@@ -175,7 +185,7 @@ class BatchEvalRunner:
         An earlier attempt at this run dir (resume) recorded the URLs of the hosts it
         started; those died with it and are recognised by their socket dir's name.
         """
-        path = self.run_dir / "shared_urls.json"
+        path = self.run_dir / SHARED_URLS_FILENAME
         try:
             data = read_json(path) if path.exists() else dict(checked.spec.shared_urls)
         except (OSError, ValueError):
@@ -194,29 +204,28 @@ class BatchEvalRunner:
             given[name] = url
         return given
 
-    def _earlier_rows(self, indices: list[int]
-                      ) -> tuple[list[Mapping[str, Any]], dict[int, int]]:
+    def _earlier_rows(self, indices: list[int]) -> tuple[list[EpisodeRow], dict[int, int]]:
         """Rows of episodes already ``ok`` in this run dir (kept) and attempts so far."""
-        kept: list[Mapping[str, Any]] = []
+        kept: list[EpisodeRow] = []
         attempts: dict[int, int] = {}
         for index in indices:
-            path = episode_dir(self.run_dir, index) / "episode.json"
+            path = episode_dir(self.run_dir, index) / EPISODE_FILENAME
             if not path.exists():
                 continue
-            try:
-                row = read_json(path)
+            try:  # a ValidationError is a ValueError: an unusable row is run again
+                row = EpisodeRow.model_validate(read_json(path))
             except (OSError, ValueError):
                 continue
-            attempts[index] = int(row.get("attempts", 1))
-            if row.get("status") == EpisodeStatus.OK.value:
+            attempts[index] = row.attempts if row.attempts is not None else 1
+            if row.status is EpisodeStatus.OK:
                 kept.append(row)
         return kept, attempts
 
     @staticmethod
-    def _node_list(checked: CheckedSpec, specs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def _node_list(checked: CheckedSpec, specs: Mapping[str, Any]) -> list[NodeRef]:
         return [
-            {"name": n, "nodeset": nd.nodeset, "op": nd.op,
-             "inputs": list(specs[n].inputs), "outputs": list(specs[n].outputs)}
+            NodeRef(name=n, nodeset=nd.nodeset, op=nd.op, inputs=list(specs[n].inputs),
+                    outputs=list(specs[n].outputs))
             for n, nd in checked.graph.nodes.items()
         ]
 
@@ -231,29 +240,23 @@ class BatchEvalRunner:
 
     @staticmethod
     def _row(base: Mapping[str, Any], episode: Mapping[str, Any],
-             result: EpisodeResult) -> dict[str, Any]:
+             result: EpisodeResult) -> EpisodeRow:
         outcome: EpisodeOutcome = result.outcome
-        metrics = outcome.metrics
+        metrics: dict[str, float | None] = dict(outcome.metrics)
         if not metrics and outcome.status in (EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT):
             # The worker died or hung before the loop could score it: still a failure.
-            metrics = failure_metrics(
+            metrics = dict(failure_metrics(
                 has_reference=bool(episode.get("reference_path")),
-                has_geodesic=episode.get("geodesic_distance") is not None)
-        return {
-            "episode_index": result.index,
-            "episode_id": episode.get("episode_id"),
-            "scene_id": episode.get("scene_id"),
-            "instruction": episode.get("instruction"),
-            "metrics": metrics,
-            "step_count": outcome.step_count,
-            "elapsed_sec": round(outcome.elapsed_sec, 4),
-            "status": outcome.status.value,
-            "error": outcome.error,
-            "worker_id": result.worker_id,
-            "attempts": result.attempts,
-            "finished_at": now_iso(),
-            **{k: v for k, v in base.items() if k != "success_distance"},
-        }
+                has_geodesic=episode.get("geodesic_distance") is not None))
+        instruction = episode.get("instruction")
+        return EpisodeRow(
+            episode_index=result.index, episode_id=dataset_id(episode.get("episode_id")),
+            scene_id=dataset_id(episode.get("scene_id")),
+            instruction=instruction if instruction is None else str(instruction),
+            metrics=metrics, step_count=outcome.step_count,
+            elapsed_sec=round(outcome.elapsed_sec, 4), status=outcome.status,
+            error=outcome.error, worker_id=result.worker_id, attempts=result.attempts,
+            finished_at=now_iso(), **base)
 
 
 

@@ -2,7 +2,9 @@
 
 Episode rows arrive as episodes finish; the writer keeps them in memory and rewrites
 summary.json from a background thread when something changed and a second has passed,
-so 5,000 episodes cost at most one rewrite a second, not one per episode.
+so 5,000 episodes cost at most one rewrite a second, not one per episode. The file is
+:class:`evaltui.records.Summary`: each row is an ``EpisodeRow`` (validated once, when it
+arrives, and kept as its JSON form), the rest a ``SummaryHeader`` built per write.
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from evaltui.engine.metrics import aggregate
+from evaltui.records import SUMMARY_FILENAME, EpisodeRow, FirstError, SummaryHeader
 from evaltui.rundir import sync_files, write_json_atomic
 from evaltui.states import EpisodeStatus, SummaryStatus
 
@@ -32,14 +35,26 @@ def one_line(error: str | None, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def first_error(rows: list[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The lowest-index failed row as {episode_index, episode_id, status, message}."""
+def first_error(rows: Sequence[Mapping[str, Any]]) -> FirstError | None:
+    """The lowest-index failed row (of rows in their JSON form), or None."""
     failed = [r for r in rows if r["status"] in _FAILED]
     if not failed:
         return None
     row = min(failed, key=lambda r: int(r["episode_index"]))
-    return {"episode_index": row["episode_index"], "episode_id": row.get("episode_id"),
-            "status": row["status"], "message": one_line(row.get("error"))}
+    return FirstError(episode_index=row["episode_index"], episode_id=row.get("episode_id"),
+                      status=row["status"], message=one_line(row.get("error")))
+
+
+def row_json(row: EpisodeRow | Mapping[str, Any]) -> dict[str, Any]:
+    """An episode row in the JSON form summary.json holds (a mapping is validated first)."""
+    if not isinstance(row, EpisodeRow):
+        row = EpisodeRow.model_validate(row)
+    return row.model_dump(mode="json")
+
+
+def _pairs(cis: Mapping[str, list[float] | None]) -> dict[str, tuple[float, float] | None]:
+    """Confidence intervals as (lo, hi) pairs, the record's type."""
+    return {name: (ci[0], ci[1]) if ci is not None else None for name, ci in cis.items()}
 
 
 def now_iso() -> str:
@@ -51,7 +66,7 @@ class SummaryWriter:
 
     def __init__(self, run_dir: Path, header: Mapping[str, Any], episodes_total: int,
                  interval_sec: float = 1.0, *, max_error_rate: float = 0.0) -> None:
-        self.path = run_dir / "summary.json"
+        self.path = run_dir / SUMMARY_FILENAME
         self.header = dict(header)
         self.episodes_total = episodes_total
         self.interval_sec = interval_sec
@@ -74,23 +89,25 @@ class SummaryWriter:
         self._thread.start()
         return self
 
-    def add(self, row: Mapping[str, Any], unsynced: Iterable[Path] = ()) -> None:
+    def add(self, row: EpisodeRow | Mapping[str, Any], unsynced: Iterable[Path] = ()) -> None:
         """A finished episode's row; ``unsynced``: its files, written without fsync.
 
         Such files are fsynced together just before the next summary.json write, so a run
         pays about one journal commit a second instead of one per episode, and
         summary.json never lists a row whose episode.json a power cut could still lose.
         """
+        data = row_json(row)
         with self._lock:
-            self._rows[int(row["episode_index"])] = dict(row)
+            self._rows[data["episode_index"]] = data
             self._unsynced.extend(unsynced)
         self._dirty.set()
 
-    def preload(self, rows: list[Mapping[str, Any]]) -> None:
+    def preload(self, rows: Iterable[EpisodeRow | Mapping[str, Any]]) -> None:
         """Rows kept from an earlier attempt at this run (resume)."""
         with self._lock:
             for row in rows:
-                self._rows[int(row["episode_index"])] = dict(row)
+                data = row_json(row)
+                self._rows[data["episode_index"]] = data
 
     def finish(self, status: SummaryStatus, error: str | None = None) -> None:
         """Stop the flusher and write the final summary (before ``_DONE`` is touched)."""
@@ -108,29 +125,22 @@ class SummaryWriter:
         overall, ok_only = aggregate(rows), aggregate(rows, ok_only=True)
         errors = [r for r in rows if r["status"] in _FAILED]
         scored = sum(1 for r in rows if r["status"] in _SCORED)
-        return {
-            **self.header,
-            "status": self.status.value,
-            "error": self.error,
-            "episodes_total": self.episodes_total,
-            "episodes_finished": len(rows),
-            "counts_by_status": dict(Counter(r["status"] for r in rows)),
-            "metrics": overall.means,
-            "metrics_ci95": overall.ci95,
-            "metrics_n": overall.n,
-            "metrics_ok_only": ok_only.means,
-            "metrics_ok_only_ci95": ok_only.ci95,
-            "metrics_ok_only_n": ok_only.n,
-            "error_count": len(errors),
-            "first_error": first_error(errors),
-            "max_error_rate": self.max_error_rate,
-            "error_rate_exceeded": bool(scored) and len(errors) / scored > self.max_error_rate,
-            "started_at": self.started_at,
-            "updated_at": now_iso(),
-            "finished_at": self.finished_at,
-            "elapsed_sec": round(time.monotonic() - self._t0, 3),
-            "episodes": rows,
-        }
+        header = SummaryHeader(
+            **self.header, status=self.status, error=self.error,
+            episodes_total=self.episodes_total, episodes_finished=len(rows),
+            counts_by_status=dict(Counter(r["status"] for r in rows)),
+            metrics=overall.means, metrics_ci95=_pairs(overall.ci95), metrics_n=overall.n,
+            metrics_ok_only=ok_only.means, metrics_ok_only_ci95=_pairs(ok_only.ci95),
+            metrics_ok_only_n=ok_only.n, error_count=len(errors),
+            first_error=first_error(errors), max_error_rate=self.max_error_rate,
+            error_rate_exceeded=bool(scored) and len(errors) / scored > self.max_error_rate,
+            started_at=self.started_at, updated_at=now_iso(), finished_at=self.finished_at,
+            elapsed_sec=round(time.monotonic() - self._t0, 3))
+        # The rows are in JSON form already: dumping 5,000 models a second would cost more
+        # than the whole write. summary_unreadable is a reader's note, never written here.
+        data = header.model_dump(mode="json", exclude={"summary_unreadable"})
+        data["episodes"] = rows
+        return data
 
     def every_episode_errored(self) -> str | None:
         """The run's error message when every episode it ran ended error/timeout, else None."""
@@ -142,7 +152,7 @@ class SummaryWriter:
         first = first_error(scored)
         assert first is not None
         return (f"all {len(scored)} episodes failed; first error (episode "
-                f"{first['episode_index']}, {first['episode_id']}): {first['message']}")
+                f"{first.episode_index}, {first.episode_id}): {first.message}")
 
     def write(self) -> None:
         self._dirty.clear()

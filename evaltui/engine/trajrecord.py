@@ -3,7 +3,8 @@
 Written by the run process as ``episodes/ep{NNNN}/trajectory.json`` next to
 episode.json, so that ``evaltui verify`` (or a reader with numpy) can recompute every
 metric from a copied ep dir alone: the agent positions in order, the env's success and
-final geodesic distance, and the dataset's reference path and geodesic distance.
+final geodesic distance, and the dataset's reference path and geodesic distance. The
+file is :class:`evaltui.records.TrajectoryRecord`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from evaltui.engine.nodes import Trajectory
+from evaltui.records import TrajectoryRecord
 from evaltui.states import EpisodeStatus
 
-TRAJECTORY_FILE = "trajectory.json"
+
+def dataset_id(value: Any) -> str | int | None:
+    """An id from a dataset row as the records hold it: a string or an integer as given,
+    anything else (a float, a list) as its text."""
+    if value is None or isinstance(value, str) or \
+            (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return str(value)
 
 
-def _points(points: Any) -> list[list[float]] | None:
+def _points(points: Any) -> list[list[int | float]] | None:
     if points is None:
         return None
     return [[float(v) if not float(v).is_integer() else int(v) for v in p] for p in points]
@@ -26,10 +35,12 @@ def _points(points: Any) -> list[list[float]] | None:
 def trajectory_record(episode: Mapping[str, Any], status: EpisodeStatus,
                       trajectory: Trajectory | None, *, success_distance: float
                       ) -> dict[str, Any]:
-    """The JSON record of one episode's trajectory (``positions`` None if the env had none)."""
+    """The record's fields but ``episode_index`` (the worker scoring the episode does not
+    know it); ``positions`` None if the env had none. A plain dict: it crosses the pool's
+    pipe, and :func:`trajectory_json` makes it the record."""
     geodesic = episode.get("geodesic_distance")
     return {
-        "episode_id": episode.get("episode_id"),
+        "episode_id": dataset_id(episode.get("episode_id")),
         "status": status.value,
         "positions": _points(trajectory.positions) if trajectory is not None else None,
         "success": bool(trajectory.success) if trajectory is not None else None,
@@ -41,3 +52,10 @@ def trajectory_record(episode: Mapping[str, Any], status: EpisodeStatus,
         "success_distance": float(success_distance),
         "d_th": float(success_distance),
     }
+
+
+def trajectory_json(episode_index: int, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """trajectory.json's content: the record of :func:`trajectory_record`'s fields,
+    checked against the schema."""
+    record = TrajectoryRecord.model_validate({"episode_index": episode_index, **fields})
+    return record.model_dump(mode="json")
