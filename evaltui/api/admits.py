@@ -10,7 +10,6 @@ from fastapi import APIRouter, Depends, Path, Query
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.models import Admit, AdmitBind, AdmitRequest
 from evaltui.rundir import PidRef
-from evaltui.scheduler import to_jsonable
 from evaltui.scheduler.admits import AdmitError, AdmitNotFound, AdmitQueue, HolderNotRunning
 
 router = APIRouter(tags=["admits"])
@@ -28,13 +27,13 @@ def create(body: AdmitRequest, ctx: Ctx) -> Any:
                           priority=body.priority, command=body.command)
     except AdmitError as exc:
         raise ApiFailure(422, str(exc), "holder_pid") from None
-    return json_response(to_jsonable(info), 201)
+    return json_response(info.model_dump(mode="json"), 201)
 
 
 @router.get("/admits", response_model=list[Admit], responses=errors())
 def list_admits(ctx: Ctx) -> Any:
     """Waiting entries in admission order, then admitted ones, then recently released."""
-    return json_response(to_jsonable(_queue(ctx).all()))
+    return json_response([a.model_dump(mode="json") for a in _queue(ctx).all()])
 
 
 @router.get("/admits/{admit_id}", response_model=Admit, responses=errors(404))
@@ -48,7 +47,7 @@ def get(admit_id: AdmitId, ctx: Ctx,
         info = admits.wait(admit_id, wait, seen) if wait else admits.get(admit_id)
     except AdmitNotFound:
         raise ApiFailure(404, f"no admit entry {admit_id!r}") from None
-    return json_response(to_jsonable(info))
+    return json_response(info.model_dump(mode="json"))
 
 
 @router.post("/admits/{admit_id}/bind", response_model=Admit, responses=errors(404, 409))
@@ -62,7 +61,7 @@ def bind(admit_id: AdmitId, body: AdmitBind, ctx: Ctx) -> Any:
         raise ApiFailure(422, str(exc), "pid") from None
     except AdmitError as exc:
         raise ApiFailure(409, str(exc)) from None
-    return json_response(to_jsonable(info))
+    return json_response(info.model_dump(mode="json"))
 
 
 @router.delete("/admits/{admit_id}", response_model=Admit, responses=errors(404))
@@ -72,7 +71,7 @@ def release(admit_id: AdmitId, ctx: Ctx) -> Any:
         info = _queue(ctx).release(admit_id)
     except AdmitNotFound:
         raise ApiFailure(404, f"no admit entry {admit_id!r}") from None
-    return json_response(to_jsonable(info))
+    return json_response(info.model_dump(mode="json"))
 
 
 def _queue(ctx: ApiContext) -> AdmitQueue:

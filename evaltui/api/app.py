@@ -48,7 +48,7 @@ def make_api(scheduler: JobScheduler, token: str, *, admits: AdmitQueue | None =
     hub = EventHub(heartbeat_sec=heartbeat_sec)
     files = RunFiles(scheduler.runs_root)
     ctx = ApiContext(scheduler=scheduler, files=files, hub=hub, token=token,
-                     runs=RunList(scheduler, lambda info: runs.run_json(files, info)),
+                     runs=RunList(scheduler, runs.run_json),
                      admits=admits)
     scheduler.add_listener(hub.on_scheduler_event)
     ctx.detach.append(lambda: scheduler.remove_listener(hub.on_scheduler_event))

@@ -21,8 +21,8 @@ from evaltui.api.models import (
 )
 from evaltui.engine.nodes import import_impl
 from evaltui.rundir import state_dir
-from evaltui.scheduler import LockHeldError, LockInfo, NodesetError, to_jsonable
-from evaltui.scheduler.views import NodesetInfo
+from evaltui.scheduler import LockHeldError, NodesetError
+from evaltui.scheduler.reads import lock_view
 from evaltui.settings import settings
 
 router = APIRouter(tags=["machine"])
@@ -44,22 +44,19 @@ def info(ctx: Ctx) -> BackendInfo:
 @router.get("/queue", response_model=list[QueueEntry], responses=errors())
 def queue(ctx: Ctx) -> Any:
     """Queued runs in admission order, each with its ``waiting_reason``."""
-    return json_response(to_jsonable(ctx.scheduler.queue()))
+    return json_response([q.model_dump(mode="json") for q in ctx.scheduler.queue()])
 
 
 @router.get("/resources", response_model=Resources, responses=errors())
 def resources(ctx: Ctx) -> Any:
     """Per-GPU total/used/free/reserved, host RAM and CPU, the ledger, the lock."""
-    res = ctx.scheduler.resources()
-    body = to_jsonable(res)
-    body["lock"] = _lock(res.lock) if res.lock is not None else None
-    return json_response(body)
+    return json_response(ctx.scheduler.resources().model_dump(mode="json"))
 
 
 @router.get("/nodesets", response_model=list[Nodeset], responses=errors())
 def nodesets(ctx: Ctx) -> Any:
     """Shared nodesets hosted by the scheduler, with refcounts and holders."""
-    return json_response([_nodeset(ns) for ns in ctx.scheduler.nodesets()])
+    return json_response([ns.model_dump(mode="json") for ns in ctx.scheduler.nodesets()])
 
 
 @router.post("/nodesets/{name}/load", response_model=Nodeset, responses=errors())
@@ -73,7 +70,7 @@ def load_nodeset(name: Name, body: NodesetLoad, ctx: Ctx) -> Any:
         ns = ctx.scheduler.load_nodeset(name, body.impl, body.params, body.gpu)
     except NodesetError as exc:
         raise ApiFailure(422, str(exc)) from None
-    return json_response(_nodeset(ns))
+    return json_response(ns.model_dump(mode="json"))
 
 
 @router.post("/nodesets/{name}/unload", response_model=Nodeset, responses=errors(404, 409))
@@ -85,7 +82,7 @@ def unload_nodeset(name: Name, ctx: Ctx, force: bool = False) -> Any:
         ns = ctx.scheduler.unload_nodeset(name, force=force)
     except NodesetError as exc:
         raise ApiFailure(409, str(exc)) from None
-    return json_response(_nodeset(ns))
+    return json_response(ns.model_dump(mode="json"))
 
 
 @router.post("/lock", response_model=Lock, responses=errors(409))
@@ -98,7 +95,7 @@ def lock(body: LockRequest, ctx: Ctx) -> Any:
         raise ApiFailure(409, str(exc)) from None
     except ValueError as exc:
         raise ApiFailure(422, str(exc)) from None
-    return json_response(_lock(held))
+    return json_response(lock_view(held).model_dump(mode="json"))
 
 
 @router.delete("/lock", response_model=Unlocked, responses=errors())
@@ -108,11 +105,3 @@ def unlock(ctx: Ctx, owner: Annotated[str | None, Query(max_length=200)] = None)
     if ctx.admits is not None:
         ctx.admits.nudge()
     return Unlocked(released=released)
-
-
-def _lock(held: LockInfo) -> dict[str, Any]:
-    return {**to_jsonable(held), "reason": held.reason}
-
-
-def _nodeset(ns: NodesetInfo) -> dict[str, Any]:
-    return to_jsonable(ns)  # type: ignore[no-any-return]

@@ -19,8 +19,9 @@ from typing import Any
 
 from evaltui.api.runfiles import run_refusal
 from evaltui.rundir import DONE_FILENAME, SCHEDULER_FILENAME, SUMMARY_FILENAME, is_run_id
-from evaltui.scheduler import JobScheduler, RunInfo, RunNotFound, procs
+from evaltui.scheduler import JobScheduler, RunNotFound, procs
 from evaltui.states import RunState
+from evaltui.views import Run
 
 _Key = tuple[int, int, bool]
 _LIVE = (RunState.STARTING.value, RunState.RUNNING.value)
@@ -29,7 +30,7 @@ _LIVE = (RunState.STARTING.value, RunState.RUNNING.value)
 class RunList:
     """Every run under a scheduler's runs root as API entries, newest first."""
 
-    def __init__(self, scheduler: JobScheduler, to_json: Callable[[RunInfo], dict[str, Any]]
+    def __init__(self, scheduler: JobScheduler, to_json: Callable[[Run], dict[str, Any]]
                  ) -> None:
         self.scheduler = scheduler
         self.root = str(scheduler.runs_root)

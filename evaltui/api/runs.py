@@ -9,8 +9,8 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.models import EpisodeRow, LogPage, PriorityRequest, Run, RunRef
-from evaltui.api.runfiles import BadOffset, NotFoundError, RunFiles
-from evaltui.scheduler import NotQueued, NotResumable, RunInfo, RunNotFound
+from evaltui.api.runfiles import BadOffset, NotFoundError
+from evaltui.scheduler import NotQueued, NotResumable, RunNotFound
 from evaltui.spec import JobSpec, SpecError
 from evaltui.states import RunState
 
@@ -50,7 +50,7 @@ def list_runs(ctx: Ctx, state: RunState | None = None,
 @router.get("/runs/{run_id}", response_model=Run, responses=errors(404))
 def get_run(run_id: RunId, ctx: Ctx) -> Response:
     """State, scheduler record and summary (without rows) of one run."""
-    return json_response(run_json(ctx.files, _info(ctx, run_id)))
+    return json_response(run_json(_info(ctx, run_id)))
 
 
 @router.get("/runs/{run_id}/spec", response_model=dict[str, Any], responses=errors(404))
@@ -157,7 +157,7 @@ def _run_dir(ctx: ApiContext, run_id: str) -> None:
         raise ApiFailure(404, str(exc)) from None
 
 
-def _info(ctx: ApiContext, run_id: str) -> RunInfo:
+def _info(ctx: ApiContext, run_id: str) -> Run:
     _run_dir(ctx, run_id)  # a malformed id never reaches the scheduler's path joins
     try:
         return ctx.scheduler.get_run(run_id)
@@ -165,30 +165,6 @@ def _info(ctx: ApiContext, run_id: str) -> RunInfo:
         raise ApiFailure(404, f"no run {run_id!r}") from None
 
 
-def run_json(files: RunFiles, info: RunInfo) -> dict[str, Any]:
-    """A run as the ``Run`` model's JSON (built by hand: thousands per ``GET /runs``)."""
-    return {"run_id": info.run_id, "state": info.state.value, "run_dir": str(info.run_dir),
-            "waiting_reason": info.waiting_reason, "error": info.error,
-            "scheduler": info.scheduler, "summary": info.summary,
-            "spec": _brief(files.spec(info.run_id))}
-
-
-def _brief(spec: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The SpecBrief fields of a spec.json (a plain dict: this runs for every listed run)."""
-    if spec is None:
-        return None
-    ev = _section(spec, "eval")
-    sched = _section(spec, "scheduling")
-    indices, count = ev.get("episode_indices"), ev.get("episode_count")
-    total = len(indices) if isinstance(indices, list) else count if isinstance(count, int) \
-        else None
-    return {"graph_name": ev.get("graph_name") or _section(spec, "graph").get("name"),
-            "dataset": ev.get("dataset"), "split": ev.get("split"), "episodes_total": total,
-            "worker_count": ev.get("worker_count"), "priority": sched.get("priority") or 0,
-            "exclusive_gpu": bool(sched.get("exclusive_gpu")),
-            "marginal_vram_mb": sched.get("marginal_vram_mb") or 0}
-
-
-def _section(spec: dict[str, Any], name: str) -> dict[str, Any]:
-    value = spec.get(name)
-    return value if isinstance(value, dict) else {}
+def run_json(info: Run) -> dict[str, Any]:
+    """A run as the ``Run`` model's JSON (``GET /runs`` caches these per run)."""
+    return info.model_dump(mode="json")

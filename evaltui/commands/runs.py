@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,12 +24,13 @@ from rich.console import Console
 from rich.table import Table
 
 from evaltui.api.client import ApiClient, ApiError, InvalidRequest
-from evaltui.api.models import EpisodeRow, Run
+from evaltui.api.models import EpisodeRow, QueueEntry, Run
 from evaltui.results.richtables import metrics_table
 from evaltui.results.runrows import RunDirError, load_run
 from evaltui.results.tables import FORMATS, summary_table
 from evaltui.rundir import read_run_status
 from evaltui.states import RunState
+from evaltui.views import run_view
 
 STATE_STYLE = {"queued": "cyan", "starting": "blue", "running": "bold blue", "done": "green",
                "failed": "red", "cancelled": "yellow", "aborted": "magenta"}
@@ -109,14 +110,17 @@ def emit_json(data: Any) -> None:
 def run_ls(args: argparse.Namespace) -> int:
     client: ApiClient = args.client
     runs = client.list_runs(args.state, limit=args.limit or None)
-    if args.json:
+    if args.json:  # runs only: a script reads admit entries from GET /queue
         emit_json([r.model_dump(mode="json") for r in runs])
         return 0
+    # Commands `evaltui run` wraps wait in the same queue as runs: show them too.
+    admits = [q for q in client.queue() if q.kind == "admit"] \
+        if args.state in (None, RunState.QUEUED.value) else []
     console = Console()
-    if not runs:
+    if not runs and not admits:
         console.print("no runs" + (f" in state {args.state}" if args.state else ""))
         return 0
-    console.print(runs_table(runs))
+    console.print(runs_table(runs, admits))
     if args.limit and len(runs) == args.limit:
         console.print(f"[dim]first {args.limit} runs; --limit 0 lists all[/]")
     return 0
@@ -146,17 +150,18 @@ def run_show_local(args: argparse.Namespace) -> int:
     except RunDirError as exc:
         return _error(str(exc), 2)
     status = read_run_status(local.run_dir)
-    run = Run(run_id=local.run_id, state=status.state, run_dir=str(local.run_dir),
-              error=status.error, scheduler=status.scheduler, summary=local.summary)
+    run = run_view(local.run_id, local.run_dir, status.state, status.scheduler, local.summary,
+                   error=status.error)
     rows = [EpisodeRow.model_validate(r) for r in local.rows] if args.episodes else None
     return _show_run(args, run, rows)
 
 
 def _show_run(args: argparse.Namespace, run: Run, rows: list[Any] | None) -> int:
     if args.format:
-        if not (run.summary or {}).get("metrics"):
+        if run.summary is None or not run.summary.metrics:
             return _error(f"run {run.run_id} has no metrics yet", 1)
-        sys.stdout.write(summary_table(run.summary or {}, fmt=args.format, digits=args.digits))
+        sys.stdout.write(summary_table(run.summary.model_dump(mode="json"), fmt=args.format,
+                                       digits=args.digits))
         return 0
     if args.json:
         body = run.model_dump(mode="json")
@@ -224,7 +229,8 @@ def state_text(state: str) -> str:
     return f"[{STATE_STYLE.get(state, 'white')}]{state}[/]"
 
 
-def runs_table(runs: list[Run]) -> Table:
+def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = ()) -> Table:
+    """Runs (and the admit entries waiting for admission, first) as a table."""
     table = Table(box=None, header_style="bold")
     # Ids, states and counts are what a user copies and scans: never wrap them; the free
     # text columns give way (ellipsis) in a narrow terminal.
@@ -235,47 +241,51 @@ def runs_table(runs: list[Run]) -> Table:
         table.add_column(name, justify=justify,  # type: ignore[arg-type]
                          no_wrap=not flexible, overflow="ellipsis" if flexible else "fold",
                          min_width=None if flexible else len(name))
+    for entry in admits:  # `evaltui run PROFILE CMD`: the profile, and the command it runs
+        table.add_row(entry.run_id, state_text(RunState.QUEUED.value), entry.label or "?",
+                      entry.command or "", "-", "-", entry.waiting_reason)
     for run in runs:
-        summary = run.summary or {}
-        spec = run.spec
-        graph = summary.get("graph_name") or (spec.graph_name if spec else None) or "?"
-        dataset = summary.get("dataset") or (spec.dataset if spec else None) or "?"
-        split = summary.get("split") or (spec.split if spec else None)
-        total = summary.get("episodes_total") or (spec.episodes_total if spec else None)
-        done = summary.get("episodes_finished") or 0
-        sr = (summary.get("metrics") or {}).get("success")
+        summary, spec = run.summary, run.spec
+        graph = (summary and summary.graph_name) or (spec and spec.graph_name) or "?"
+        dataset = (summary and summary.dataset) or (spec and spec.dataset) or "?"
+        split = (summary and summary.split) or (spec and spec.split)
+        total = (summary and summary.episodes_total) or (spec and spec.episodes_total)
+        done = summary.episodes_finished if summary else 0
+        sr = summary.metrics.get("success") if summary else None
         note = run.waiting_reason if run.state is RunState.QUEUED else \
-            summary.get("error") or run.error or ""
+            (summary and summary.error) or run.error or ""
         table.add_row(run.run_id, state_text(run.state.value), str(graph),
                       f"{dataset}/{split}" if split else str(dataset),
                       f"{done}/{total if total is not None else '?'}",
-                      f"{sr:.3f}" if isinstance(sr, int | float) else "-", str(note or ""))
+                      f"{sr:.3f}" if sr is not None else "-", str(note or ""))
     return table
 
 
 def print_run(console: Console, run: Run) -> None:
-    record = run.scheduler or {}
-    summary = run.summary or {}
+    record, summary, spec = run.scheduler, run.summary, run.spec
     console.print(f"run [bold]{run.run_id}[/]: {state_text(run.state.value)}  "
                   f"[dim]{run.run_dir}[/]", highlight=False)
-    facts = [("graph", summary.get("graph_name") or (run.spec.graph_name if run.spec else None)),
-             ("data", "/".join(str(x) for x in (summary.get("dataset"), summary.get("split"))
-                               if x)),
-             ("episodes", f"{summary.get('episodes_finished', 0)}/"
-                          f"{summary.get('episodes_total', '?')}" if summary else None),
-             ("priority", record.get("priority")), ("queued", _when(record.get("queued_at"))),
-             ("admitted", _when(record.get("admitted_at"))),
-             ("finished", _when(record.get("finished_at"))),
-             ("gpu", record.get("gpu")), ("reserved", _mb((record.get("reservation") or {})
-                                                          .get("mb"))),
-             ("measured peak", _mb(record.get("measured_peak_mb"))), ("pid", record.get("pid")),
-             ("waiting", run.waiting_reason), ("error", summary.get("error") or run.error
-                                                  or record.get("error"))]
+    facts: list[tuple[str, object]] = [("graph", (summary.graph_name if summary else None)
+                                        or (spec.graph_name if spec else None))]
+    if summary is not None:
+        total = summary.episodes_total if summary.episodes_total is not None else "?"
+        facts += [("data", "/".join(x for x in (summary.dataset, summary.split) if x)),
+                  ("episodes", f"{summary.episodes_finished}/{total}")]
+    if record is not None:
+        reserved = record.reservation.mb if record.reservation else None
+        facts += [("priority", record.priority), ("queued", _when(record.queued_at)),
+                  ("admitted", _when(record.admitted_at)),
+                  ("finished", _when(record.finished_at)), ("gpu", record.gpu),
+                  ("reserved", _mb(reserved)), ("measured peak", _mb(record.measured_peak_mb)),
+                  ("pid", record.pid)]
+    facts += [("waiting", run.waiting_reason),
+              ("error", (summary.error if summary else None) or run.error
+               or (record.error if record else None))]
     for name, value in facts:
         if value not in (None, ""):
             console.print(f"  {name:>13}: {value}", highlight=False)
-    if summary.get("metrics"):
-        console.print(metrics_table(summary))
+    if summary is not None and summary.metrics:
+        console.print(metrics_table(summary.model_dump(mode="json")))
 
 
 def episodes_table(rows: list[Any]) -> Table:

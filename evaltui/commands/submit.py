@@ -87,16 +87,17 @@ def follow(client: ApiClient, run_id: str, console: Console, poll_sec: float = 0
         task = progress.add_task("queued", total=None, note="")
         while True:
             run = client.get_run(run_id)
-            summary = run.summary or {}
-            total = summary.get("episodes_total") or (run.spec.episodes_total if run.spec
-                                                      else None)
-            sr = (summary.get("metrics") or {}).get("success")
+            summary, spec = run.summary, run.spec
+            total = summary.episodes_total if summary else None
+            if total is None and spec is not None:
+                total = spec.episodes_total
+            sr = summary.metrics.get("success") if summary else None
             if run.state is RunState.QUEUED:
                 note = run.waiting_reason or ""
             else:
-                note = f"SR {sr:.3f}" if isinstance(sr, int | float) else ""
+                note = f"SR {sr:.3f}" if sr is not None else ""
             progress.update(task, description=run.state.value, total=total, note=note,
-                            completed=summary.get("episodes_finished") or 0)
+                            completed=summary.episodes_finished if summary else 0)
             if run.state.terminal:
                 return run
             time.sleep(poll_sec)

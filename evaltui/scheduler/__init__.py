@@ -8,33 +8,17 @@ from evaltui.scheduler.events import EpisodeFinished, NodesetsChanged, RunStateC
 from evaltui.scheduler.lock import LockHeldError, LockInfo
 from evaltui.scheduler.scheduler import JobScheduler, NotQueued, NotResumable, RunNotFound
 from evaltui.scheduler.shared import NodesetError
-from evaltui.scheduler.views import (
-    GpuInfo,
-    HostInfo,
-    NodesetInfo,
-    QueuedJob,
-    ResourcesInfo,
-    RunInfo,
-    to_jsonable,
-)
 
 __all__ = [
     "EpisodeFinished",
-    "GpuInfo",
-    "HostInfo",
     "JobScheduler",
     "LockHeldError",
     "LockInfo",
     "NodesetError",
-    "NodesetInfo",
     "NodesetsChanged",
     "NotQueued",
     "NotResumable",
-    "QueuedJob",
-    "ResourcesInfo",
-    "RunInfo",
     "RunNotFound",
     "RunStateChanged",
     "WaitKind",
-    "to_jsonable",
 ]

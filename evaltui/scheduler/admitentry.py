@@ -20,38 +20,10 @@ from evaltui.rundir import PidRef, state_dir
 from evaltui.scheduler.admission import Candidate, Wait
 from evaltui.scheduler.core import gpu_env
 from evaltui.states import AdmitState
+from evaltui.views import Admit as AdmitInfo  # the status view: one type everywhere
 
 ADMIT_PREFIX = "admit:"
 """Ledger ``run_id`` (and queue id) of an admit entry: ``admit:{admit_id}``."""
-
-
-@dataclass(frozen=True)
-class AdmitInfo:
-    """One admit entry as clients see it."""
-
-    admit_id: str
-    label: str
-    """What asked: the profile name of ``evaltui run``."""
-    command: str
-    state: AdmitState
-    priority: int
-    exclusive: bool
-    vram_mb: int | None
-    """Requested VRAM (MiB); None asks for a whole GPU."""
-    reserved_mb: int | None
-    """What the reservation holds once admitted."""
-    gpu: int | None
-    holder_pid: int
-    holder_create_time: float
-    waiting_reason: str | None
-    queued_at: float
-    admitted_at: float | None
-    released_at: float | None
-    release_reason: str | None
-    env: dict[str, str]
-    """Environment for the command once admitted (``CUDA_VISIBLE_DEVICES`` of its GPU)."""
-    version: int
-    """Bumped on every change: pass it back to ``wait`` to wait for the next one."""
 
 
 # Fields of an entry's file: what a restarted backend needs (not the live wait reason).

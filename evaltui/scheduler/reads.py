@@ -1,4 +1,4 @@
-"""Status reads of a scheduler (views.py types): runs, the queue, resources, nodesets.
+"""Status reads of a scheduler (evaltui.views types): runs, the queue, resources, nodesets.
 
 Any thread; they take the core's lock only to copy what they need, and read run dirs of
 runs this scheduler does not track through the run index.
@@ -6,26 +6,23 @@ runs this scheduler does not track through the run index.
 
 from __future__ import annotations
 
-from evaltui.rundir import SUMMARY_FILENAME, read_json
+from dataclasses import asdict
+
+from evaltui import views
+from evaltui.records import SUMMARY_FILENAME
+from evaltui.rundir import read_json
 from evaltui.scheduler import procs
 from evaltui.scheduler.admitentry import Entry
 from evaltui.scheduler.admits import AdmitQueue
 from evaltui.scheduler.core import Core, RunNotFound
 from evaltui.scheduler.jobs import Job
-from evaltui.scheduler.runindex import strip_rows
+from evaltui.scheduler.lock import LockInfo
 from evaltui.scheduler.sampling import Sampler
 from evaltui.scheduler.shared import SharedNodeset
 from evaltui.scheduler.ticking import queue_order
-from evaltui.scheduler.views import (
-    GpuInfo,
-    HostInfo,
-    NodesetInfo,
-    QueuedJob,
-    ResourcesInfo,
-    RunInfo,
-)
 from evaltui.spec import JobSpec
 from evaltui.states import RunState
+from evaltui.views import run_view
 
 
 class Reads:
@@ -36,7 +33,7 @@ class Reads:
         self.sampler = sampler
         self.admits = admits
 
-    def get_run(self, run_id: str) -> RunInfo:
+    def get_run(self, run_id: str) -> views.Run:
         """State, scheduler record and summary (without rows) of one run."""
         c = self.core
         run_dir = c.run_dir(run_id)
@@ -53,14 +50,14 @@ class Reads:
         summary = None
         if state is not RunState.QUEUED or (run_dir / SUMMARY_FILENAME).exists():
             try:
-                summary = strip_rows(read_json(run_dir / SUMMARY_FILENAME))
+                summary = read_json(run_dir / SUMMARY_FILENAME)
             except (OSError, ValueError):
                 summary = None
         reason = wait.reason if wait is not None else record.get("waiting_reason")
-        return RunInfo(run_id, run_dir, state, record, summary,
-                       reason if state is RunState.QUEUED else None)
+        return run_view(run_id, run_dir, state, record, summary, c.index.brief(run_id),
+                        waiting_reason=reason if state is RunState.QUEUED else None)
 
-    def list_runs(self, state: RunState | str | None = None) -> list[RunInfo]:
+    def list_runs(self, state: RunState | str | None = None) -> list[views.Run]:
         """Every run under the outputs root, newest first, optionally of one state."""
         c = self.core
         wanted = RunState(state) if state is not None else None
@@ -79,40 +76,49 @@ class Reads:
                 out.append(info)
         return out
 
-    def queue(self) -> list[QueuedJob]:
+    def queue(self) -> list[views.QueueEntry]:
         """Queued runs and waiting admit entries in admission order, with why they wait."""
         with self.core.lock:
             order = queue_order(list(self.core.queue), self.admits.waiting())
             return [_queued_job(item, position) if isinstance(item, Job)
                     else _queued_admit(item, position) for position, item in enumerate(order)]
 
-    def resources(self) -> ResourcesInfo:
+    def resources(self) -> views.Resources:
         """Per-GPU total/used/free/reserved, host RAM/CPU, the ledger and the lock."""
         c = self.core
         live = [r for r in c.ledger.entries() if procs.alive(r.holder_pid, r.holder_create_time)]
         snap, acct = self.sampler.measure(live)
         gpus = []
-        views = {v.index: v for v in acct.gpus or ()}
+        accounted = {v.index: v for v in acct.gpus or ()}
         for g in snap.gpu.gpus:
-            v = views.get(g.index)
+            v = accounted.get(g.index)
             reserved = v.outstanding_mb if v else 0
-            gpus.append(GpuInfo(g.index, g.name, g.total_mb, g.used_mb, g.free_mb, reserved,
-                                g.free_mb - reserved, g.utilization_pct, v.runs if v else 0,
-                                v.exclusive_run if v else None, g.processes))
+            processes = None if g.processes is None else [
+                views.GpuProcess(pid=p.pid, used_mb=p.used_mb) for p in g.processes]
+            gpus.append(views.Gpu(
+                index=g.index, name=g.name, total_mb=g.total_mb, used_mb=g.used_mb,
+                free_mb=g.free_mb, reserved_mb=reserved, available_mb=g.free_mb - reserved,
+                utilization_pct=g.utilization_pct, runs=v.runs if v else 0,
+                exclusive_run=v.exclusive_run if v else None, processes=processes))
         h = snap.host
-        host = HostInfo(h.ram_total_mb, h.ram_available_mb, acct.host.outstanding_mb,
-                        h.cpu_percent, h.cpu_count, h.load_avg_1m)
-        return ResourcesInfo(snap.gpu.available, snap.gpu.reason, snap.gpu.fake, tuple(gpus),
-                             host, tuple(live), c.ilock.current(), snap.taken_at)
+        host = views.Host(ram_total_mb=h.ram_total_mb, ram_available_mb=h.ram_available_mb,
+                          ram_reserved_mb=acct.host.outstanding_mb, cpu_percent=h.cpu_percent,
+                          cpu_count=h.cpu_count, load_avg_1m=h.load_avg_1m)
+        held = c.ilock.current()
+        return views.Resources(
+            gpu_available=snap.gpu.available, gpu_reason=snap.gpu.reason,
+            fake_gpus=snap.gpu.fake, gpus=gpus, host=host,
+            ledger=[views.LedgerEntry(**asdict(r)) for r in live],
+            lock=lock_view(held) if held is not None else None, taken_at=snap.taken_at)
 
-    def nodesets(self) -> list[NodesetInfo]:
+    def nodesets(self) -> list[views.Nodeset]:
         """Shared nodesets hosted by this scheduler, with refcounts."""
-        return [nodeset_info(ns) for ns in self.core.shared.all()]
+        return [nodeset_view(ns) for ns in self.core.shared.all()]
 
 
-def _queued_job(job: Job, position: int) -> QueuedJob:
+def _queued_job(job: Job, position: int) -> views.QueueEntry:
     est, wait = job.estimate, job.wait
-    return QueuedJob(
+    return views.QueueEntry(
         run_id=job.run_id, position=position, priority=job.priority,
         queued_at=job.record.get("queued_at"),
         waiting_reason=wait.reason if wait else str(job.record.get("waiting_reason")),
@@ -122,9 +128,9 @@ def _queued_job(job: Job, position: int) -> QueuedJob:
         graph_name=_graph_name(job.spec))
 
 
-def _queued_admit(entry: Entry, position: int) -> QueuedJob:
+def _queued_admit(entry: Entry, position: int) -> views.QueueEntry:
     wait = entry.wait
-    return QueuedJob(
+    return views.QueueEntry(
         run_id=entry.ledger_id, position=position, priority=entry.priority,
         queued_at=entry.queued_iso(), waiting_reason=entry.reason() or "",
         waiting_kind=wait.kind.value if wait else "new",
@@ -141,7 +147,15 @@ def _graph_name(spec: JobSpec | None) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def nodeset_info(ns: SharedNodeset) -> NodesetInfo:
-    return NodesetInfo(ns.name, ns.key, ns.impl, dict(ns.params), ns.hosted.url,
-                       ns.hosted.ref.pid, ns.origin, ns.refcount, tuple(sorted(ns.holders)),
-                       ns.gpu, ns.loaded_at)
+def lock_view(held: LockInfo) -> views.Lock:
+    """The interactive lock as status reads show it."""
+    return views.Lock(owner=held.owner, acquired_at=held.acquired_at,
+                      expires_at=held.expires_at, pid=held.pid, reason=held.reason)
+
+
+def nodeset_view(ns: SharedNodeset) -> views.Nodeset:
+    """A hosted shared nodeset as status reads show it."""
+    return views.Nodeset(name=ns.name, key=ns.key, impl=ns.impl, params=dict(ns.params),
+                         url=ns.hosted.url, pid=ns.hosted.ref.pid, origin=ns.origin,
+                         refcount=ns.refcount, holders=sorted(ns.holders), gpu=ns.gpu,
+                         loaded_at=ns.loaded_at)

@@ -3,6 +3,7 @@
 ``list_runs`` over hundreds of old runs would otherwise parse every summary.json (which
 carries every episode row) on each call. A terminal state cannot change without one of
 scheduler.json, summary.json or ``_DONE`` changing, so the cache key is their stat.
+spec.json never changes once written, so each run's brief of it is read once.
 """
 
 from __future__ import annotations
@@ -10,26 +11,13 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
+from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME, SPEC_FILENAME, SUMMARY_FILENAME
 from evaltui.results.rebuild import rebuild_summary
-from evaltui.rundir import (
-    DONE_FILENAME,
-    SCHEDULER_FILENAME,
-    SUMMARY_FILENAME,
-    is_run_id,
-    read_run_status,
-)
-from evaltui.scheduler.views import RunInfo
+from evaltui.rundir import is_run_id, read_json, read_run_status
+from evaltui.views import Run, SpecBrief, run_view
 
 _Key = tuple[int, int, bool]
-
-
-def strip_rows(summary: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A summary without its per-episode rows (they are read per episode)."""
-    if summary is None:
-        return None
-    return {k: v for k, v in summary.items() if k != "episodes"}
 
 
 class RunIndex:
@@ -37,7 +25,8 @@ class RunIndex:
 
     def __init__(self, runs_root: Path) -> None:
         self.runs_root = runs_root
-        self._cache: dict[str, tuple[_Key, RunInfo]] = {}
+        self._cache: dict[str, tuple[_Key, Run]] = {}
+        self._briefs: dict[str, SpecBrief] = {}
         self._lock = threading.Lock()
 
     def run_ids(self) -> list[str]:
@@ -48,8 +37,8 @@ class RunIndex:
             return []
         return sorted((n for n in names if is_run_id(n)), key=_order, reverse=True)
 
-    def read(self, run_id: str) -> RunInfo | None:
-        """The run's info from disk, or None if there is no such run dir."""
+    def read(self, run_id: str) -> Run | None:
+        """The run's view from disk, or None if there is no such run dir."""
         run_dir = self.runs_root / run_id
         key = _stat_key(run_dir)
         if key is None:
@@ -63,14 +52,30 @@ class RunIndex:
         summary = status.summary
         if status.summary_unreadable:  # rows and metrics from the episode.json files
             summary = rebuild_summary(run_dir, status.state, status.error)
-        info = RunInfo(run_id=run_id, run_dir=run_dir, state=status.state,
-                       scheduler=status.scheduler, summary=strip_rows(summary),
-                       waiting_reason=sched.get("waiting_reason"),
-                       error=status.error or status.note)
+        info = run_view(run_id, run_dir, status.state, status.scheduler, summary,
+                        self.brief(run_id), waiting_reason=sched.get("waiting_reason"),
+                        error=status.error or status.note)
         if status.state.terminal:
             with self._lock:
                 self._cache[run_id] = (key, info)
         return info
+
+    def brief(self, run_id: str) -> SpecBrief | None:
+        """What the run's spec.json asks for, or None while it cannot be read."""
+        with self._lock:
+            cached = self._briefs.get(run_id)
+        if cached is not None:
+            return cached
+        try:
+            spec = read_json(self.runs_root / run_id / SPEC_FILENAME)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(spec, dict):
+            return None
+        brief = SpecBrief.of(spec)
+        with self._lock:
+            self._briefs[run_id] = brief
+        return brief
 
 
 def _order(run_id: str) -> tuple[str, int]:

@@ -40,14 +40,14 @@ from evaltui.scheduler.lifecycle import Lifecycle
 from evaltui.scheduler.lock import InteractiveLock, LockInfo
 from evaltui.scheduler.loop import SchedulerLoop
 from evaltui.scheduler.ownership import retire, revive
-from evaltui.scheduler.reads import Reads, nodeset_info
+from evaltui.scheduler.reads import Reads, nodeset_view
 from evaltui.scheduler.resources import GpuProbe, HostProbe, make_gpu_probe
 from evaltui.scheduler.sampling import Sampler
 from evaltui.scheduler.shared import NodesetLauncher
 from evaltui.scheduler.starting import Spawner, Starter, default_spawner
 from evaltui.scheduler.ticking import Ticker
-from evaltui.scheduler.views import NodesetInfo, QueuedJob, ResourcesInfo, RunInfo
 from evaltui.states import RunState
+from evaltui.views import Nodeset, QueueEntry, Resources, Run
 
 __all__ = ["JobScheduler", "NotQueued", "NotResumable", "RunNotFound", "Spawner",
            "default_spawner"]
@@ -212,20 +212,20 @@ class JobScheduler:
         return self._lifecycle.wait(run_id, timeout, lambda rid: self.get_run(rid).state)
 
     # ---- reads --------------------------------------------------------------------------
-    def get_run(self, run_id: str) -> RunInfo:
+    def get_run(self, run_id: str) -> Run:
         """State, scheduler record and summary (without rows) of one run."""
         return self._reads.get_run(run_id)
 
-    def list_runs(self, state: RunState | str | None = None) -> list[RunInfo]:
+    def list_runs(self, state: RunState | str | None = None) -> list[Run]:
         """Every run under the outputs root, newest first, optionally of one state."""
         return self._reads.list_runs(state)
 
-    def queue(self) -> list[QueuedJob]:
+    def queue(self) -> list[QueueEntry]:
         """Queued runs and waiting admit entries (``kind``) in admission order, each with
         its waiting_reason."""
         return self._reads.queue()
 
-    def resources(self) -> ResourcesInfo:
+    def resources(self) -> Resources:
         """Per-GPU total/used/free/reserved, host RAM/CPU, the ledger and the lock."""
         return self._reads.resources()
 
@@ -240,12 +240,12 @@ class JobScheduler:
         self.nudge()
         return released
 
-    def nodesets(self) -> list[NodesetInfo]:
+    def nodesets(self) -> list[Nodeset]:
         """Shared nodesets hosted by this scheduler, with refcounts."""
         return self._reads.nodesets()
 
     def load_nodeset(self, name: str, impl: str, params: Mapping[str, Any] | None = None,
-                     gpu: int | None = None) -> NodesetInfo:
+                     gpu: int | None = None) -> Nodeset:
         """Load a shared nodeset by hand; it stays loaded until ``unload_nodeset``."""
         c = self._core
         params = dict(params or {})
@@ -261,14 +261,14 @@ class JobScheduler:
                                     time.time()))
         c.emit_pending()
         self.nudge()
-        return nodeset_info(ns)
+        return nodeset_view(ns)
 
-    def unload_nodeset(self, name: str, force: bool = False) -> NodesetInfo:
+    def unload_nodeset(self, name: str, force: bool = False) -> Nodeset:
         """Stop a shared nodeset (refused while runs use it, unless ``force``)."""
         ns = self._core.shared.unload(name, force=force)
         self._core.emit_pending()
         self.nudge()
-        return nodeset_info(ns)
+        return nodeset_view(ns)
 
     @property
     def calibration(self) -> Calibration:

@@ -21,23 +21,18 @@ import httpx
 
 from evaltui.api.auth import TokenError, read_token
 from evaltui.api.client import ApiClient, ApiError, BackendUnavailable, InvalidRequest, NotFound
-from evaltui.api.models import QueueEntry, SpecBrief
-from evaltui.api.models import Resources as ApiResources
-from evaltui.api.models import Run as ApiRun
+from evaltui.api.models import Resources
 from evaltui.spec import SpecError
 from evaltui.states import RunState
 from evaltui.tui.backend import (
     BackendError,
     QueueSnapshot,
-    RunInfo,
     SchedulerInfo,
-    megabytes,
+    queue_rows,
     readable_dir,
-    resources_view,
 )
 from evaltui.tui.eventstream import EventFollower
 
-ACTIVE = (RunState.STARTING, RunState.RUNNING)
 POLL_TIMEOUT_SEC = 5.0
 """A hung backend shows as unreachable after this long, instead of a frozen queue."""
 ACTION_TIMEOUT_SEC = 30.0
@@ -125,8 +120,8 @@ class AttachedBackend:
             raise BackendError(f"{self.url} ({unreachable(exc)})") from None
         except ApiError as exc:
             raise BackendError(str(exc)) from None
-        return QueueSnapshot(self._scheduler_info(resources), resources_view(resources),
-                             tuple(_ordered(runs, queue)))
+        return QueueSnapshot(self._scheduler_info(resources), resources,
+                             tuple(queue_rows(runs, queue)))
 
     def run_dir(self, run_id: str) -> Path | None:
         try:
@@ -137,7 +132,7 @@ class AttachedBackend:
             raise BackendError(str(exc)) from None
         return path if readable_dir(path) else None
 
-    def _scheduler_info(self, res: ApiResources) -> SchedulerInfo:
+    def _scheduler_info(self, res: Resources) -> SchedulerInfo:
         lock = res.lock
         # Measured against the backend's own clock (taken_at), not ours.
         left = lock.expires_at - res.taken_at if lock is not None else None
@@ -197,48 +192,3 @@ def unreachable(exc: BackendUnavailable) -> str:
     if isinstance(cause, httpx.TransportError):
         return "nothing answers there; start one with `evaltui serve`"
     return str(exc)  # something answered, but not the evaltui API
-
-
-def _ordered(runs: list[ApiRun], queue: list[QueueEntry]) -> list[RunInfo]:
-    """Active runs, then the queue in admission order, then the rest (newest first, as
-    the API lists them): the order the embedded backend shows."""
-    by_id = {r.run_id: r for r in runs}
-    queued = {q.run_id: q for q in queue}
-    active = [_info(r, None) for r in runs if r.state in ACTIVE]
-    waiting = [_info(by_id[q.run_id], q) for q in queue if q.run_id in by_id]
-    rest = [_info(r, None) for r in runs if r.state not in ACTIVE and r.run_id not in queued]
-    return active + waiting + rest
-
-
-def _info(run: ApiRun, queued: QueueEntry | None) -> RunInfo:
-    summary = run.summary or {}
-    record = run.scheduler or {}
-    brief = run.spec or SpecBrief()
-    graph = summary.get("graph_name") or brief.graph_name or (queued.graph_name if queued
-                                                              else None)
-    total = summary.get("episodes_total")
-    if not isinstance(total, int):
-        total = brief.episodes_total or 0
-    failure = summary.get("error") or record.get("error")
-    estimate = record.get("estimate_mb")
-    if queued is not None and queued.estimate_source != "unknown":
-        estimate = queued.estimate_mb  # fresher: recomputed as calibration learns
-    return RunInfo(
-        run_id=run.run_id, state=run.state, run_dir=Path(run.run_dir),
-        graph=str(graph or "?"),
-        dataset=str(summary.get("dataset") or brief.dataset or "?"),
-        split=str(summary.get("split") or brief.split or "-"),
-        episodes_total=total,
-        episodes_finished=int(summary.get("episodes_finished") or 0),
-        metrics={k: float(v) for k, v in (summary.get("metrics") or {}).items()
-                 if isinstance(v, int | float)},
-        worker_count=int(summary.get("worker_count") or brief.worker_count or 1),
-        priority=queued.priority if queued else int(record.get("priority") or brief.priority),
-        queued_at=queued.queued_at if queued else record.get("queued_at"),
-        vram_estimate_mb=megabytes(estimate),
-        vram_measured_mb=megabytes(record.get("measured_peak_mb")),
-        waiting_reason=queued.waiting_reason if queued else run.waiting_reason,
-        error=run.error or (str(failure) if failure else None),
-        file_error=run.error is not None,
-    )
-

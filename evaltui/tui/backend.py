@@ -4,18 +4,22 @@ The screens talk to a :class:`Backend` only. Its methods block (file locks, NVML
 so the UI calls them from thread workers and never from the event loop. Two kinds
 exist: :class:`~evaltui.tui.embedded.EmbeddedBackend` wraps a JobScheduler in this
 process; an attached backend (``evaltui --attach URL``) speaks the HTTP API of
-``evaltui serve``. Both return the plain dataclasses below.
+``evaltui serve``. Both read the same status views (:mod:`evaltui.views`) and turn them
+into the display rows below with one :func:`run_row`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from evaltui.states import RunState
+from evaltui.views import QueueEntry, Resources, Run, SpecBrief
+
+ACTIVE = (RunState.STARTING, RunState.RUNNING)
 
 SchedulerMode = Literal["running", "paused", "locked"]
 """``running``: admitting; ``paused``: admitting nothing by choice; ``locked``: someone
@@ -24,7 +28,7 @@ holds the interactive lock, so nothing is admitted until it is released or expir
 
 @dataclass(frozen=True)
 class RunInfo:
-    """One line of the queue screen."""
+    """One line of the queue screen: a run, or an admit entry waiting in the same queue."""
 
     run_id: str
     state: RunState
@@ -45,40 +49,10 @@ class RunInfo:
     """Why the run failed, or why one of its files could not be used (a badge)."""
     file_error: bool = False
     """True when ``error`` is about an unreadable file (corrupt summary.json…)."""
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    """One GPU as the meters show it (MiB; utilisation in percent, None if unknown)."""
-
-    index: int
-    name: str
-    total_mb: float
-    used_mb: float
-    reserved_mb: float
-    free_mb: float
-    util_pct: float | None = None
-    fake: bool = False
-
-
-@dataclass(frozen=True)
-class HostInfo:
-    """Host CPU and RAM (MiB)."""
-
-    cpu_pct: float
-    cpu_count: int
-    ram_total_mb: float
-    ram_used_mb: float
-    ram_reserved_mb: float = 0.0
-
-
-@dataclass(frozen=True)
-class Resources:
-    """Everything admission measures. ``gpu_note`` says why there are no GPUs, if so."""
-
-    gpus: tuple[GpuInfo, ...]
-    host: HostInfo
-    gpu_note: str | None = None
+    kind: Literal["run", "admit"] = "run"
+    """``admit``: a command ``evaltui run`` wraps (``graph`` is its profile), not a run."""
+    command: str | None = None
+    """An admit entry's command line."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +74,7 @@ class QueueSnapshot:
 
     scheduler: SchedulerInfo
     resources: Resources
+    """The backend's status view of GPUs, host, ledger and lock (the API's, too)."""
     runs: tuple[RunInfo, ...] = field(default_factory=tuple)
 
 
@@ -107,24 +82,56 @@ class BackendError(RuntimeError):
     """A backend call failed; the message is meant for the user."""
 
 
-def resources_view(res: Any) -> Resources:
-    """The meters' view of a scheduler ``ResourcesInfo`` or the API's ``Resources`` (same
-    field names: the API model mirrors the scheduler view)."""
-    gpus = tuple(GpuInfo(index=g.index, name=g.name, total_mb=g.total_mb, used_mb=g.used_mb,
-                         reserved_mb=g.reserved_mb, free_mb=max(0, g.available_mb),
-                         util_pct=g.utilization_pct, fake=res.fake_gpus) for g in res.gpus)
-    h = res.host
-    host = HostInfo(cpu_pct=h.cpu_percent, cpu_count=h.cpu_count, ram_total_mb=h.ram_total_mb,
-                    ram_used_mb=h.ram_total_mb - h.ram_available_mb,
-                    ram_reserved_mb=h.ram_reserved_mb)
-    note = None if res.gpu_available else (res.gpu_reason or "no GPU")
-    return Resources(gpus=gpus, host=host, gpu_note=note)
+def run_row(run: Run, queued: QueueEntry | None = None) -> RunInfo:
+    """The queue screen's line of a run view (and of its queue entry while queued): the
+    summary's numbers, else what its spec asked for."""
+    summary, record, brief = run.summary, run.scheduler, run.spec or SpecBrief()
+    graph = (summary and summary.graph_name) or brief.graph_name or \
+        (queued.graph_name if queued else None)
+    total = summary.episodes_total if summary and summary.episodes_total is not None \
+        else brief.episodes_total
+    estimate = record.estimate_mb if record else None
+    if queued is not None and queued.estimate_source != "unknown":
+        estimate = queued.estimate_mb  # fresher: recomputed as calibration learns
+    failure = (summary and summary.error) or (record and record.error)
+    return RunInfo(
+        run_id=run.run_id, state=run.state, run_dir=run.run_dir, graph=graph or "?",
+        dataset=(summary and summary.dataset) or brief.dataset or "?",
+        split=(summary and summary.split) or brief.split or "-",
+        episodes_total=total or 0,
+        episodes_finished=summary.episodes_finished if summary else 0,
+        metrics=dict(summary.metrics) if summary else {},
+        worker_count=(summary and summary.worker_count) or brief.worker_count or 1,
+        priority=queued.priority if queued else record.priority if record else brief.priority,
+        queued_at=queued.queued_at if queued else record.queued_at if record else None,
+        vram_estimate_mb=float(estimate) if estimate is not None else None,
+        vram_measured_mb=_mb(record.measured_peak_mb if record else None),
+        waiting_reason=queued.waiting_reason if queued else run.waiting_reason,
+        error=run.error or failure or None, file_error=run.error is not None)
 
 
-def megabytes(value: Any) -> float | None:
-    """A MiB figure from a JSON record, or None when absent (bools are not numbers here)."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else None
+def admit_row(entry: QueueEntry) -> RunInfo:
+    """The queue screen's line of a waiting admit entry (``evaltui run PROFILE CMD``)."""
+    return RunInfo(run_id=entry.run_id, state=RunState.QUEUED, graph=entry.label or "?",
+                   priority=entry.priority, queued_at=entry.queued_at,
+                   vram_estimate_mb=float(entry.estimate_mb) if entry.estimate_mb else None,
+                   waiting_reason=entry.waiting_reason, kind="admit", command=entry.command)
+
+
+def queue_rows(runs: Sequence[Run], queue: Sequence[QueueEntry]) -> list[RunInfo]:
+    """Active runs, then the queue in admission order (runs and admit entries), then
+    finished runs in the order given (newest first): what both backends show."""
+    by_id = {r.run_id: r for r in runs}
+    queued = {q.run_id for q in queue}
+    active = [run_row(r) for r in runs if r.state in ACTIVE]
+    waiting = [admit_row(q) if q.kind == "admit" else run_row(by_id[q.run_id], q)
+               for q in queue if q.kind == "admit" or q.run_id in by_id]
+    rest = [run_row(r) for r in runs if r.state not in ACTIVE and r.run_id not in queued]
+    return active + waiting + rest
+
+
+def _mb(value: int | None) -> float | None:
+    return float(value) if value is not None else None
 
 
 def readable_dir(path: Path) -> bool:

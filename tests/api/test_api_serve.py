@@ -39,8 +39,9 @@ def test_sigterm_stops_the_api_but_not_the_runs(popen: Popen) -> None:
     client = ApiClient(url)
     run_id = client.submit(bot_spec(300, latency_ms=20)).run_id
     wait_until(lambda: client.get_run(run_id).state.value == "running", what="the run to run")
-    record = client.get_run(run_id).scheduler or {}
-    run = PidRef(record["pid"], record["pid_create_time"])
+    record = client.get_run(run_id).scheduler
+    assert record is not None and record.pid is not None and record.pid_create_time is not None
+    run = PidRef(record.pid, record.pid_create_time)
     streaming = threading.Event()
 
     def listen() -> None:

@@ -290,7 +290,7 @@ def test_without_nvml_admission_uses_host_resources(make_scheduler: Make, datase
                                                     ) -> None:
     sched = make_scheduler().start()  # no EVALTUI_FAKE_GPUS and no NVML on this machine
     res = sched.resources()
-    assert not res.gpu_available and res.gpus == ()
+    assert not res.gpu_available and res.gpus == []
     assert res.gpu_reason is not None and res.gpu_reason.startswith("NVML unavailable")
     run_id, _ = sched.submit(line_spec(dataset, episodes=1, marginal_vram_mb=100_000))
     assert sched.wait(run_id, timeout=30) is RunState.DONE
@@ -381,7 +381,7 @@ def test_a_torn_summary_reads_done_with_rows_and_metrics_rebuilt(
     summary_path.write_bytes(summary_path.read_bytes()[:100])  # torn
     info = sched.get_run(run_id)
     assert info.state is RunState.DONE
-    assert info.summary is not None and "summary.json" in info.summary["summary_unreadable"]
-    assert info.summary["metrics"] == whole["metrics"]
-    assert info.summary["metrics_n"] == whole["metrics_n"]
-    assert info.summary["episodes_finished"] == 4
+    assert info.summary is not None and "summary.json" in (info.summary.summary_unreadable or "")
+    assert info.summary.metrics == whole["metrics"]
+    assert info.summary.metrics_n == whole["metrics_n"]
+    assert info.summary.episodes_finished == 4

@@ -149,6 +149,11 @@ class QueueScreen(Screen[None]):
         run = self.query_one(RunsTable).selected
         if run is None:
             self.notify("no run selected", severity="warning", timeout=2)
+        elif run.kind == "admit":
+            # Not a run: it has no run dir, and it leaves the queue when its command does.
+            self.notify(f"{run.run_id} is `evaltui run {run.graph}` waiting for admission; "
+                        "stop that command to take it out of the queue", timeout=6)
+            return None
         return run
 
     def action_open_run(self) -> None:

@@ -14,9 +14,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from evaltui.tui.backend import GpuInfo, HostInfo, Resources
 from evaltui.tui.display import gib
 from evaltui.tui.widgets.bars import level_variable, stacked_bar, theme_style
+from evaltui.views import Gpu, Host, Resources
 
 LABEL_WIDTH = 22
 INFO_WIDTH = 56
@@ -49,7 +49,7 @@ class ResourceMeters(Widget):
                                                                       "foreground-muted")))
         lines: list[Text | Table] = []
         if not res.gpus:
-            note = res.gpu_note or "no GPU found"
+            note = (None if res.gpu_available else res.gpu_reason) or "no GPU found"
             if not note.startswith("NVML"):
                 note = f"NVML unavailable: {note}"
             line = Text("GPU".ljust(LABEL_WIDTH + 1),
@@ -60,48 +60,49 @@ class ResourceMeters(Widget):
             line.no_wrap, line.overflow = True, "ellipsis"
             lines.append(line)
         for gpu in res.gpus:
-            grid.add_row(*self._gpu_row(gpu, bar_width))
+            grid.add_row(*self._gpu_row(gpu, res.fake_gpus, bar_width))
         grid.add_row(*self._cpu_row(res.host, bar_width))
         grid.add_row(*self._ram_row(res.host, bar_width))
         return Group(*lines, grid)
 
-    def _gpu_row(self, gpu: GpuInfo, width: int) -> tuple[Text, Text, Text]:
+    def _gpu_row(self, gpu: Gpu, fake_gpus: bool, width: int) -> tuple[Text, Text, Text]:
         app = self.app
         total = max(gpu.total_mb, 1.0)
         committed = (gpu.used_mb + gpu.reserved_mb) / total
         label = Text(f"GPU{gpu.index} ", style=theme_style(app, "primary", bold=True))
-        fake = gpu.fake and "fake" not in gpu.name.lower()
+        fake = fake_gpus and "fake" not in gpu.name.lower()
         label.append(gpu.name + (" (fake)" if fake else ""),
                      style=theme_style(app, "foreground-muted"))
         used_style = theme_style(app, level_variable(committed))
         bar = stacked_bar(width, [(gpu.used_mb, used_style),
                                   (gpu.reserved_mb, theme_style(app, "secondary"))],
                           total, theme_style(app, "panel"))
-        util = "util —" if gpu.util_pct is None else f"util {gpu.util_pct:3.0f}%"
+        util = "util —" if gpu.utilization_pct is None else f"util {gpu.utilization_pct:3.0f}%"
         info = Text(f"{gib(gpu.used_mb)} used", style=used_style)
         info.append(f" · {gib(gpu.reserved_mb)} rsv", style=theme_style(app, "secondary"))
-        info.append(f" · {gib(gpu.free_mb)} free / {gib(gpu.total_mb)} GiB · {util}")
+        free = max(0, gpu.available_mb)  # what admission can still hand out
+        info.append(f" · {gib(free)} free / {gib(gpu.total_mb)} GiB · {util}")
         return label, bar, info
 
-    def _cpu_row(self, host: HostInfo, width: int) -> tuple[Text, Text, Text]:
+    def _cpu_row(self, host: Host, width: int) -> tuple[Text, Text, Text]:
         app = self.app
-        fraction = host.cpu_pct / 100
+        fraction = host.cpu_percent / 100
         style = theme_style(app, level_variable(fraction, warn=0.8, high=0.95))
         label = Text("CPU ", style=theme_style(app, "primary", bold=True))
         label.append(f"{host.cpu_count} cores", style=theme_style(app, "foreground-muted"))
         bar = stacked_bar(width, [(fraction, style)], 1.0, theme_style(app, "panel"))
-        return label, bar, Text(f"{host.cpu_pct:5.1f}%", style=style)
+        return label, bar, Text(f"{host.cpu_percent:5.1f}%", style=style)
 
-    def _ram_row(self, host: HostInfo, width: int) -> tuple[Text, Text, Text]:
+    def _ram_row(self, host: Host, width: int) -> tuple[Text, Text, Text]:
         app = self.app
         total = max(host.ram_total_mb, 1.0)
-        style = theme_style(app, level_variable((host.ram_used_mb + host.ram_reserved_mb)
-                                                / total))
+        used = host.ram_total_mb - host.ram_available_mb
+        style = theme_style(app, level_variable((used + host.ram_reserved_mb) / total))
         label = Text("RAM", style=theme_style(app, "primary", bold=True))
-        bar = stacked_bar(width, [(host.ram_used_mb, style),
+        bar = stacked_bar(width, [(used, style),
                                   (host.ram_reserved_mb, theme_style(app, "secondary"))],
                           total, theme_style(app, "panel"))
-        info = Text(f"{gib(host.ram_used_mb)} used", style=style)
+        info = Text(f"{gib(used)} used", style=style)
         if host.ram_reserved_mb:
             info.append(f" · {gib(host.ram_reserved_mb)} rsv", style=theme_style(app, "secondary"))
         info.append(f" / {gib(host.ram_total_mb)} GiB")

@@ -68,7 +68,12 @@ class RunDetail(Static):
         if run is not None:
             app = self.app
             detail.append(f"▸ {run.run_id}", style=theme_style(app, "primary", bold=True))
-            if run.error:
+            if run.kind == "admit":
+                detail.append(f"  evaltui run {run.graph}: {run.command or ''}  ",
+                              style=theme_style(app, "foreground-muted"))
+                detail.append(f"waiting: {run.waiting_reason or 'next tick'}",
+                              style=theme_style(app, "warning"))
+            elif run.error:
                 detail.append(f"  {first_line(run.error, 400)}", style=theme_style(app, "error"))
             elif run.state is RunState.QUEUED and run.waiting_reason:
                 detail.append(f"  waiting: {run.waiting_reason}",

@@ -111,7 +111,8 @@ class RunsTable(DataTable[Any]):
         if not self.text_filter:
             return True
         haystack = " ".join([run.run_id, run.graph, run.dataset, run.split, run.state.value,
-                             run.waiting_reason or "", run.error or ""]).lower()
+                             run.waiting_reason or "", run.error or "",
+                             run.command or ""]).lower()
         return self.text_filter in haystack
 
     def _apply(self) -> None:
@@ -160,20 +161,27 @@ class RunsTable(DataTable[Any]):
                      style=theme_style(app, STATE_COLOUR[run.state]))
         if run.file_error:
             state = Text("⚠ ", style=theme_style(app, "error", bold=True)) + state
-        total = max(run.episodes_total, 1)
-        progress = stacked_bar(2, [(run.episodes_finished, theme_style(app, "primary"))],
-                               total, theme_style(app, "panel"))
-        progress.append(f" {run.episodes_finished}/{run.episodes_total}")
+        if run.kind == "admit":  # a command `evaltui run` wraps: its profile and command
+            data = run.command or ""
+            progress = Text("evaltui run", style=muted)
+            workers = Text(NONE, justify="right", style=muted)
+        else:
+            data = f"{_short(run.dataset)}/{run.split}"
+            total = max(run.episodes_total, 1)
+            progress = stacked_bar(2, [(run.episodes_finished, theme_style(app, "primary"))],
+                                   total, theme_style(app, "panel"))
+            progress.append(f" {run.episodes_finished}/{run.episodes_total}")
+            workers = Text(str(run.worker_count), justify="right")
         vram = Text(f"{gib(run.vram_estimate_mb)}/{gib(run.vram_measured_mb)}",
                     justify="right")
         queued_for = seconds_between(run.queued_at, self._now) if self._now else None
         return [
             run.run_id,
             Text(run.graph, no_wrap=True, overflow="ellipsis"),
-            Text(f"{_short(run.dataset)}/{run.split}", no_wrap=True, overflow="ellipsis"),
+            Text(data, no_wrap=True, overflow="ellipsis"),
             state,
             progress,
-            Text(str(run.worker_count), justify="right"),
+            workers,
             vram,
             Text(str(run.priority), justify="right"),
             Text(age(queued_for), justify="right", style=muted),

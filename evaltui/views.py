@@ -1,0 +1,257 @@
+"""What a backend's status reads return: runs, the queue, resources, nodesets, admits.
+
+One set of types: the scheduler builds them, the HTTP API serves them as its response
+models (so /openapi.json documents them), the API client parses responses back into
+them, and the TUI and the CLI show them. A run's records are the run-dir models of
+:mod:`evaltui.records`. Depends only on pydantic and the contract (imports point down).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from evaltui.records import (
+    SCHEDULER_FILENAME,
+    SUMMARY_FILENAME,
+    SchedulerRecord,
+    SummaryHeader,
+    parse,
+)
+from evaltui.states import AdmitState, RunState
+
+
+class _View(BaseModel):
+    # Built by the backend; a client ignores fields a newer backend adds.
+    model_config = ConfigDict(frozen=True)
+
+
+class SpecBrief(_View):
+    """What a run was asked to do, from its spec.json (shown before summary.json exists)."""
+
+    graph_name: str | None = None
+    dataset: str | None = None
+    split: str | None = None
+    episodes_total: int | None = None
+    """Selected episodes when the spec names them (indices or a count), else None."""
+    worker_count: int | None = None
+    priority: int = 0
+    exclusive_gpu: bool = False
+    marginal_vram_mb: int = 0
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any]) -> SpecBrief:
+        """The brief of a spec.json's content (a dict: this runs for every listed run)."""
+        ev, sched = _section(spec, "eval"), _section(spec, "scheduling")
+        indices, count = ev.get("episode_indices"), ev.get("episode_count")
+        total = len(indices) if isinstance(indices, list) else \
+            count if isinstance(count, int) else None
+        return cls(graph_name=_text(ev.get("graph_name") or _section(spec, "graph").get("name")),
+                   dataset=_text(ev.get("dataset")), split=_text(ev.get("split")),
+                   episodes_total=total, worker_count=_int(ev.get("worker_count")),
+                   priority=_int(sched.get("priority")) or 0,
+                   exclusive_gpu=bool(sched.get("exclusive_gpu")),
+                   marginal_vram_mb=_int(sched.get("marginal_vram_mb")) or 0)
+
+
+class Run(_View):
+    """One run: its state, its scheduler record, its summary without rows, its spec."""
+
+    run_id: str
+    state: RunState
+    """Derived from the run dir's files and a liveness check (DESIGN §3)."""
+    run_dir: Path
+    waiting_reason: str | None = None
+    """Why a queued run waits (live while its scheduler tracks it)."""
+    error: str | None = None
+    """Why a file of the run could not be used (a corrupt summary.json), or why an
+    aborted run ended ("killed by signal 9")."""
+    scheduler: SchedulerRecord | None = None
+    """scheduler.json."""
+    summary: SummaryHeader | None = None
+    """summary.json without ``episodes`` (rebuilt from the rows when it is unreadable)."""
+    spec: SpecBrief | None = None
+    """From spec.json; None when it is unreadable."""
+
+
+class QueueEntry(_View):
+    """One entry of the queue in admission order, with why it waits: an eval run
+    (``kind`` ``run``) or a command ``evaltui run`` wraps (``kind`` ``admit``, ``run_id``
+    ``admit:{admit_id}``). Both share one priority order."""
+
+    run_id: str
+    position: int
+    """0 = next in line."""
+    priority: int
+    queued_at: str | None
+    waiting_reason: str
+    waiting_kind: str
+    """``new``, ``lock``, ``exclusive``, ``vram``, ``ram``, ... (scheduler.WaitKind)."""
+    estimate_mb: int
+    ram_estimate_mb: int
+    estimate_source: str
+    exclusive: bool
+    graph_name: str | None
+    kind: Literal["run", "admit"] = "run"
+    label: str | None = None
+    """An admit entry's profile name (``evaltui run PROFILE``)."""
+    command: str | None = None
+    """An admit entry's command line."""
+
+
+class GpuProcess(_View):
+    """One process's memory on a GPU."""
+
+    pid: int
+    used_mb: int
+
+
+class Gpu(_View):
+    """One GPU: measured memory, reservations not yet visible in it, who runs on it."""
+
+    index: int
+    name: str
+    total_mb: int
+    used_mb: int
+    free_mb: int
+    reserved_mb: int
+    """Outstanding reservations (not yet visible in ``used_mb``)."""
+    available_mb: int
+    """``free_mb - reserved_mb``: what admission can still hand out (may be negative)."""
+    utilization_pct: float | None
+    runs: int
+    exclusive_run: str | None
+    processes: list[GpuProcess] | None
+    """None when the driver cannot attribute memory to processes."""
+
+
+class Host(_View):
+    """Host RAM (MiB) and CPU."""
+
+    ram_total_mb: int
+    ram_available_mb: int
+    ram_reserved_mb: int
+    cpu_percent: float
+    cpu_count: int
+    load_avg_1m: float | None
+
+
+class LedgerEntry(_View):
+    """A reservation of the machine-wide ledger."""
+
+    run_id: str
+    """A run id, ``nodeset:{name}`` or ``admit:{admit_id}``."""
+    holder_pid: int
+    holder_create_time: float
+    scheduler_pid: int
+    outputs: str
+    gpu: int | None
+    vram_mb: int
+    ram_mb: int
+    exclusive: bool
+    admitted_at: float
+    pending: bool
+
+
+class Lock(_View):
+    """The interactive lock (times are ``time.time()`` values)."""
+
+    owner: str
+    acquired_at: float
+    expires_at: float
+    pid: int
+    reason: str
+    """The waiting_reason queued jobs show while it is held."""
+
+
+class Resources(_View):
+    """Everything the meters show, and what admission decides on."""
+
+    gpu_available: bool
+    gpu_reason: str | None
+    """Why GPUs are not measured ("NVML unavailable: ..."); admission then uses host RAM."""
+    fake_gpus: bool
+    gpus: list[Gpu]
+    host: Host
+    ledger: list[LedgerEntry]
+    lock: Lock | None
+    taken_at: float
+    """``time.time()`` of the reading, on the backend's clock."""
+
+
+class Nodeset(_View):
+    """A shared nodeset hosted by the scheduler, with its refcount."""
+
+    name: str
+    key: str
+    impl: str
+    params: dict[str, Any]
+    url: str
+    pid: int
+    origin: str
+    """``scheduler`` (auto-unloaded when unused) or ``interactive`` (stays loaded)."""
+    refcount: int
+    holders: list[str]
+    gpu: int | None
+    loaded_at: float
+
+
+class Admit(_View):
+    """An admit entry: waiting (and why), admitted (where), or released (why)."""
+
+    admit_id: str
+    label: str
+    """What asked: the profile name of ``evaltui run``."""
+    command: str
+    state: AdmitState
+    priority: int
+    exclusive: bool
+    vram_mb: int | None
+    """Requested VRAM (MiB); None asks for a whole GPU."""
+    reserved_mb: int | None
+    """What the reservation holds once admitted."""
+    gpu: int | None
+    holder_pid: int
+    holder_create_time: float
+    waiting_reason: str | None
+    queued_at: float
+    admitted_at: float | None
+    released_at: float | None
+    release_reason: str | None
+    env: dict[str, str]
+    """Variables to export to the command (its GPU), once admitted."""
+    version: int
+    """Change counter, for ``GET /admits/{id}?wait=S&seen=VERSION``."""
+
+
+def run_view(run_id: str, run_dir: Path, state: RunState, record: Any, summary: Any,
+             spec: SpecBrief | None = None, *, waiting_reason: str | None = None,
+             error: str | None = None) -> Run:
+    """A run's view from its records as read from disk (parsed JSON, or None).
+
+    summary.json's rows are left out (they are read per episode). A record that does not
+    fit its schema is left out too, and ``error`` (unless already set) says why.
+    """
+    if isinstance(summary, dict) and "episodes" in summary:
+        summary = {k: v for k, v in summary.items() if k != "episodes"}
+    scheduler, bad_record = parse(SchedulerRecord, record, SCHEDULER_FILENAME)
+    header, bad_summary = parse(SummaryHeader, summary, SUMMARY_FILENAME)
+    return Run(run_id=run_id, state=state, run_dir=run_dir, waiting_reason=waiting_reason,
+               error=error or bad_record or bad_summary, scheduler=scheduler, summary=header,
+               spec=spec)
+
+
+def _section(spec: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = spec.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
