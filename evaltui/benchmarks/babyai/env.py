@@ -55,7 +55,7 @@ class BabyAIEnv(EnvNodeSet):
         self.tile_size = tile_size
         self.sim_latency_ms = sim_latency_ms
         self.check_mission = check_mission
-        self._frames = GridFrames(tile_size)
+        self._frames = GridFrames(tile_size) if frame_stride else None
         self._envs: dict[str, Any] = {}
         self._env: Any = None
         self._positions: list[Cell] = []
@@ -169,4 +169,5 @@ class BabyAIEnv(EnvNodeSet):
                 "direction": int(obs["direction"]), "mission": str(obs["mission"])}
 
     def _frame(self) -> TiledFrame:
+        assert self._frames is not None  # frame_stride > 0
         return self._frames.frame(self._env.unwrapped)
