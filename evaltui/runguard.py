@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from evaltui.rundir import DONE_FILENAME, EPISODES_DIRNAME, SCHEDULER_FILENAME, SUMMARY_FILENAME
-from evaltui.safeopen import LeavesRoot, kind_inside
+from evaltui.safeopen import LeavesRoot, dir_inside, kind_inside
 
 TOP_LEVEL = (SCHEDULER_FILENAME, SUMMARY_FILENAME, "spec.json", DONE_FILENAME, EPISODES_DIRNAME,
              "shared_urls.json", "graph.json")
@@ -21,11 +21,22 @@ TOP_LEVEL = (SCHEDULER_FILENAME, SUMMARY_FILENAME, "spec.json", DONE_FILENAME, E
 
 def leaving(root: str | os.PathLike[str], run_name: str) -> LeavesRoot | None:
     """The first symlink out of ``root`` at ``root/run_name`` or its top level, or None
-    (also when there is no such run dir: nothing to follow)."""
-    for rel in (run_name, *(f"{run_name}/{name}" for name in TOP_LEVEL)):
+    (also when there is no such run dir: nothing to follow).
+
+    One open and one listing of the run dir: ``GET /runs`` asks this of thousands of runs,
+    and only a name that is a symlink costs a full resolution.
+    """
+    try:
+        with dir_inside(root, run_name) as fd:
+            with os.scandir(fd) as entries:  # d_type says which are symlinks: no stat each
+                links = [e.name for e in entries if e.name in TOP_LEVEL and e.is_symlink()]
+    except LeavesRoot as exc:
+        return exc
+    except OSError:
+        return None  # no such run dir (or not a dir): nothing to follow
+    for name in links:
         try:
-            if kind_inside(root, rel) is None and rel == run_name:
-                return None
+            kind_inside(root, f"{run_name}/{name}")
         except LeavesRoot as exc:
             return exc
         except OSError:

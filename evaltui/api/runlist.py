@@ -19,6 +19,7 @@ from typing import Any
 
 from evaltui.api.runfiles import run_refusal
 from evaltui.rundir import DONE_FILENAME, SCHEDULER_FILENAME, SUMMARY_FILENAME, is_run_id
+from evaltui.safeopen import Root
 from evaltui.scheduler import JobScheduler, RunNotFound, procs
 from evaltui.states import RunState
 from evaltui.views import Run
@@ -34,6 +35,7 @@ class RunList:
                  ) -> None:
         self.scheduler = scheduler
         self.root = str(scheduler.runs_root)
+        self._safe_root = Root.of(self.root)
         self._to_json = to_json
         self._lock = threading.Lock()
         self._ids: tuple[int, float, list[str]] = (-1, 0.0, [])
@@ -54,7 +56,7 @@ class RunList:
             hit = cached[run_id]
             entry = hit[1] if hit is not None and hit[0] == key and _still(hit[1]) else None
             if entry is None:
-                if run_refusal(self.root, run_id) is not None:
+                if run_refusal(self._safe_root, run_id) is not None:
                     continue  # a symlink out of the outputs root: not served (runfiles.py)
                 try:
                     entry = self._to_json(self.scheduler.get_run(run_id))
