@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import resource
 import statistics
 import tempfile
 import time
@@ -29,13 +30,15 @@ REPS = 3
 
 
 def plain_loop(split: str, n: int, sim_latency_ms: float = 0.0) -> tuple[float, int]:
-    """(seconds, steps) of the same env and bot with no engine: no logging, no frames."""
+    """(seconds, steps) of the same env and bot with no engine: no logging, no frames.
+
+    ``PLAIN_CPU`` gets the loop's CPU seconds."""
     from evaltui.benchmarks.babyai import SPLITS, load_manifest
     from evaltui.benchmarks.babyai.minigrid_import import BabyAIBot, make_env
 
     env = make_env(SPLITS[split])
     steps = 0
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for ep in load_manifest(split, n):
         with redirect_stdout(io.StringIO()):
             env.reset(seed=ep["seed"])
@@ -47,23 +50,33 @@ def plain_loop(split: str, n: int, sim_latency_ms: float = 0.0) -> tuple[float, 
             steps += 1
             if term or trunc:
                 break
+    PLAIN_CPU.append(time.process_time() - c0)
     return time.perf_counter() - t0, steps
 
 
+PLAIN_CPU: list[float] = []
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(tmp_path: Path, split: str, n: int, **env: Any) -> dict[str, float]:
-    """One run subprocess (K = 1) to the end: in-run elapsed, sum of episode times, steps."""
+    """One run subprocess (K = 1) to the end: in-run elapsed, sum of episode times, steps,
+    wall clock, and the CPU seconds of the run and its workers (robust to other load)."""
     graph = json.loads((GRAPHS / "bot.json").read_text())
     graph["nodesets"]["env"]["params"].update(env)
     spec = {"graph": graph, "eval": {"split": split, "episode_count": n, "worker_count": 1}}
     run_dir, _ = prepare_run(spec, tmp_path)
-    t0 = time.perf_counter()
+    c0, t0 = children_cpu(), time.perf_counter()
     spawn_run(run_dir).wait(timeout=900)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, children_cpu() - c0
     summary = read_json(run_dir / "summary.json")
     assert summary["status"] == "done", summary.get("error")
     rows = summary["episodes"]
     return {"in_run": summary["elapsed_sec"], "episodes": sum(r["elapsed_sec"] for r in rows),
-            "steps": sum(r["step_count"] for r in rows), "wall": wall}
+            "steps": sum(r["step_count"] for r in rows), "wall": wall, "cpu": cpu}
 
 
 def medians(samples: list[dict[str, float]]) -> dict[str, float]:
@@ -73,6 +86,7 @@ def medians(samples: list[dict[str, float]]) -> dict[str, float]:
 @pytest.mark.bench
 def test_harness_ratios_frames_off_and_on(tmp_path: Path) -> None:
     n = 200
+    PLAIN_CPU.clear()
     plain: list[float] = []
     off: list[dict[str, float]] = []
     on: list[dict[str, float]] = []
@@ -90,15 +104,20 @@ def test_harness_ratios_frames_off_and_on(tmp_path: Path) -> None:
                        ("wall", "wall incl start")):
         print(f"  run subprocess, {label}        {m_off[key]:7.3f} s {m_off[key] / p:5.2f}"
               f"    {m_on[key]:7.3f} s {m_on[key] / p:5.2f}")
+    cpu = statistics.median(PLAIN_CPU)
+    print(f"  CPU: plain loop {cpu:.3f} s; run + worker processes {m_off['cpu']:.3f} s "
+          f"{m_off['cpu'] / cpu:5.2f}    {m_on['cpu']:.3f} s {m_on['cpu'] / cpu:5.2f}")
     print("  targets: in-run elapsed ratio <= 1.15 (frames off), <= 1.5 (frames on)")
     per_step = (m_on["episodes"] - m_off["episodes"]) / m_on["steps"] * 1e3
-    print(f"  frames on - off, sum of episodes: {per_step:.3f} ms per step "
+    print(f"  frames on - off: sum of episodes {per_step:.3f} ms a step, CPU "
+          f"{(m_on['cpu'] - m_off['cpu']) / m_on['steps'] * 1e3:.3f} ms a step "
           f"({int(m_on['steps'])} steps)")
 
 
 @pytest.mark.bench
 def test_per_step_cost_goto_obj_maze(tmp_path: Path) -> None:
     n, latency = 10, 10.0
+    PLAIN_CPU.clear()
     plain: list[float] = []
     off: list[dict[str, float]] = []
     on: list[dict[str, float]] = []
@@ -120,6 +139,11 @@ def test_per_step_cost_goto_obj_maze(tmp_path: Path) -> None:
         over = (m["episodes"] - p) / steps * 1e3
         print(f"  run, {label:22s}      {m['episodes'] / steps * 1e3:7.3f} ms a step  "
               f"(+{over:.3f} ms)")
+    cpu = statistics.median(PLAIN_CPU) / steps * 1e3
+    print(f"  CPU a step: plain loop {cpu:.3f} ms; run + workers, frames off "
+          f"{m_off['cpu'] / steps * 1e3:.3f} ms (+{m_off['cpu'] / steps * 1e3 - cpu:.3f}), "
+          f"frames on {m_on['cpu'] / steps * 1e3:.3f} ms (+{m_on['cpu'] / steps * 1e3 - cpu:.3f})"
+          " (the run's fixed start-up CPU included)")
     print("  target: <= 0.5 ms a step over the plain loop with frames on")
 
 
