@@ -21,6 +21,13 @@ import psutil
 
 from evaltui.engine.specchecks import CheckedSpec, validate_spec
 from evaltui.engine.summary import now_iso
+from evaltui.records import (
+    RUN_LOG_FILENAME,
+    SCHEDULER_FILENAME,
+    SHARED_URLS_FILENAME,
+    SPEC_FILENAME,
+    SchedulerRecord,
+)
 from evaltui.rundir import PidRef, allocate_run_dir, read_json, write_json_atomic
 from evaltui.states import RunState
 
@@ -38,20 +45,16 @@ def write_run(checked: CheckedSpec, outputs: Path, *, state: RunState = RunState
     scheduler.json (plus ``record_extra`` fields, e.g. the scheduler's estimate)."""
     run_dir = allocate_run_dir(outputs)
     spec_json = checked.spec.to_json_dict()
-    write_json_atomic(run_dir / "spec.json", spec_json)
-    write_json_atomic(run_dir / "shared_urls.json", dict(checked.spec.shared_urls))
-    write_json_atomic(run_dir / "scheduler.json", {
-        "state": state.value,
-        "priority": checked.spec.scheduling.priority,
-        "queued_at": now_iso(),
-        "admitted_at": None,
-        "pid": None,
-        "pid_create_time": None,
-        "reservation": None,
-        "cancel_requested_at": None,
-        "exit_code": None,
-        **(record_extra or {}),
-    })
+    write_json_atomic(run_dir / SPEC_FILENAME, spec_json)
+    write_json_atomic(run_dir / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
+    # Through the record's model, so a mistyped field fails here and not in a reader;
+    # only the fields given are written (later updates merge theirs in).
+    record = SchedulerRecord(
+        state=state, priority=checked.spec.scheduling.priority, queued_at=now_iso(),
+        admitted_at=None, pid=None, pid_create_time=None, reservation=None,
+        cancel_requested_at=None, exit_code=None, **(record_extra or {}))
+    write_json_atomic(run_dir / SCHEDULER_FILENAME,
+                      record.model_dump(mode="json", exclude_unset=True))
     return run_dir
 
 
@@ -66,7 +69,7 @@ def spawn_run(run_dir: Path, env: Mapping[str, str] | None = None, *, record: bo
     child_env = dict(os.environ if env is None else env)
     child_env["EVALTUI_PARENT_PID"] = str(os.getpid())
     child_env.setdefault("PYTHONUNBUFFERED", "1")
-    with open(run_dir / "run.log", "ab") as log:
+    with open(run_dir / RUN_LOG_FILENAME, "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "evaltui.engine.main", str(run_dir)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -107,7 +110,7 @@ def scheduler_record_lock(run_dir: Path) -> Iterator[None]:
 
 def update_scheduler_record(run_dir: Path, **fields: Any) -> dict[str, Any]:
     """Merge ``fields`` into scheduler.json under its lock; returns the merged record."""
-    path = run_dir / "scheduler.json"
+    path = run_dir / SCHEDULER_FILENAME
     with scheduler_record_lock(run_dir):
         try:
             record = read_json(path)

@@ -54,8 +54,9 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class _Record(BaseModel):
-    # Tolerant on read (see the module docstring); frozen: a record is a value.
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # Tolerant on read (see the module docstring); frozen: a record is a value; built
+    # on first use, so importers that need only the file names (rundir) pay nothing.
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
 
 # ---- scheduler.json -----------------------------------------------------------------------

@@ -25,8 +25,8 @@ from evaltui.states import AdmitState, RunState
 
 
 class _View(BaseModel):
-    # Built by the backend; a client ignores fields a newer backend adds.
-    model_config = ConfigDict(frozen=True)
+    # Built by the backend; a client ignores fields a newer backend adds. Built on use.
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 class SpecBrief(_View):

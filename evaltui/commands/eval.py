@@ -21,6 +21,7 @@ from evaltui.engine.summary import now_iso
 from evaltui.graphs import builtin_graph_names
 from evaltui.launch import prepare_run, spawn_run, spawned_ref, update_scheduler_record
 from evaltui.process import terminate_group
+from evaltui.records import SUMMARY_FILENAME, SummaryHeader, parse
 from evaltui.results.richtables import metrics_table
 from evaltui.rundir import outputs_root, read_json, read_run_status
 from evaltui.spec import DEFAULT_STEP_BUDGET, SpecError
@@ -114,24 +115,31 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if state is RunState.ABORTED:
         console.print(f"[red]aborted[/]: {status.note}", highlight=False)
-    return exit_code(state, summary, console)
+    return exit_code(state, _header(summary), console)
 
 
-def exit_code(state: RunState, summary: dict[str, Any] | None, console: Console) -> int:
+def exit_code(state: RunState, summary: SummaryHeader | None, console: Console) -> int:
     """0 for a done run within its error allowance; else 1, with the reason on stderr."""
     if state is not RunState.DONE:
-        if summary and summary.get("error"):
-            console.print(f"[red]error[/]: {summary['error']}", highlight=False)
+        if summary is not None and summary.error:
+            console.print(f"[red]error[/]: {summary.error}", highlight=False)
         return 1
-    if summary and summary.get("error_rate_exceeded"):
-        first = summary.get("first_error") or {}
+    if summary is not None and summary.error_rate_exceeded:
+        first = summary.first_error
         console.print(
-            f"[red]error[/]: {summary.get('error_count')} of {summary.get('episodes_finished')} "
-            f"episodes errored (allowed: {summary.get('max_error_rate', 0):.0%}, "
+            f"[red]error[/]: {summary.error_count} of {summary.episodes_finished} "
+            f"episodes errored (allowed: {summary.max_error_rate or 0:.0%}, "
             "--max-error-rate); first: episode "
-            f"{first.get('episode_index')}: {first.get('message')}", highlight=False)
+            f"{first.episode_index if first else None}: {first.message if first else None}",
+            highlight=False)
         return 1
     return 0
+
+
+def _header(summary: dict[str, Any] | None) -> SummaryHeader | None:
+    """summary.json's header as its record (None if absent or not fitting the schema)."""
+    rows_left_out = {k: v for k, v in (summary or {}).items() if k != "episodes"}
+    return parse(SummaryHeader, rows_left_out or None, SUMMARY_FILENAME)[0]
 
 
 def follow(run_dir: Path, proc: Any, total: int, console: Console) -> None:
@@ -157,7 +165,7 @@ def follow(run_dir: Path, proc: Any, total: int, console: Console) -> None:
 
 def _read_summary(run_dir: Path) -> dict[str, Any] | None:
     try:
-        data = read_json(run_dir / "summary.json")
+        data = read_json(run_dir / SUMMARY_FILENAME)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

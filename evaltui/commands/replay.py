@@ -10,6 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from evaltui.records import EPISODE_FILENAME, LOG_FILENAME
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="replay one episode dir step by step (TUI)",
@@ -28,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     ep_dir = Path(args.ep_dir).expanduser()
-    if not (ep_dir / "log.jsonl").is_file() and not (ep_dir / "episode.json").is_file():
+    if not (ep_dir / LOG_FILENAME).is_file() and not (ep_dir / EPISODE_FILENAME).is_file():
         print(f"evaltui replay: {ep_dir} is not an episode dir (no log.jsonl or episode.json)",
               file=sys.stderr)
         return 2

@@ -17,17 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.engine.datasets import DatasetError, load_episodes, resolve_dataset
-from evaltui.results.verify import (
-    AGGREGATED,
-    TRAJECTORY_FILENAME,
-    StoredEpisode,
-    VerifyInputError,
-)
+from evaltui.records import GRAPH_FILENAME, LOG_FILENAME, SPEC_FILENAME, TRAJECTORY_FILENAME
+from evaltui.results.verify import AGGREGATED, StoredEpisode, VerifyInputError
 from evaltui.rundir import iter_log
 from evaltui.safeopen import LeavesRoot, open_inside, read_json_inside
 
 BABYAI_ENV_IMPL = "evaltui.benchmarks.babyai.env:BabyAIEnv"
-LOG_FILENAME = "log.jsonl"
 
 
 @dataclass(frozen=True)
@@ -68,9 +63,9 @@ class LoggedStep:
 
 def run_loop(run_dir: Path) -> tuple[str, str, str]:
     """(env nodeset impl, env nodeset name, step node name) from the run's graph.json."""
-    path = run_dir / "graph.json"
+    path = run_dir / GRAPH_FILENAME
     try:
-        graph = read_json_inside(run_dir, "graph.json")  # never through a symlink out
+        graph = read_json_inside(run_dir, GRAPH_FILENAME)  # never through a symlink out
         env, step = graph["loop"]["env"], graph["loop"]["step"]
         impl = graph["nodesets"][env]["impl"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -80,9 +75,9 @@ def run_loop(run_dir: Path) -> tuple[str, str, str]:
 
 def dataset_rows(run_dir: Path) -> list[dict[str, Any]]:
     """The dataset split the run was evaluated on (spec.json ``eval.dataset``/``split``)."""
-    path = run_dir / "spec.json"
+    path = run_dir / SPEC_FILENAME
     try:
-        spec = read_json_inside(run_dir, "spec.json")
+        spec = read_json_inside(run_dir, SPEC_FILENAME)
         dataset, split = spec["eval"]["dataset"], spec["eval"].get("split")
         workspace = spec.get("active_workspace_dir")
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -17,17 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaltui.rundir import (
-    EPISODES_DIRNAME,
-    SUMMARY_FILENAME,
-    episode_index_from_dirname,
-    is_run_id,
-    outputs_root,
-    runs_root,
-)
+from evaltui.records import EPISODE_FILENAME, EPISODES_DIRNAME, SUMMARY_FILENAME
+from evaltui.rundir import episode_index_from_dirname, is_run_id, outputs_root, runs_root
 from evaltui.safeopen import LeavesRoot, kind_inside, list_dir_inside, read_json_inside
 
-EPISODE_FILENAME = "episode.json"
 UNREADABLE = "unreadable"
 """The ``status`` of the row of an episode whose episode.json cannot be used."""
 

@@ -19,12 +19,16 @@ from typing import Any
 import numpy as np
 
 from evaltui.engine.metrics import METRIC_RANGES, ndtw, path_length, spl, t_quantile_975
-from evaltui.rundir import EPISODES_DIRNAME, SUMMARY_FILENAME, episode_index_from_dirname
+from evaltui.records import (
+    EPISODE_FILENAME,
+    EPISODES_DIRNAME,
+    SUMMARY_FILENAME,
+    TRAJECTORY_FILENAME,
+)
+from evaltui.rundir import episode_index_from_dirname
 from evaltui.safeopen import LeavesRoot, kind_inside, list_dir_inside, read_json_inside
 from evaltui.states import EpisodeStatus
 
-TRAJECTORY_FILENAME = "trajectory.json"
-EPISODE_FILENAME = "episode.json"
 DEFAULT_TOLERANCE = 1e-9
 AGGREGATED = frozenset({EpisodeStatus.OK, EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT})
 """Statuses behind ``metrics``; ``cancelled`` episodes are in no aggregate (resume re-runs them)."""

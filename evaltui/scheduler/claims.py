@@ -15,14 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.launch import scheduler_record_lock
-from evaltui.rundir import (
-    SCHEDULER_FILENAME,
-    SUMMARY_FILENAME,
-    PidRef,
-    derive_run_state,
-    read_json,
-    write_json_atomic,
-)
+from evaltui.records import SCHEDULER_FILENAME, SHARED_URLS_FILENAME, SUMMARY_FILENAME
+from evaltui.rundir import PidRef, derive_run_state, read_json, write_json_atomic
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.handles import RunHandle
 from evaltui.scheduler.jobs import Job, parse_iso
@@ -179,7 +173,7 @@ class Claims:
     def _rehold_shared(self, job: Job) -> None:
         shared = self.core.shared
         try:
-            urls = read_json(job.run_dir / "shared_urls.json")
+            urls = read_json(job.run_dir / SHARED_URLS_FILENAME)
         except (OSError, ValueError):
             return
         for url in (urls.values() if isinstance(urls, dict) else ()):

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaltui.rundir import EPISODES_DIRNAME, episode_index_from_dirname
+from evaltui.records import EPISODE_FILENAME, EPISODES_DIRNAME
+from evaltui.rundir import episode_index_from_dirname
 from evaltui.safeopen import read_json_inside
 from evaltui.scheduler.events import EpisodeFinished
 from evaltui.states import EpisodeStatus
@@ -59,7 +60,7 @@ class EpisodeWatcher:
         self._rescan(w, initial=False)
         events = []
         for index, seen in sorted(w.open.items()):
-            path = w.episodes / f"ep{index:04d}" / "episode.json"
+            path = w.episodes / f"ep{index:04d}" / EPISODE_FILENAME
             try:
                 mtime = path.stat().st_mtime_ns
             except OSError:
@@ -88,7 +89,7 @@ class EpisodeWatcher:
             index = episode_index_from_dirname(entry.name)
             if index is None or index in w.open or index in w.settled:
                 continue
-            path = Path(entry.path) / "episode.json"
+            path = Path(entry.path) / EPISODE_FILENAME
             if not initial:
                 w.open[index] = -1
                 continue

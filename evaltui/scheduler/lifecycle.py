@@ -17,24 +17,20 @@ from typing import Any
 from evaltui.engine.specchecks import validate_spec
 from evaltui.engine.summary import now_iso
 from evaltui.launch import scheduler_record_lock, write_run
-from evaltui.rundir import (
+from evaltui.records import (
     DONE_FILENAME,
+    EPISODE_FILENAME,
     SCHEDULER_FILENAME,
+    SPEC_FILENAME,
     SUMMARY_FILENAME,
-    abort_note,
-    derive_run_state,
-    episode_dir,
-    read_json,
-    write_json_atomic,
 )
+from evaltui.rundir import abort_note, derive_run_state, episode_dir, read_json, write_json_atomic
 from evaltui.scheduler.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.jobs import Job
 from evaltui.scheduler.restore import read_record, record_ref
 from evaltui.spec import SpecError
 from evaltui.states import EpisodeStatus, RunState
-
-SPEC_FILENAME = "spec.json"
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +249,7 @@ def _importable_workspace(spec: Any) -> None:
 
 def _episode_ok(run_dir: Path, index: int) -> bool:
     try:
-        row = read_json(episode_dir(run_dir, index) / "episode.json")
+        row = read_json(episode_dir(run_dir, index) / EPISODE_FILENAME)
     except (OSError, ValueError):
         return False
     return isinstance(row, dict) and row.get("status") == EpisodeStatus.OK.value

@@ -15,7 +15,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from evaltui.rundir import DONE_FILENAME, PidRef, read_json
+from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME, SPEC_FILENAME
+from evaltui.rundir import PidRef, read_json
 from evaltui.scheduler import procs
 from evaltui.scheduler.jobs import parse_iso
 from evaltui.spec import JobSpec, SpecError, parse_spec
@@ -62,7 +63,7 @@ def record_ref(record: Mapping[str, Any]) -> PidRef | None:
 def read_record(run_dir: Path) -> dict[str, Any] | None:
     """A run's scheduler.json, or None if missing or unreadable."""
     try:
-        record = read_json(run_dir / "scheduler.json")
+        record = read_json(run_dir / SCHEDULER_FILENAME)
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
@@ -71,7 +72,7 @@ def read_record(run_dir: Path) -> dict[str, Any] | None:
 def load_spec(run_dir: Path) -> JobSpec | None:
     """The run's spec (parsed, not checked), or None: the run reports a broken one itself."""
     try:
-        return parse_spec(read_json(run_dir / "spec.json"))
+        return parse_spec(read_json(run_dir / SPEC_FILENAME))
     except (OSError, ValueError, SpecError):
         return None
 

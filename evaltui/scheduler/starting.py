@@ -16,6 +16,7 @@ from pathlib import Path
 
 from evaltui.engine.summary import now_iso
 from evaltui.launch import spawn_run, spawned_ref
+from evaltui.records import SHARED_URLS_FILENAME
 from evaltui.rundir import write_json_atomic
 from evaltui.scheduler.admission import Wait, WaitKind
 from evaltui.scheduler.calibration import NodesetPart
@@ -149,7 +150,7 @@ class Starter:
         if job.spec is not None:
             # Rewritten at every start: a resumed run must not find the URLs of hosts that
             # served its earlier attempt. spec.json keeps only what the client gave.
-            write_json_atomic(job.run_dir / "shared_urls.json",
+            write_json_atomic(job.run_dir / SHARED_URLS_FILENAME,
                               {**job.spec.shared_urls, **job.shared_urls})
         # On disk before the spawn: a crash in between reads as aborted (resumable), never
         # as a job still queued that a restarted scheduler would start a second time.

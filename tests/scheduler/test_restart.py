@@ -113,7 +113,7 @@ def test_shared_hosts_outlive_a_killed_scheduler_and_are_adopted(
     sigkill(driver)
     sched = make_scheduler().start()
     (ns,) = sched.nodesets()  # the host the dead scheduler started still serves the run
-    assert ns.holders == (run_id,) and ns.origin == "scheduler"
+    assert ns.holders == [run_id] and ns.origin == "scheduler"
     assert sched.wait(run_id, timeout=30) is RunState.DONE
     wait_until(lambda: sched.nodesets() == [], what="the adopted host's unload")
     wait_until(lambda: not group_members(ns.pid), timeout=10, what="the host to exit")
