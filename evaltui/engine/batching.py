@@ -25,7 +25,6 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any
 
 from evaltui.engine.nodes import NodeSet
@@ -37,14 +36,14 @@ Reply = Callable[[bool, Any], None]
 METHODS = frozenset({"set_episode", "begin_episode", "trajectory"})
 
 
-@dataclass(eq=False)
 class _Request:
-    op: str
-    inputs: Any
-    reply: Reply
-    is_method: bool = False
-    submitted: float = field(default_factory=time.monotonic)
-    deadline: float | None = None
+    __slots__ = ("op", "inputs", "reply", "is_method", "submitted", "deadline")
+
+    def __init__(self, op: str, inputs: Any, reply: Reply, is_method: bool,
+                 timeout: float | None) -> None:
+        self.op, self.inputs, self.reply, self.is_method = op, inputs, reply, is_method
+        self.submitted = time.monotonic()
+        self.deadline = None if timeout is None else self.submitted + timeout
 
 
 class BatchedInferenceServer:
@@ -81,9 +80,7 @@ class BatchedInferenceServer:
 
         ``reply`` gets the result, on the thread that runs the request.
         """
-        request = _Request(op, inputs, reply, is_method)
-        if timeout is not None:
-            request.deadline = request.submitted + timeout
+        request = _Request(op, inputs, reply, is_method, timeout)
         with self._cond:
             if self._closed:
                 closed = True
@@ -239,9 +236,7 @@ class BatchedInferenceServer:
                 for request in group:
                     self._run_stacked_alone(spec, request)
                 continue
-            self._record_size(len(group))
-            for request, result in zip(group, results, strict=True):
-                self._finish(request, True, result)
+            self._finish_batch(group, results)
 
     def _run_stacked_alone(self, spec: Any, request: _Request) -> None:
         self._record_size(1)
@@ -283,6 +278,19 @@ class BatchedInferenceServer:
                 f"timeout of {request.deadline - request.submitted:.3f} s"))
             return False
         return True
+
+    def _finish_batch(self, batch: list[_Request], results: list[Any]) -> None:
+        """Answer a batch that ran: one statistics update for all of it."""
+        now = time.monotonic()
+        with self._cond:
+            self._sizes[len(batch)] += 1
+            self._counts["requests"] += len(batch)
+            self._latency_sum += sum(now - r.submitted for r in batch)
+        for request, result in zip(batch, results, strict=True):
+            try:
+                request.reply(True, result)
+            except Exception:  # a caller that went away must not stop the server thread
+                pass
 
     def _finish(self, request: _Request, ok: bool, value: Any) -> None:
         with self._cond:

@@ -37,7 +37,9 @@ TCP_SCHEME = "evaltui+tcp"
 HOST_SECRET_FILENAME = "hosting.key"
 HANDSHAKE_TIMEOUT_SEC = 5.0
 
-_HELLO = b"evaltui-channel-1:"
+_HELLO = b"evaltui-channel-2:"
+"""Version 2: after the handshake, frames of :mod:`evaltui.engine.wire` (packed calls)."""
+_HELLO_FAMILY = b"evaltui-channel-"
 _NONCE_BYTES = 32
 _MAX_HANDSHAKE_MESSAGE = 256
 _DENIED = b"denied"
@@ -140,6 +142,12 @@ def client_handshake(conn: Connection, secret: bytes,
     """The connecting side: answer the host's challenge, then check the host's answer."""
     hello = _recv_raw(conn, timeout)
     if not hello.startswith(_HELLO) or len(hello) != len(_HELLO) + _NONCE_BYTES:
+        if hello.startswith(_HELLO_FAMILY):
+            version = hello[len(_HELLO_FAMILY):].split(b":")[0].decode(errors="replace")
+            raise AuthenticationError(
+                f"the host speaks evaltui channel version {version}, this client "
+                f"{_HELLO[len(_HELLO_FAMILY):-1].decode()}: restart the host with this "
+                "version of evaltui")
         raise AuthenticationError("peer is not an evaltui channel")
     nonce = secrets.token_bytes(_NONCE_BYTES)
     conn.send_bytes(_mac(secret, b"client", hello[len(_HELLO):]) + nonce)

@@ -2,12 +2,13 @@
 
 Two threads per host: *accept* takes connections and hands each to a short-lived
 handshake thread (so a silent peer cannot stall the others); *io* waits on every
-authenticated connection at once, unpickles requests, queues them on the
+authenticated connection at once (one epoll set), decodes requests, queues them on the
 :class:`~evaltui.engine.batching.BatchedInferenceServer` and, between reads, runs what
 the server says is due and sends the answers back. One thread does all of it, so a
 request never waits for a GIL hand-off between threads, and the nodeset is never entered
-concurrently. Nothing is unpickled from a connection before its handshake succeeded.
-The wire format is described in :mod:`evaltui.engine.proxy`.
+concurrently. Nothing is decoded from a connection before its handshake succeeded.
+Node calls arrive packed (:mod:`evaltui.engine.wire`): a batched node's requests stay
+raw bytes until the batch is stacked from them; answers go back packed when they can.
 
 In a subprocess: :class:`~evaltui.engine.hostprocess.HostProcess` starts one (config
 through its control pipe); or call :func:`serve_nodeset` from any process that wants to
@@ -17,19 +18,21 @@ host a nodeset itself (the scheduler does, with the per-host secret).
 from __future__ import annotations
 
 import os
-import selectors
+import select
 import sys
 import threading
 import traceback
 from collections.abc import Callable, Mapping
 from functools import partial
 from multiprocessing import AuthenticationError
-from multiprocessing.connection import Client, Connection, Pipe
+from multiprocessing.connection import Client, Connection
 from typing import Any
 
 from evaltui.engine.batching import BatchedInferenceServer
 from evaltui.engine.channel import listen, parse_url, server_handshake
 from evaltui.engine.nodes import EnvNodeSet, NodeSet, import_impl
+from evaltui.engine.packing import Packed
+from evaltui.engine.wire import FrameSocket, answer_parts, decode_request
 
 
 class NodesetHost:
@@ -40,14 +43,16 @@ class NodesetHost:
         self.nodeset = nodeset
         self._secret = secret
         self._listener, self.url = listen(url)
-        self._conns: dict[Connection, threading.Lock] = {}
+        self._conns: dict[FrameSocket, threading.Lock] = {}
         self._conns_lock = threading.Lock()
-        self._admitted: list[Connection] = []
+        self._admitted: list[FrameSocket] = []
         # Connections that have called a node: the ones a batch may be waiting for (a
         # client that only asks for stats never will).
-        self._callers: set[Connection] = set()
-        self._wake_r, self._wake_w = Pipe(duplex=False)
+        self._callers: set[FrameSocket] = set()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
         self._closed = threading.Event()
+        self._wakeups = 0  # epoll returns with something to read: a cost per batch
         self.server = BatchedInferenceServer(nodeset, max_batch_size=max_batch_size,
                                              max_wait_ms=max_wait_ms, callers=self.caller_count,
                                              batching=batching)
@@ -83,7 +88,8 @@ class NodesetHost:
 
     def stats(self) -> dict[str, Any]:
         return {**self.server.stats(), "clients": self.client_count(),
-                "callers": self.caller_count(), "pid": os.getpid()}
+                "callers": self.caller_count(), "pid": os.getpid(),
+                "io_wakeups": self._wakeups}
 
     def close(self) -> None:
         """Stop accepting, drop every client, stop the server thread (the nodeset stays open)."""
@@ -91,7 +97,7 @@ class NodesetHost:
             return
         self._closed.set()
         self._poke_accept()
-        self._wake_w.send_bytes(b"x")
+        os.write(self._wake_w, b"x")
         for thread in self._threads:
             thread.join(timeout=5)
         self.server.close()
@@ -102,8 +108,8 @@ class NodesetHost:
         for conn in conns:
             conn.close()
         self._listener.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
 
     def __enter__(self) -> NodesetHost:
         return self.start()
@@ -142,55 +148,87 @@ class NodesetHost:
             print(f"evaltui host {self.url}: refused a connection: {exc}", file=sys.stderr)
             conn.close()
             return
+        try:
+            framed = FrameSocket.from_connection(conn)
+        except OSError:
+            conn.close()
+            return
         with self._conns_lock:
             if self._closed.is_set():
-                conn.close()
+                framed.close()
                 return
-            self._conns[conn] = threading.Lock()
-            self._admitted.append(conn)
-        self._wake_w.send_bytes(b"x")
+            self._conns[framed] = threading.Lock()
+            self._admitted.append(framed)
+        os.write(self._wake_w, b"x")
 
     def _io_loop(self) -> None:
         # One long-lived epoll set: rebuilding a selector per wait would cost more than
         # a whole round trip.
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._wake_r, selectors.EVENT_READ)
+        epoll = select.epoll()
+        epoll.register(self._wake_r, select.EPOLLIN)
+        by_fd: dict[int, FrameSocket] = {}
+        try:
             while not self._closed.is_set():
                 due = self.server.due_in()
-                timeout = 1.0 if due is None else max(due, 0.0)
-                for key, _ in selector.select(timeout=timeout):
-                    conn = key.fileobj
-                    if conn is self._wake_r:
-                        self._take_admitted(selector)
-                        continue
-                    try:
-                        request = conn.recv()  # type: ignore[union-attr]
-                    except (EOFError, OSError):
-                        selector.unregister(conn)
-                        self._drop(conn)  # type: ignore[arg-type]
-                        continue
-                    except Exception as exc:  # arrived whole, but does not unpickle here
-                        self._reply(conn, False, exc)  # type: ignore[arg-type]
-                        continue
-                    self._handle(conn, request)  # type: ignore[arg-type]
+                events = epoll.poll(1.0 if due is None else max(due, 0.0))
+                self._wakeups += bool(events)
+                for fd, _ in events:
+                    if fd == self._wake_r:
+                        self._take_admitted(epoll, by_fd)
+                    elif fd in by_fd:
+                        self._read_requests(by_fd[fd], epoll, by_fd)
                 self.server.run_due()
+        finally:
+            epoll.close()
 
-    def _take_admitted(self, selector: selectors.BaseSelector) -> None:
-        while self._wake_r.poll():
-            self._wake_r.recv_bytes()
+    def _read_requests(self, conn: FrameSocket, epoll: select.epoll,
+                       by_fd: dict[int, FrameSocket]) -> None:
+        while True:
+            try:
+                frame = conn.recv()
+            except (EOFError, OSError, ValueError):
+                del by_fd[conn.fileno()]
+                epoll.unregister(conn.fileno())
+                self._drop(conn)
+                return
+            try:
+                request = decode_request(frame)
+            except Exception as exc:  # arrived whole, but does not decode here
+                self._reply(conn, False, exc)
+            else:
+                self._handle(conn, request)
+            if not conn.buffered():
+                return
+
+    def _take_admitted(self, epoll: select.epoll, by_fd: dict[int, FrameSocket]) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                continue
+        except BlockingIOError:
+            pass  # drained
         with self._conns_lock:
             admitted, self._admitted = self._admitted, []
         for conn in admitted:
-            selector.register(conn, selectors.EVENT_READ)
+            by_fd[conn.fileno()] = conn
+            epoll.register(conn.fileno(), select.EPOLLIN)
 
-    def _handle(self, conn: Connection, request: Any) -> None:
+    def _handle(self, conn: FrameSocket, request: Any) -> None:
         reply = partial(self._reply, conn)
         try:
             kind, name, payload, timeout = request
         except (TypeError, ValueError):
             reply(False, ValueError("malformed request: expected (kind, name, payload, timeout)"))
             return
-        if kind == "call" and isinstance(payload, Mapping):
+        if kind == "call" and isinstance(payload, Packed):
+            self._callers.add(conn)
+            if name not in self.server.batched:  # a batched node stacks the raw bytes
+                try:
+                    payload = payload.unpack()
+                except Exception as exc:
+                    reply(False, exc)
+                    return
+            self.server.submit(name, payload, reply, timeout=timeout)
+        elif kind == "call" and isinstance(payload, Mapping):
             self._callers.add(conn)
             self.server.submit(name, payload, reply, timeout=timeout)
         elif kind == "method" and isinstance(payload, tuple):
@@ -204,20 +242,23 @@ class NodesetHost:
         else:
             reply(False, ValueError(f"unknown request kind {kind!r}"))
 
-    def _reply(self, conn: Connection, ok: bool, value: Any) -> None:
+    def _reply(self, conn: FrameSocket, ok: bool, value: Any) -> None:
         lock = self._conns.get(conn)
         if lock is None:
             return  # the client is gone
         message = ("ok", value) if ok else _error_message(value)
+        try:
+            parts = answer_parts(message)
+        except Exception as exc:  # the result does not pickle
+            parts = answer_parts(_error_message(
+                TypeError(f"the result could not be sent: {exc}")))
         with lock:
             try:
-                conn.send(message)
+                conn.send(*parts)
             except (OSError, ValueError):
                 return  # closed under us; the io loop drops it
-            except Exception as exc:  # the result does not pickle
-                conn.send(_error_message(TypeError(f"the result could not be sent: {exc}")))
 
-    def _drop(self, conn: Connection) -> None:
+    def _drop(self, conn: FrameSocket) -> None:
         with self._conns_lock:
             self._conns.pop(conn, None)
             self._callers.discard(conn)

@@ -24,10 +24,10 @@ import threading
 import time
 from collections.abc import Mapping
 from multiprocessing import AuthenticationError
-from multiprocessing.connection import Connection
 from typing import Any
 
 from evaltui.engine.channel import ChannelError, dial
+from evaltui.engine.wire import FrameSocket, decode_answer, request_parts
 
 RESPONSE_MARGIN_SEC = 1.0
 """How much longer than its own timeout a client waits for the host's answer."""
@@ -57,14 +57,15 @@ class RemoteNodeset:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._secret = secret
-        self._conn: Connection | None = None
+        self._conn: FrameSocket | None = None
         self._lock = threading.Lock()
         self._info: dict[str, Any] | None = None
 
     # ---- what the LoopRunner uses ----------------------------------------------------------
     def call(self, op: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """Fire one node op on the host (batched there if the node is batched)."""
-        return self._request("call", op, dict(inputs))  # type: ignore[no-any-return]
+        payload = inputs if type(inputs) is dict else dict(inputs)
+        return self._request("call", op, payload)  # type: ignore[no-any-return]
 
     def set_episode(self, episode: Mapping[str, Any]) -> dict[str, Any]:
         return self._request("method", "set_episode", (dict(episode),))  # type: ignore[no-any-return]
@@ -113,38 +114,44 @@ class RemoteNodeset:
 
     # ---- transport -------------------------------------------------------------------------
     def _request(self, kind: str, name: str | None, payload: Any) -> Any:
-        message = (kind, name, payload, self.timeout)
+        parts = request_parts(kind, name, payload, self.timeout)
         with self._lock:
             conn = self._conn or self._dial()
             self._conn = conn
             try:
-                conn.send(message)
-            except (OSError, EOFError):
+                conn.send(*parts)
+            except OSError:
                 # The host was gone before it could read this: safe to send it again.
                 self._drop()
                 conn = self._conn = self._dial()
-                conn.send(message)
-            wait = None if self.timeout is None else self.timeout + RESPONSE_MARGIN_SEC
-            if not conn.poll(wait):
-                self._drop()  # a late answer would be taken for the next request's
-                raise TimeoutError(f"{self.url}: no answer to {kind} {name!r} within {wait} s")
+                conn.send(*parts)
             try:
-                response = conn.recv()
+                frame = conn.recv()
+            except TimeoutError:
+                self._drop()  # a late answer would be taken for the next request's
+                raise TimeoutError(f"{self.url}: no answer to {kind} {name!r} within "
+                                   f"{self._wait()} s") from None
             except (EOFError, OSError) as exc:
                 self._drop()
                 raise HostGoneError(f"the nodeset host at {self.url} went away during "
                                     f"{kind} {name!r}") from exc
+        response = decode_answer(frame)
         if response[0] == "ok":
             return response[1]
         _, type_name, text, remote_tb = response
         raise RemoteError(type_name, text, remote_tb)
 
-    def _dial(self) -> Connection:
+    def _wait(self) -> float | None:
+        return None if self.timeout is None else self.timeout + RESPONSE_MARGIN_SEC
+
+    def _dial(self) -> FrameSocket:
         deadline = time.monotonic() + self.connect_timeout
         delay = 0.02
         while True:
             try:
-                return dial(self.url, self._secret)
+                conn = FrameSocket.from_connection(dial(self.url, self._secret))
+                conn.set_recv_timeout(self._wait())
+                return conn
             except AuthenticationError:
                 raise
             except ChannelError:

@@ -8,6 +8,9 @@ requests' values, and every output it returns is stacked on the leading axis (an
 of length B, a list of B values, or a dict of those). Requests whose batch_dim values
 do not stack together (another shape, dtype or key set) have different
 :func:`signature` values and are never put in one batch.
+
+Requests that came over the wire packed (:mod:`evaltui.engine.packing`) are stacked
+straight from their bytes, with the same result as stacking their unpacked values.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from evaltui.engine.nodes import NodeSet, NodeSpec
+from evaltui.engine.packing import Packed, PackedValue, stack_packed
 
 _MISSING = ("<missing>",)
 
@@ -34,9 +38,12 @@ def signature(value: Any) -> Hashable:
     return ("leaf", arr.shape, dtype)
 
 
-def request_signature(spec: NodeSpec, inputs: Mapping[str, Any]) -> Hashable:
+def request_signature(spec: NodeSpec, inputs: Mapping[str, Any] | Packed) -> Hashable:
     """The signature of one request to a batched node (its batch_dim value and ports)."""
     dim = spec.batch_dim or ""
+    if isinstance(inputs, Packed):
+        sig = inputs.port_signature(dim) if dim in inputs else signature(_MISSING)
+        return (tuple(sorted(inputs.keys())), sig)
     batch_value = inputs[dim] if dim in inputs else _MISSING
     return (tuple(sorted(inputs)), signature(batch_value))
 
@@ -44,6 +51,11 @@ def request_signature(spec: NodeSpec, inputs: Mapping[str, Any]) -> Hashable:
 def stack(values: Sequence[Any]) -> Any:
     """Stack values of one signature on a new leading axis (dicts key by key)."""
     first = values[0]
+    if isinstance(first, PackedValue):
+        if all(isinstance(v, PackedValue) for v in values):
+            return stack_packed(values)
+        values = [_unpacked(v) for v in values]
+        first = values[0]
     if isinstance(first, Mapping):
         return {k: stack([v[k] for v in values]) for k in first}
     return np.stack([np.asarray(v) for v in values])
@@ -66,14 +78,22 @@ def unstack(value: Any, n: int, where: str = "output") -> list[Any]:
 
 
 def call_stacked(nodeset: NodeSet, spec: NodeSpec,
-                 requests: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+                 requests: Sequence[Mapping[str, Any] | Packed]) -> list[dict[str, Any]]:
     """Call a batched node once for all ``requests``; one output dict per request."""
     n = len(requests)
-    inputs = {port: stack([r[port] for r in requests]) if port == spec.batch_dim
-              else [r[port] for r in requests] for port in spec.inputs}
+    inputs = {port: stack([_port(r, port) for r in requests]) if port == spec.batch_dim
+              else [_unpacked(_port(r, port)) for r in requests] for port in spec.inputs}
     out = nodeset.call(spec.op, inputs)
     per_port = {port: unstack(value, n, f"{spec.op}.{port}") for port, value in out.items()}
     return [{port: per_port[port][i] for port in per_port} for i in range(n)]
+
+
+def _port(request: Mapping[str, Any] | Packed, port: str) -> Any:
+    return request.port(port) if isinstance(request, Packed) else request[port]
+
+
+def _unpacked(value: Any) -> Any:
+    return value.unpack() if isinstance(value, PackedValue) else value
 
 
 class BatchOfOne:
