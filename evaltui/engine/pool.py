@@ -45,6 +45,7 @@ from typing import Any
 
 from evaltui.engine.hostprocess import HostProcess
 from evaltui.engine.loop import EpisodeOutcome
+from evaltui.engine.recorder import Recorder
 from evaltui.engine.worker import WorkerConfig
 from evaltui.engine.zygote import ForkedChild, WorkerZygote, ZygoteError
 from evaltui.states import EpisodeStatus
@@ -143,23 +144,36 @@ class EnvWorkerPool:
     # ---- dealing ---------------------------------------------------------------------------
     def run(self, indices: Iterable[int], on_result: Callable[[EpisodeResult], None],
             attempts_before: Mapping[int, int] | None = None) -> None:
-        """Run every index once (plus retries); ``on_result`` gets each attempt's result."""
-        queue = deque(indices)
-        attempts: Counter[int] = Counter(attempts_before or {})
+        """Run every index once (plus retries); ``on_result`` gets each attempt's result.
+
+        ``on_result`` is called on the pool's recorder thread (in order, one at a time),
+        so that this thread keeps dealing while results are written.
+        """
+        recorder = Recorder(on_result)
+        try:
+            self._run(deque(indices), recorder, Counter(attempts_before or {}))
+        finally:
+            recorder.close()
+
+    def _run(self, queue: deque[int], recorder: Recorder, attempts: Counter[int]) -> None:
         retries: Counter[int] = Counter()
         cancel_deadline: float | None = None
+        if self.episode_log is not None:  # the first deals' dirs, while workers start
+            first = [queue[i] for i in range(min(len(queue), 2 * len(self.slots)))]
+            recorder.make_dirs(self.episode_log(i).parent for i in first)
         while True:
+            recorder.check()
             if self.stop.is_set() and cancel_deadline is None:
                 cancel_deadline = time.monotonic() + self.cancel_grace_sec
                 self._begin_cancel()
             if cancel_deadline is None:
-                self._deal_idle(queue, attempts)
+                self._deal_idle(queue, attempts, recorder)
             busy = [s for s in self.slots if s.index is not None]
             if not busy and (not queue or cancel_deadline is not None):
                 return
             if cancel_deadline is not None and time.monotonic() > cancel_deadline:
                 for slot in busy:
-                    self._kill_busy(slot, attempts, on_result)
+                    self._kill_busy(slot, attempts, recorder.put)
                 return
             self._reap_retired()
             watched: dict[Any, Any] = {s.child.conn: s for s in self.slots if s.child}
@@ -188,13 +202,11 @@ class EnvWorkerPool:
                     queue.appendleft(result.index)
                 finished.append(result)
             if finished and cancel_deadline is None:
-                # Hand out the next episodes before recording these (episode.json is
-                # fsynced), so that no worker waits on the run's disk writes.
-                self._deal_idle(queue, attempts)
+                self._deal_idle(queue, attempts, recorder)
             if cancel_deadline is None:
                 finished.extend(self._kill_hung(attempts))
             for result in finished:
-                on_result(result)
+                recorder.put(result)
 
     def _kill_hung(self, attempts: Mapping[int, int]) -> list[EpisodeResult]:
         """Timeout results for busy episodes whose log stopped growing (a node blocks)."""
@@ -233,12 +245,18 @@ class EnvWorkerPool:
             self._spawn(slot)
         return hung
 
-    def _deal_idle(self, queue: deque[int], attempts: Counter[int]) -> None:
+    def _deal_idle(self, queue: deque[int], attempts: Counter[int], recorder: Recorder) -> None:
+        dealt = False
         for slot in self.slots:
             if queue and slot.ready and slot.index is None and slot.child is not None:
                 index = queue.popleft()
                 attempts[index] += 1
                 self._deal(slot, index)
+                dealt = True
+        if dealt and self.episode_log is not None:
+            # The next episodes' dirs, made while these run.
+            ahead = [queue[i] for i in range(min(len(queue), len(self.slots)))]
+            recorder.make_dirs(self.episode_log(i).parent for i in ahead)
 
     def _deal(self, slot: _Slot, index: int) -> None:
         slot.index, slot.dealt_at = index, time.monotonic()
