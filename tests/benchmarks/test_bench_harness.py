@@ -1,0 +1,206 @@
+"""Issue 15 targets, measured side by side in one run: scaling, worker start, batching.
+
+Run: ``pytest -m bench -s tests/benchmarks/test_bench_harness.py``. The machine is shared
+and noisy, so each measurement is repeated (``EVALTUI_BENCH_REPEAT``, default 3) with
+the compared variants interleaved, and the table prints the median and the range.
+Nothing here asserts a time.
+
+- in-run S(6): 48 GoToLocal bot episodes at ``sim_latency_ms=20`` (frames off), K=1 vs
+  K=6, ``elapsed_sec`` of summary.json, which includes the workers' start;
+- whole command: ``evaltui eval bot --split GoToObjMaze --episodes 48`` at
+  ``sim_latency_ms=10`` (frames as shipped), K=1 vs K=4, wall clock of the command;
+- batching: 8 caller processes to the shipped numpy model in a host subprocess, batched
+  vs one by one; and the zero-cost limit: the model's batched forward called in-process
+  on pre-stacked inputs, B=8 vs B=1 (same BLAS threads as the host: one);
+- worker start: fork request -> ``ready`` per worker (p50), K=6 from ``pool.start()``
+  to the last ``ready``, the zygote's own cold start, and what a cold interpreter with
+  the same imports costs (how every worker used to start).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_bench_pool import GRAPHS, serve_and_load, timed_run
+
+from evaltui.engine.pool import EnvWorkerPool
+from evaltui.engine.specchecks import check_spec
+from evaltui.engine.worker import WorkerConfig
+from evaltui.engine.zygote import WorkerZygote
+from evaltui.spec import parse_spec
+
+REPEAT = int(os.environ.get("EVALTUI_BENCH_REPEAT", "3"))
+
+
+def bot_graph(**env: Any) -> dict[str, Any]:
+    graph = json.loads((GRAPHS / "bot.json").read_text())
+    graph["nodesets"]["env"]["params"].update(env)
+    return graph
+
+
+# ---- scaling ---------------------------------------------------------------------------------
+
+def in_run_s6(tmp_path: Path, rep: int) -> dict[str, float]:
+    graph = bot_graph(frame_stride=0, sim_latency_ms=20)
+    one = timed_run(tmp_path, graph, 1, 48, f"s6-{rep}-k1")
+    six = timed_run(tmp_path, graph, 6, 48, f"s6-{rep}-k6")
+    return {"ratio": one["in_run"] / six["in_run"], "k1": one["in_run"], "k6": six["in_run"],
+            "phase": one["episodes"] / six["episodes"]}
+
+
+def whole_command(outputs: Path, workers: int) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltui.cli", "eval", "bot", "--split", "GoToObjMaze",
+         "--episodes", "48", "--workers", str(workers), "--set", "env.sim_latency_ms=10",
+         "--outputs", str(outputs), "--json"], capture_output=True, text=True, timeout=900)
+    wall = time.perf_counter() - t0
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return wall
+
+
+def whole_k4(tmp_path: Path, rep: int) -> dict[str, float]:
+    one = whole_command(tmp_path / f"w{rep}", 1)
+    four = whole_command(tmp_path / f"w{rep}", 4)
+    return {"ratio": one / four, "k1": one, "k4": four}
+
+
+# ---- batching --------------------------------------------------------------------------------
+
+ZERO_COST = """
+import json, sys, time
+sys.path.insert(0, {bench!r})
+from test_bench_pool import observations
+from evaltui.benchmarks.babyai.model import BabyAIModelPolicy
+from evaltui.engine.stacking import stack
+model = BabyAIModelPolicy()
+obs = observations(400)
+def rate(b):
+    batches = [{{"obs": stack(obs[i:i + b])}} for i in range(0, len(obs) - b + 1, b)]
+    for batch in batches[:10]:
+        model.call("act", batch)
+    best = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for batch in batches:
+            model.call("act", batch)
+        best = max(best, len(batches) * b / (time.perf_counter() - t0))
+    return best
+print(json.dumps({{"b1": rate(1), "b8": rate(8)}}))
+"""
+
+
+def zero_cost_limit() -> dict[str, float]:
+    """B=8 vs B=1 forward passes in one process, no transport (BLAS: one thread)."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    code = ZERO_COST.format(bench=str(Path(__file__).parent))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=300, check=True)
+    rates = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"ratio": rates["b8"] / rates["b1"], **rates}
+
+
+def batching(rep: int) -> dict[str, float]:
+    batched = serve_and_load(True, 8, 500, {})
+    single = serve_and_load(False, 8, 500, {})
+    return {"ratio": batched["throughput"] / single["throughput"],
+            "batched": batched["throughput"], "single": single["throughput"],
+            "mean_batch": batched["mean_batch"]}
+
+
+# ---- worker start ----------------------------------------------------------------------------
+
+PRELOAD = ["evaltui.benchmarks.babyai.bot", "evaltui.benchmarks.babyai.env"]
+
+
+def worker_start(tmp_path: Path, rep: int) -> dict[str, float]:
+    spec = {"graph": bot_graph(frame_stride=0), "eval": {"split": "GoToLocal",
+                                                         "episode_count": 6}}
+    checked = check_spec(parse_spec(spec))
+    t0 = time.perf_counter()
+    with WorkerZygote(PRELOAD) as zygote:
+        assert zygote.wait_ready(120)
+        cold = time.perf_counter() - t0
+        pool = EnvWorkerPool(lambda slot: WorkerConfig(tmp_path, slot, checked, {}), 6,
+                             zygote=zygote)
+        t0 = time.perf_counter()
+        pool.start()
+        try:
+            while len(pool.start_times) < 6:
+                for slot in pool.slots:
+                    if not slot.ready and slot.child is not None and slot.child.conn.poll(0):
+                        pool._on_message(slot)
+                time.sleep(0.0002)
+            k6 = time.perf_counter() - t0
+        finally:
+            pool.close()
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", f"import evaltui.engine.worker, {', '.join(PRELOAD)}"],
+                   check=True)
+    interpreter = time.perf_counter() - t0
+    return {"p50": statistics.median(pool.start_times), "k6": k6, "zygote": cold,
+            "interpreter": interpreter}
+
+
+# ---- the table -------------------------------------------------------------------------------
+
+def repeated(measure: Callable[[int], dict[str, float]]) -> dict[str, list[float]]:
+    runs = [measure(rep) for rep in range(REPEAT)]
+    return {key: [r[key] for r in runs] for key in runs[0]}
+
+
+def med(values: list[float], fmt: str = "{:.2f}") -> str:
+    text = fmt.format(statistics.median(values))
+    if len(values) > 1:
+        text += f" ({fmt.format(min(values))}-{fmt.format(max(values))})"
+    return text
+
+
+@pytest.mark.bench
+def test_harness_targets(tmp_path: Path) -> None:
+    start = repeated(lambda rep: worker_start(tmp_path, rep))
+    batch = repeated(batching)
+    limit = repeated(lambda rep: zero_cost_limit())
+    s6 = repeated(lambda rep: in_run_s6(tmp_path, rep))
+    k4 = repeated(lambda rep: whole_k4(tmp_path, rep))
+    ms = "{:.1f} ms"
+    print(f"\nharness targets (issue 15), median (min-max) of {REPEAT} interleaved runs, "
+          f"load {os.getloadavg()[0]:.1f}")
+    print(f"  {'measured':<68} {'result':<22} target")
+    rows = [
+        ("in-run S(6), 48 short episodes, 20 ms/step (worker start included)",
+         med(s6["ratio"]), ">= 4.5"),
+        ("  K=1 / K=6 in-run seconds; episode phase S(6)",
+         f"{med(s6['k1'])} / {med(s6['k6'])}; {med(s6['phase'])}", ""),
+        ("whole command, 48 GoToObjMaze episodes at 10 ms/step, K=4 vs K=1",
+         med(k4["ratio"]), ">= 3.6"),
+        ("  K=1 / K=4 wall seconds", f"{med(k4['k1'])} / {med(k4['k4'])}", ""),
+        ("batching, shipped numpy model, 8 callers vs one by one", med(batch["ratio"]),
+         ">= 2.5"),
+        ("  req/s batched / one by one; mean batch",
+         f"{med(batch['batched'], '{:.0f}')} / {med(batch['single'], '{:.0f}')}; "
+         f"{med(batch['mean_batch'])}", ""),
+        ("  zero-cost transport limit (in-process forward, B=8 vs B=1)", med(limit["ratio"]),
+         ""),
+        ("  forward passes/s in-process, B=1 / B=8 (requests/s)",
+         f"{med(limit['b1'], '{:.0f}')} / {med(limit['b8'], '{:.0f}')}", ""),
+        ("worker start, fork request -> ready, p50 per worker",
+         med([v * 1e3 for v in start["p50"]], ms), "<= 100 ms"),
+        ("K=6 workers, pool.start() -> all ready (warm zygote)",
+         med([v * 1e3 for v in start["k6"]], ms), ""),
+        ("  zygote cold start (once per run, overlaps the run's own start)",
+         med([v * 1e3 for v in start["zygote"]], ms), ""),
+        ("  cold interpreter + the same imports (each worker, before)",
+         med([v * 1e3 for v in start["interpreter"]], ms), ""),
+    ]
+    for label, result, target in rows:
+        print(f"  {label:<68} {result:<22} {target}")
