@@ -169,6 +169,7 @@ def test_tiles_come_back_from_the_disk_cache_unchanged(sim: Any) -> None:
         first.frame(sim)
     path = tilecache.cache_path(8)
     size = path.stat().st_size
+    assert path.stat().st_mode & 0o777 == 0o600  # in the state dir: private (DESIGN §11)
     assert len(tilecache.load_tiles(8)) == len(first.atlas) == 51 + 4
     again = GridFrames(8)  # a later worker: every tile known, nothing rendered or appended
     assert len(again.atlas) == len(first.atlas)
@@ -190,6 +191,6 @@ def test_a_corrupt_disk_cache_is_cut_back_to_its_good_records(sim: Any) -> None:
     raw[2 * record + 40] ^= 0xFF  # one wrong pixel in the third tile
     path.write_bytes(bytes(raw))
     assert len(tilecache.load_tiles(8)) == 2
-    assert path.stat().st_size == 2 * record
+    assert path.stat().st_size == 2 * record and path.stat().st_mode & 0o777 == 0o600
     assert_same(GridFrames(8), sim, "after the cut, the rest is rendered again")
     assert path.stat().st_size == len(raw)

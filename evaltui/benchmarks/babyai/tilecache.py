@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaltui.rundir import state_dir
+from evaltui.rundir import PRIVATE_MODE, state_dir
 
 from .minigrid_import import MINIGRID_VERSION
 
@@ -65,7 +65,9 @@ def load_tiles(tile_size: int) -> list[tuple[TileKey, np.ndarray]]:
 def _cut(path: Path, good: bytes) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_bytes(good)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(good)
         os.replace(tmp, path)
     except OSError as exc:
         log.debug("tile cache %s not repaired: %r", path, exc)
@@ -77,8 +79,9 @@ def save_tile(tile_size: int, key: TileKey, tile: np.ndarray) -> None:
     record = _HEAD.pack(*key, tile_size) + np.ascontiguousarray(tile, np.uint8).tobytes()
     record += _CRC.pack(zlib.crc32(record))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        path.parent.parent.mkdir(mode=0o700, exist_ok=True)  # in the state dir: private
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_MODE)
         try:
             os.write(fd, record)  # one write: O_APPEND keeps it whole among other writers
         finally:
