@@ -14,7 +14,9 @@ from pathlib import Path
 
 from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME, SPEC_FILENAME, SUMMARY_FILENAME
 from evaltui.results.rebuild import rebuild_summary
-from evaltui.rundir import is_run_id, read_json, read_run_status
+from evaltui.rundir import is_run_id, read_run_status
+from evaltui.runguard import leaving
+from evaltui.safeopen import read_json_inside
 from evaltui.views import Run, SpecBrief, run_view
 
 _Key = tuple[int, int, bool]
@@ -47,6 +49,8 @@ class RunIndex:
             hit = self._cache.get(run_id)
         if hit is not None and hit[0] == key:
             return hit[1]
+        if leaving(self.runs_root, run_id) is not None:
+            return None  # a symlink out of the outputs root: not read (DESIGN §11)
         status = read_run_status(run_dir)
         sched = status.scheduler or {}
         summary = status.summary
@@ -67,7 +71,7 @@ class RunIndex:
         if cached is not None:
             return cached
         try:
-            spec = read_json(self.runs_root / run_id / SPEC_FILENAME)
+            spec = read_json_inside(self.runs_root, f"{run_id}/{SPEC_FILENAME}")
         except (OSError, ValueError):
             return None
         if not isinstance(spec, dict):
