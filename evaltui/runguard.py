@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import os
 
-from evaltui.rundir import DONE_FILENAME, EPISODES_DIRNAME, SCHEDULER_FILENAME, SUMMARY_FILENAME
+from evaltui.records import (
+    DONE_FILENAME,
+    EPISODES_DIRNAME,
+    GRAPH_FILENAME,
+    SCHEDULER_FILENAME,
+    SHARED_URLS_FILENAME,
+    SPEC_FILENAME,
+    SUMMARY_FILENAME,
+)
 from evaltui.safeopen import LeavesRoot, dir_inside, kind_inside
 
-TOP_LEVEL = (SCHEDULER_FILENAME, SUMMARY_FILENAME, "spec.json", DONE_FILENAME, EPISODES_DIRNAME,
-             "shared_urls.json", "graph.json")
+TOP_LEVEL = (SCHEDULER_FILENAME, SUMMARY_FILENAME, SPEC_FILENAME, DONE_FILENAME,
+             EPISODES_DIRNAME, SHARED_URLS_FILENAME, GRAPH_FILENAME)
 """What readers of a run dir open at its top level."""
 
 

@@ -23,14 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.logtail import torn_tail
-from evaltui.results.runrows import unreadable_row
-from evaltui.rundir import (
+from evaltui.records import (
+    EPISODE_FILENAME,
     EPISODES_DIRNAME,
+    LOG_FILENAME,
+    SPEC_FILENAME,
     SUMMARY_FILENAME,
-    episode_index_from_dirname,
-    is_run_id,
-    iter_log,
 )
+from evaltui.results.runrows import unreadable_row
+from evaltui.rundir import episode_index_from_dirname, is_run_id, iter_log
 from evaltui.runguard import leaving
 from evaltui.safeopen import (
     LeavesRoot,
@@ -43,9 +44,6 @@ from evaltui.safeopen import (
 
 log = logging.getLogger(__name__)
 
-SPEC_FILENAME = "spec.json"
-EPISODE_FILENAME = "episode.json"
-LOG_FILENAME = "log.jsonl"
 
 
 class NotFoundError(LookupError):

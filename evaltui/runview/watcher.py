@@ -30,23 +30,22 @@ from typing import Any
 import orjson
 import watchfiles
 
-from evaltui.results.rebuild import rebuild_summary
-from evaltui.results.runrows import unreadable_row
-from evaltui.rundir import (
+from evaltui.records import (
     DONE_FILENAME,
+    EPISODE_FILENAME,
     EPISODES_DIRNAME,
     SCHEDULER_FILENAME,
     SUMMARY_FILENAME,
-    episode_index_from_dirname,
-    read_run_status,
 )
+from evaltui.results.rebuild import rebuild_summary
+from evaltui.results.runrows import unreadable_row
+from evaltui.rundir import episode_index_from_dirname, read_run_status
 from evaltui.runguard import leaving
 from evaltui.runview.runmodel import RunModel
 from evaltui.safeopen import LeavesRoot, Root, kind_inside, list_dir_inside, read_json_inside
 
 log = logging.getLogger(__name__)
 
-EPISODE_FILENAME = "episode.json"
 _STATUS_FILES = frozenset({SUMMARY_FILENAME, SCHEDULER_FILENAME, DONE_FILENAME})
 LEAVES = "unreadable (symlink leaves the run dir)"
 
