@@ -1,0 +1,85 @@
+"""One run_row() for both backends: the embedded and the attached backend show the same
+rows for the same run dirs, and a command `evaltui run` queued waits in the same list."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from tuihelpers import SIZE, wait_for
+
+API_TESTS = Path(__file__).resolve().parents[1] / "api"
+if str(API_TESTS) not in sys.path:
+    sys.path.insert(0, str(API_TESTS))
+
+from evaltui.api.app import make_api  # noqa: E402
+from evaltui.api.server import ApiServer  # noqa: E402
+from evaltui.rundir import PidRef  # noqa: E402
+from evaltui.states import RunState  # noqa: E402
+from evaltui.tui.attached import AttachedBackend  # noqa: E402
+from evaltui.tui.screens.confirm import ConfirmScreen  # noqa: E402
+from evaltui.tui.screens.queue import QueueScreen  # noqa: E402
+from evaltui.tui.widgets.runs_table import RunsTable  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+TOKEN = "t" * 32
+COMMAND = "python train.py --epochs 3"
+
+
+def test_embedded_and_attached_backends_show_the_same_rows(runs, make_backend) -> None:
+    embedded = make_backend()
+    # The same scheduler, in this process and behind the API (as `evaltui serve` runs it).
+    server = ApiServer(make_api(embedded.scheduler, TOKEN), port=0).start()
+    attached = AttachedBackend(server.url, TOKEN, owner="tester")
+    try:
+        attached.start()
+        here, there = embedded.snapshot(), attached.snapshot()
+    finally:
+        attached.stop()
+        server.stop()
+    assert len(here.runs) == len(runs)
+    assert here.runs == there.runs  # every field of every row, in the same order
+    by_id = {r.run_id: r for r in here.runs}
+    queued = by_id[runs["queued"].name]
+    assert queued.state is RunState.QUEUED and queued.priority == 5
+    assert queued.vram_estimate_mb == 30720 and queued.graph != "?"  # from its spec brief
+    assert here.resources == there.resources.model_copy(update={"taken_at":
+                                                                here.resources.taken_at})
+
+
+async def test_a_waiting_evaltui_run_command_is_a_row_of_the_queue(runs, make_backend,
+                                                                   app_factory) -> None:
+    backend = make_backend()
+    entry = backend.scheduler.admits.add("train", PidRef.current(), vram_mb=None,
+                                         exclusive=True, command=COMMAND)
+    row_id = f"admit:{entry.admit_id}"
+    app = app_factory(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.screen.query_one(RunsTable)
+        await wait_for(lambda: table.run(row_id) is not None, what="the admit row")
+        row = table.run(row_id)
+        assert row is not None and row.kind == "admit" and row.state is RunState.QUEUED
+        assert (row.graph, row.command, row.run_dir) == ("train", COMMAND, None)
+        assert row.waiting_reason
+        # In the queue part: after the active runs, before the finished ones.
+        order = [r.run_id for r in app.screen.snapshot.runs]
+        states = {r.run_id: r.state for r in app.screen.snapshot.runs}
+        position = order.index(row_id)
+        assert all(states[r] in (RunState.STARTING, RunState.RUNNING, RunState.QUEUED)
+                   for r in order[:position])
+        assert all(states[r] is RunState.QUEUED or states[r].terminal
+                   for r in order[position:])
+        cells = [str(c) for c in table.get_row(row_id)]
+        assert cells[1] == "train" and cells[2] == COMMAND and cells[4] == "evaltui run"
+        # Run actions do not apply to it: it says what it is instead of asking to cancel.
+        table.move_cursor(row=table.get_row_index(row_id))
+        await pilot.pause()
+        await pilot.press("c")
+        await pilot.pause()
+        assert isinstance(app.screen, QueueScreen) and not isinstance(app.screen, ConfirmScreen)
+        assert any(f"{row_id} is `evaltui run train`" in str(n.message)
+                   for n in app._notifications)
+        backend.scheduler.admits.release(entry.admit_id)
+        await wait_for(lambda: table.run(row_id) is None, timeout=10,
+                       what="the row to go once released")
