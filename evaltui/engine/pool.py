@@ -18,11 +18,9 @@ Faults stay with their episode:
 - a zygote that dies takes its workers along (their episodes are ``error``); the next
   worker start forks from a fresh zygote, until the zygote has died too often.
 
-A node that blocks for good cannot end its own step, so with ``hung_step_sec`` set (the
-runner passes ``per_step_budget_sec``) the pool watches each busy episode's
-``log.jsonl``, which grows at every step's end: once the episode has started and the log
-has not grown for ``hung_step_sec`` plus a second, the worker is SIGKILLed and the
-episode recorded ``timeout``; the slot gets a fresh worker.
+With ``hung_step_sec`` set (the runner passes ``per_step_budget_sec``) a busy episode
+whose log stopped growing (:mod:`evaltui.engine.watchdog`: a node blocks for good) has
+its worker SIGKILLed and is recorded ``timeout``; the slot gets a fresh worker.
 
 Cancel (``stop`` set, e.g. by SIGTERM): dealing stops, busy workers get SIGTERM and end
 their episode ``cancelled`` at the next step boundary; those still busy after
@@ -31,7 +29,6 @@ their episode ``cancelled`` at the next step boundary; those still busy after
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -46,12 +43,12 @@ from typing import Any
 from evaltui.engine.hostprocess import HostProcess
 from evaltui.engine.loop import EpisodeOutcome
 from evaltui.engine.recorder import Recorder
+from evaltui.engine.watchdog import HUNG_STEP_GRACE_SEC, LogWatch
 from evaltui.engine.worker import WorkerConfig
 from evaltui.engine.zygote import ForkedChild, WorkerZygote, ZygoteError
 from evaltui.states import EpisodeStatus
 
 WAIT_SLICE_SEC = 0.1
-HUNG_STEP_GRACE_SEC = 1.0  # logging and scheduling slack on top of the step budget
 
 
 class PoolError(RuntimeError):
@@ -76,10 +73,7 @@ class _Slot:
     started_at: float = 0.0
     index: int | None = None
     dealt_at: float = 0.0
-    log_size: int = -1
-    """Size of the busy episode's log.jsonl when last seen (-1: not started yet)."""
-    log_grew_at: float = 0.0
-    dealt_wall: float = 0.0
+    watch: LogWatch | None = None
 
 
 class EnvWorkerPool:
@@ -152,8 +146,10 @@ class EnvWorkerPool:
         recorder = Recorder(on_result)
         try:
             self._run(deque(indices), recorder, Counter(attempts_before or {}))
-        finally:
-            recorder.close()
+        except BaseException:
+            recorder.close(check=False)  # record what finished; the pool's error wins
+            raise
+        recorder.close()
 
     def _run(self, queue: deque[int], recorder: Recorder, attempts: Counter[int]) -> None:
         retries: Counter[int] = Counter()
@@ -215,23 +211,11 @@ class EnvWorkerPool:
         now, limit = time.monotonic(), self.hung_step_sec + HUNG_STEP_GRACE_SEC
         hung: list[EpisodeResult] = []
         for slot in self.slots:
-            if slot.index is None or slot.child is None:
+            if slot.index is None or slot.child is None or slot.watch is None:
                 continue
-            try:
-                st = os.stat(self.episode_log(slot.index))
-            except FileNotFoundError:
+            stalled = slot.watch.stalled_for(now)
+            if stalled <= limit:
                 continue
-            # A log older than the deal is an earlier attempt's (retry, resume); an empty
-            # one means the env is still resetting, which is not a step.
-            size = st.st_size if st.st_mtime >= slot.dealt_wall else 0
-            if size == 0:
-                continue
-            if size != slot.log_size:
-                slot.log_size, slot.log_grew_at = size, now
-                continue
-            if now - slot.log_grew_at <= limit:
-                continue
-            stalled = now - slot.log_grew_at
             slot.child.send_signal(signal.SIGKILL)
             slot.child.end(grace_sec=0.5)
             outcome = EpisodeOutcome(
@@ -260,7 +244,7 @@ class EnvWorkerPool:
 
     def _deal(self, slot: _Slot, index: int) -> None:
         slot.index, slot.dealt_at = index, time.monotonic()
-        slot.log_size, slot.log_grew_at, slot.dealt_wall = -1, slot.dealt_at, time.time()
+        slot.watch = LogWatch(self.episode_log(index)) if self.episode_log else None
         assert slot.child is not None
         try:
             slot.child.conn.send(("episode", index))

@@ -49,11 +49,12 @@ class Recorder:
         if self.error is not None:
             raise self.error
 
-    def close(self) -> None:
-        """Wait until everything put so far is recorded; then ``check``."""
+    def close(self, check: bool = True) -> None:
+        """Wait until everything put so far is recorded; then (with ``check``) ``check``."""
         self._queue.put(_STOP)
         self._thread.join()
-        self.check()
+        if check:
+            self.check()
 
     def _loop(self) -> None:
         while True:
