@@ -12,7 +12,7 @@ fields added over time default to None ("not recorded by the version that wrote 
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -138,10 +138,15 @@ class NodeRef(_Record):
     """One node of the graph, as an episode row lists it (so an ep dir replays alone)."""
 
     name: str
+    """The node's name in the graph."""
     nodeset: str
+    """The nodeset it calls."""
     op: str
+    """The nodeset's node (method) it fires."""
     inputs: list[str] = Field(default_factory=list)
+    """Its input ports."""
     outputs: list[str] = Field(default_factory=list)
+    """Its output ports."""
 
 
 class EpisodeRow(_Record):
@@ -165,8 +170,9 @@ class EpisodeRow(_Record):
     """Steps taken."""
     elapsed_sec: float | None = None
     """Wall time of the episode."""
-    status: EpisodeStatus
-    """How it ended: ok, error, timeout or cancelled."""
+    status: EpisodeStatus | Literal["unreadable"]
+    """How it ended: ok, error, timeout or cancelled. ``unreadable`` is never written: a
+    reader marks so the row of an episode.json it could not use (``error`` says why)."""
     error: str | None = None
     """The traceback or message of an error or timeout."""
     worker_id: int | None = None
@@ -227,8 +233,11 @@ class FirstError(_Record):
     """The lowest-index episode that ended in error or timeout."""
 
     episode_index: int
+    """Its index."""
     episode_id: str | int | None = None
+    """Its dataset id."""
     status: EpisodeStatus
+    """``error`` or ``timeout``."""
     message: str
     """One line: a traceback's last line."""
 
@@ -297,6 +306,7 @@ class Summary(SummaryHeader):
     """summary.json: the header plus every finished episode's row, in episode order."""
 
     episodes: list[EpisodeRow] = Field(default_factory=list)
+    """The rows as of this write (episode.json of episodes finished since are newer)."""
 
 
 # ---- reading ------------------------------------------------------------------------------

@@ -4,11 +4,14 @@ still load; a file that does not fit is named instead of served half-read."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
+from evaltui import cli
 from evaltui.graphs import builtin_graph_path
 from evaltui.launch import prepare_run, spawn_run
 from evaltui.records import (
@@ -22,6 +25,7 @@ from evaltui.records import (
     SummaryHeader,
     TrajectoryRecord,
 )
+from evaltui.results.runrows import load_run
 from evaltui.rundir import episode_dir, read_json
 from evaltui.states import EpisodeStatus, RunState, SummaryStatus
 from evaltui.views import SpecBrief, run_view
@@ -41,10 +45,18 @@ def no_extras(model: BaseModel) -> list[str]:
     return found
 
 
-def test_every_file_a_real_run_writes_fits_its_record(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def bot_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished 2-episode run of the built-in bot (read-only: copy it to change it)."""
     graph = json.loads(builtin_graph_path("bot").read_text())  # type: ignore[union-attr]
-    run_dir, _ = prepare_run({"graph": graph, "eval": {"episode_count": 2}}, tmp_path)
+    run_dir, _ = prepare_run({"graph": graph, "eval": {"episode_count": 2}},
+                             tmp_path_factory.mktemp("outputs"))
     assert spawn_run(run_dir).wait(timeout=120) == 0
+    return run_dir
+
+
+def test_every_file_a_real_run_writes_fits_its_record(bot_run: Path) -> None:
+    run_dir = bot_run
 
     raw = read_json(run_dir / SUMMARY_FILENAME)
     summary = Summary.model_validate(raw)
@@ -64,6 +76,23 @@ def test_every_file_a_real_run_writes_fits_its_record(tmp_path: Path) -> None:
     record = SchedulerRecord.model_validate(read_json(run_dir / SCHEDULER_FILENAME))
     assert record.state is RunState.STARTING and record.pid is not None
     assert no_extras(record) == []
+
+
+def test_a_row_readers_mark_unreadable_fits_the_schema(bot_run: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = tmp_path / bot_run.name
+    shutil.copytree(bot_run, run_dir)
+    (episode_dir(run_dir, 1) / EPISODE_FILENAME).write_text('{"episode_index": 1, "sta')
+    summary = read_json(run_dir / SUMMARY_FILENAME)
+    summary["episodes"] = summary["episodes"][:1]  # written before episode 1 ended
+    (run_dir / SUMMARY_FILENAME).write_text(json.dumps(summary))
+    rows = load_run(run_dir).rows
+    assert [EpisodeRow.model_validate(r).status for r in rows] == [EpisodeStatus.OK,
+                                                                    "unreadable"]
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli.main(["show", str(run_dir), "--episodes"]) == 0
+    assert "unreadable" in capsys.readouterr().out
 
 
 def older_summary() -> dict[str, Any]:
