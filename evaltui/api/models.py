@@ -74,6 +74,9 @@ class RunRef(BaseModel):
 
     run_id: str
     state: RunState
+    warnings: list[str] = Field(default_factory=list)
+    """What the user should know about the submitted spec (step budget below the env's
+    limit, episodes without reference data); empty for cancel and resume."""
 
 
 class PriorityRequest(BaseModel):

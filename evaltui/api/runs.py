@@ -34,7 +34,9 @@ def submit(spec: JobSpec, ctx: Ctx) -> RunRef:
         run_id, state = ctx.scheduler.submit(data)
     except SpecError as exc:
         raise ApiFailure(422, str(exc), exc.field) from None
-    return RunRef(run_id=run_id, state=state)
+    record = ctx.scheduler.get_run(run_id).scheduler
+    warnings = list(record.warnings) if record is not None else []
+    return RunRef(run_id=run_id, state=state, warnings=warnings)
 
 
 @router.get("/runs", response_model=list[Run], responses=errors())

@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     spec["scheduling"] = scheduling
     client: ApiClient = args.client
     ref = client.submit(spec)
+    for warning in ref.warnings:
+        console.print(f"[yellow]warning[/]: {warning}", highlight=False)
     if not args.wait:
         if args.json:
             emit_json(ref.model_dump(mode="json"))

@@ -299,3 +299,25 @@ def test_run_list_follows_processes_and_files(backend: Backend, popen) -> None:
                                                                "20250101_000003"]
     shutil.rmtree(run)
     assert [r["run_id"] for r in http.get("/runs").json()] == ["20250101_000004"]
+
+
+def test_a_badly_typed_param_is_422_and_writes_nothing(backend: Backend, api_env: dict) -> None:
+    """Issue 10: --set policy.noise=abc was 'queued' and died later in the worker."""
+    spec = bot_spec(1)
+    spec["eval"]["selectors"] = {"policy.noise": "abc"}
+    answer = backend.http().post("/runs", json=spec)
+    assert answer.status_code == 422
+    assert answer.json()["field"] == "graph.nodesets.policy.params.noise"
+    assert backend.http().get("/runs").json() == []
+
+
+def test_submit_answers_with_the_spec_warnings(backend: Backend) -> None:
+    """Issue 9: a step budget below the env's own limit is allowed, and said at submit."""
+    spec = bot_spec(1)
+    spec["eval"]["step_budget"] = 10  # GoToLocal's own limit is 64
+    answer = backend.http().post("/runs", json=spec)
+    assert answer.status_code == 201
+    [warning] = answer.json()["warnings"]
+    assert "eval.step_budget 10 is below the env's own step limit (64)" in warning
+    clean = backend.http().post("/runs", json=bot_spec(1)).json()
+    assert clean["warnings"] == []
