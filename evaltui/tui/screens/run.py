@@ -1,4 +1,8 @@
-"""RunScreen: one run live: metrics with CIs, progress, and the per-episode table.
+"""RunScreen: one run live: metrics with CIs, progress, plots and the per-episode table.
+
+The layout follows the terminal: below COMPACT_HEIGHT rows the metrics and progress
+shrink to a line each and the plots are hidden, so 80x24 still shows a dozen episode
+rows; ``m`` and ``p`` override either choice.
 
 A RunWatcher thread follows the run dir (watchfiles) into a RunModel and posts a
 coalescing RunChanged; the screen then drains only what changed, so a run finishing
@@ -21,6 +25,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from evaltui.rundir import episode_dir
 from evaltui.runview.runmodel import RunModel
+from evaltui.runview.running_mean import RunningMeans
 from evaltui.runview.watcher import RunWatcher
 from evaltui.states import RunState
 from evaltui.tui.display import STATE_COLOUR, STATE_GLYPH
@@ -30,11 +35,16 @@ from evaltui.tui.widgets.bars import theme_style
 from evaltui.tui.widgets.episodes_table import COLUMNS, STATUS_FILTERS, EpisodesTable
 from evaltui.tui.widgets.metrics_panel import MetricsPanel
 from evaltui.tui.widgets.run_progress import Progress, RunProgress
+from evaltui.tui.widgets.running_mean_chart import RunningMeanChart
+from evaltui.tui.widgets.steps_histogram import StepsHistogram
 
 WATCH_DEBOUNCE_MS = 400
 """While episodes stream in, the table updates at most this often (a lone episode shows
 within ~0.1 s): at 100 episodes/s this keeps the TUI under a quarter of a core while the
 p95 lag from episode.json to row stays near half a second (tests/benchmarks)."""
+COMPACT_HEIGHT = 34
+"""Below this many rows the metrics and progress take a line each and plots hide: the
+boxed panels and plots need ~20 rows, which would leave a 24-row terminal 2 episodes."""
 
 
 class RunScreen(Screen[None]):
@@ -46,6 +56,8 @@ class RunScreen(Screen[None]):
         Binding("f", "status_filter", "Status"),
         Binding("o", "sort_next", "Sort"),
         Binding("r", "sort_reverse", "Reverse"),
+        Binding("m", "toggle_metrics", "Metrics"),
+        Binding("p", "toggle_plots", "Plots"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -64,6 +76,11 @@ class RunScreen(Screen[None]):
         self._state: RunState | None = None
         self._errors: dict[str, str] = {}
         self._texts: dict[str, Text] = {}
+        self.means = RunningMeans()
+        self.metrics_open: bool | None = None
+        """The user's choice (``m``) of the full metrics table; None: by terminal size."""
+        self.plots_open: bool | None = None
+        """The user's choice (``p``) of the plots; None: by terminal size."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-header")
@@ -72,6 +89,11 @@ class RunScreen(Screen[None]):
                 yield MetricsPanel()
             with Vertical(id="progress-box", classes="box"):
                 yield RunProgress()
+        with Horizontal(id="run-plots"):
+            with Vertical(id="curves-box", classes="box"):
+                yield RunningMeanChart(self.means)
+            with Vertical(id="steps-box", classes="box"):
+                yield StepsHistogram(self.means)
         yield Static(id="table-caption")
         yield EpisodesTable(id="episodes")
         yield Input(placeholder="filter: episode id, instruction, scene or error text",
@@ -79,15 +101,36 @@ class RunScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#metrics-box").border_title = "metrics (mean, 95% CI over ok)"
+        self.query_one("#metrics-box").border_title = "metrics · mean, 95% CI, n"
         self.query_one("#progress-box").border_title = "progress"
+        self.query_one("#curves-box").border_title = \
+            "running mean, 95% CI band · x: episodes in order finished"
+        self.query_one("#steps-box").border_title = "steps"
         self.query_one("#filter").display = False
+        self._adapt()
         self._show_header()
         self._show_caption()
         self._watcher.start()
 
     def on_unmount(self) -> None:
         self._watcher.close()
+
+    def on_resize(self) -> None:
+        self._adapt()
+
+    @property
+    def compact(self) -> bool:
+        return self.size.height < COMPACT_HEIGHT
+
+    def _adapt(self) -> None:
+        """Lay the panels out for the terminal's size and the user's ``m``/``p`` choices."""
+        compact = self.compact
+        self.set_class(compact, "-compact")
+        self.query_one(MetricsPanel).collapsed = not (
+            self.metrics_open if self.metrics_open is not None else not compact)
+        self.query_one(RunProgress).compact = compact
+        self.set_class(not (self.plots_open if self.plots_open is not None
+                            else not compact), "-no-plots")
 
     def _changed(self) -> None:
         """Called in the watcher thread."""
@@ -100,6 +143,10 @@ class RunScreen(Screen[None]):
         table = self.query_one(EpisodesTable)
         if changes.rows:
             table.upsert(changes.rows)
+            self.means.update(changes.rows)
+            if not self.has_class("-no-plots"):
+                self.query_one(RunningMeanChart).refresh()
+                self.query_one(StepsHistogram).refresh()
         if changes.status is not None:
             self._state = changes.status.state
             summary = dict(changes.status.summary or {})
@@ -169,8 +216,22 @@ class RunScreen(Screen[None]):
 
     # --- actions -------------------------------------------------------------------------
 
+    def action_toggle_metrics(self) -> None:
+        self.metrics_open = self.query_one(MetricsPanel).collapsed
+        self._adapt()
+
+    def action_toggle_plots(self) -> None:
+        self.plots_open = self.has_class("-no-plots")
+        self._adapt()
+        if self.plots_open:
+            self.query_one(RunningMeanChart).refresh()
+            self.query_one(StepsHistogram).refresh()
+
     def action_open_episode(self) -> None:
-        index = self.query_one(EpisodesTable).selected_index()
+        table = self.query_one(EpisodesTable)
+        if not table.cursor_on_screen():  # never open a row the user cannot see
+            return
+        index = table.selected_index()
         if index is not None:
             self.app.push_screen(ReplayScreen(episode_dir(self.run_dir, index)))
 

@@ -29,12 +29,18 @@ STATUS_FILTERS: tuple[StatusFilter, ...] = ("all", "not-ok", "ok", "error", "tim
 
 @dataclass(frozen=True)
 class Column:
-    """One column: its key, header, width and how a row sorts by it."""
+    """One column: its key, header, width and how a row sorts by it.
+
+    ``priority`` decides which columns a narrow table keeps (lower is kept first);
+    ``max_width`` is how far a wide table lets it grow (``width`` is its minimum).
+    """
 
     key: str
     label: str
     width: int
     sort_key: Callable[[dict[str, Any]], Any]
+    priority: int = 0
+    max_width: int | None = None
 
 
 def _metric(name: str) -> Callable[[dict[str, Any]], Any]:
@@ -52,18 +58,51 @@ def _number(name: str) -> Callable[[dict[str, Any]], Any]:
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("index", "#", 5, _number("episode_index")),
-    Column("episode", "episode", 16, lambda r: str(r.get("episode_id") or "")),
-    Column("status", "status", 9, lambda r: str(r.get("status") or "")),
-    Column("success", "SR", 3, _metric("success")),
-    Column("spl", "SPL", 5, _metric("spl")),
-    Column("ndtw", "nDTW", 5, _metric("ndtw")),
-    Column("steps", "steps", 5, _number("step_count")),
-    Column("time", "time", 7, _number("elapsed_sec")),
-    Column("worker", "wkr", 3, _number("worker_id")),
-    Column("attempts", "try", 3, _number("attempts")),
-    Column("detail", "instruction / error", 20, lambda r: str(r.get("instruction") or "")),
+    Column("index", "#", 4, _number("episode_index"), 0),
+    Column("episode", "episode", 14, lambda r: str(r.get("episode_id") or ""), 3, 32),
+    Column("status", "status", 9, lambda r: str(r.get("status") or ""), 1),
+    Column("success", "SR", 3, _metric("success"), 2),
+    Column("spl", "SPL", 5, _metric("spl"), 4),
+    Column("ndtw", "nDTW", 5, _metric("ndtw"), 5),
+    Column("steps", "steps", 5, _number("step_count"), 6),
+    Column("time", "time", 7, _number("elapsed_sec"), 7),
+    Column("scene", "scene", 16, lambda r: str(r.get("scene_id") or ""), 8, 40),
+    Column("worker", "wkr", 3, _number("worker_id"), 9),
+    Column("attempts", "try", 3, _number("attempts"), 10),
+    Column("detail", "instruction / error", 16, lambda r: str(r.get("instruction") or "")),
 )
+"""Every column, in display order; ``detail`` is last and takes the width left over."""
+DETAIL = COLUMNS[-1]
+SCROLLBAR = 2
+"""Columns kept free for the vertical scrollbar, so no row ever scrolls sideways."""
+
+
+def fit_columns(width: int, padding: int = 1) -> dict[str, int]:
+    """Which columns a table ``width`` cells wide shows, and each one's width.
+
+    Columns are kept by priority while the detail column still gets its minimum; the
+    width left then widens the episode and scene columns (a quarter each, up to their
+    maximum) and the rest goes to the detail column, so a wide screen shows whole
+    names rather than empty space.
+    """
+    room = width - SCROLLBAR - DETAIL.width - 2 * padding
+    kept: set[str] = set()
+    for column in sorted(COLUMNS[:-1], key=lambda c: c.priority):
+        cost = column.width + 2 * padding
+        if cost <= room:
+            kept.add(column.key)
+            room -= cost
+    widths = {c.key: c.width for c in COLUMNS[:-1] if c.key in kept}
+    share = room // 4
+    for column in COLUMNS[:-1]:
+        if column.key in kept and column.max_width is not None:
+            grow = max(0, min(share, column.max_width - column.width))
+            widths[column.key] += grow
+            room -= grow
+    widths[DETAIL.key] = DETAIL.width + max(0, room)
+    return widths
+
+
 _BY_KEY = {c.key: c for c in COLUMNS}
 
 
@@ -87,19 +126,36 @@ class EpisodesTable(DataTable[Any]):
         self.sort_reverse = False
         self._last_shown = -1
         """Highest index shown while sorted by index ascending (appends need no sort)."""
+        self._widths: dict[str, int] = {}
+        """Shown columns and their widths, in display order (set by ``_fit``)."""
 
     def on_mount(self) -> None:
-        for column in COLUMNS:
-            self.add_column(column.label, key=column.key, width=column.width)
+        self._fit(self.size.width or 80)
         self.app.theme_changed_signal.subscribe(self, lambda _: self._rebuild())
 
     def on_resize(self) -> None:
-        fixed = sum(c.width + 2 * self.cell_padding for c in COLUMNS[:-1])
-        detail = self.columns.get(COLUMNS[-1].key)  # type: ignore[call-overload]
-        width = max(20, self.size.width - fixed - 2 * self.cell_padding - 1)
-        if detail is not None and detail.width != width:
-            detail.width = width
-            self._rebuild()  # the cell cache holds cells cut to the old width
+        self._fit(self.size.width)
+
+    @property
+    def visible_columns(self) -> list[str]:
+        """Keys of the columns this width shows, in display order."""
+        return list(self._widths)
+
+    def _fit(self, width: int) -> None:
+        """Choose the columns and widths for ``width`` (see :func:`fit_columns`)."""
+        widths = fit_columns(width, self.cell_padding)
+        if widths == self._widths:
+            return
+        if list(widths) != list(self._widths):
+            self.clear(columns=True)
+            for column in COLUMNS:
+                if column.key in widths:
+                    self.add_column(column.label, key=column.key, width=widths[column.key])
+        else:
+            for key, w in widths.items():
+                self.columns[key].width = w  # type: ignore[index]
+        self._widths = widths
+        self._rebuild()  # the cell cache holds cells cut to the old widths
 
     # --- data ----------------------------------------------------------------------------
 
@@ -125,6 +181,28 @@ class EpisodesTable(DataTable[Any]):
             return None
         return int(key.value) if key.value is not None else None
 
+    def cursor_on_screen(self) -> bool:
+        """True if the row under the cursor is drawn, wholly, in the table's viewport.
+
+        A table squeezed to its header (or scrolled away from the cursor) still has a
+        cursor row; ``enter`` must not open a row the user cannot see.
+        """
+        if not self.row_count:
+            return False
+        region = self._get_row_region(self.cursor_row)
+        header = self.header_height if self.show_header else 0
+        top = region.y - header
+        visible = self.scrollable_content_region.height - header
+        return visible > 0 and self.scroll_y <= top and \
+            top + region.height <= self.scroll_y + visible
+
+    def action_select_cursor(self) -> None:
+        """Select the cursor row only when it is on screen; otherwise bring it into view."""
+        if self.cursor_on_screen():
+            super().action_select_cursor()
+        else:
+            self._scroll_cursor_into_view()
+
     def upsert(self, rows: Iterable[dict[str, Any]]) -> None:
         """Add new rows and update rewritten ones, keeping the selected row selected."""
         selected = self.selected_index()
@@ -142,8 +220,8 @@ class EpisodesTable(DataTable[Any]):
                 continue
             cells = self._cells(row)
             if shown:
-                for column, cell in zip(COLUMNS, cells, strict=True):
-                    self.update_cell(key, column.key, cell)
+                for column, cell in zip(self._widths, cells, strict=True):
+                    self.update_cell(key, column, cell)
                 needs_sort = needs_sort or self.sort_column != "index"
                 continue
             self.add_row(*cells, key=key)
@@ -250,16 +328,20 @@ class EpisodesTable(DataTable[Any]):
         detail = Text(error, style=theme_style(app, "error")) if error and status != "ok" \
             else Text(str(row.get("instruction") or ""))
         detail.no_wrap, detail.overflow = True, "ellipsis"
-        return [
-            row.get("episode_index"),
-            str(row.get("episode_id") or NONE),
-            Text(status, style=theme_style(app, STATE_COLOUR.get(status, "foreground"))),
-            sr,
-            Text(metric(metrics.get("spl"), 2), justify="right"),
-            Text(metric(metrics.get("ndtw"), 2), justify="right"),
-            Text(str(row.get("step_count", NONE)), justify="right"),
-            Text(duration(row.get("elapsed_sec")), justify="right"),
-            Text(str(row.get("worker_id", NONE)), justify="right"),
-            Text(str(row.get("attempts", NONE)), justify="right"),
-            detail,
-        ]
+        cells = {
+            "index": row.get("episode_index"),
+            "episode": Text(str(row.get("episode_id") or NONE), no_wrap=True,
+                            overflow="ellipsis"),
+            "status": Text(status, style=theme_style(app, STATE_COLOUR.get(status,
+                                                                           "foreground"))),
+            "success": sr,
+            "spl": Text(metric(metrics.get("spl"), 2), justify="right"),
+            "ndtw": Text(metric(metrics.get("ndtw"), 2), justify="right"),
+            "steps": Text(str(row.get("step_count", NONE)), justify="right"),
+            "time": Text(duration(row.get("elapsed_sec")), justify="right"),
+            "scene": Text(str(row.get("scene_id") or NONE), no_wrap=True, overflow="ellipsis"),
+            "worker": Text(str(row.get("worker_id", NONE)), justify="right"),
+            "attempts": Text(str(row.get("attempts", NONE)), justify="right"),
+            "detail": detail,
+        }
+        return [cells[key] for key in self._widths]

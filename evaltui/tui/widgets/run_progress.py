@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from rich.console import Group
+from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -17,6 +18,11 @@ from evaltui.tui.display import STATE_COLOUR, duration, seconds_between
 from evaltui.tui.widgets.bars import stacked_bar, theme_style
 
 STATUS_ORDER = ("ok", "error", "timeout", "cancelled")
+
+
+def _order(status: str) -> tuple[int, str]:
+    return (STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER),
+            status)
 
 
 @dataclass(frozen=True)
@@ -67,22 +73,30 @@ class RunProgress(Widget):
     RunProgress {
         height: auto;
     }
+    RunProgress.-compact {
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
     """
 
     progress: reactive[Progress | None] = reactive(None)
     """Always four lines (one while reading), so a change never needs a new layout."""
+    compact: reactive[bool] = reactive(False, layout=True)
+    """One line (counts, bar, pace) for small terminals, instead of four."""
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
+
+    def watch_compact(self, compact: bool) -> None:
+        self.set_class(compact, "-compact")
 
     def render(self) -> Group | Text:
         p = self.progress
         app = self.app
         if p is None:
-            return Text("reading the run…\n\n\n", style=theme_style(app, "foreground-muted"))
-        width = max(10, self.content_size.width)
+            return Text("reading the run…" + ("" if self.compact else "\n\n\n"),
+                        style=theme_style(app, "foreground-muted"))
         parts = [(p.counts.get(s, 0), theme_style(app, STATE_COLOUR[s])) for s in STATUS_ORDER]
-        bar = stacked_bar(width, parts, max(p.total, p.finished, 1), theme_style(app, "panel"))
         pct = 100 * p.finished / p.total if p.total else 0.0
         head = Text(f"{p.finished}/{p.total} episodes", style=theme_style(app, "foreground",
                                                                           bold=True))
@@ -94,6 +108,44 @@ class RunProgress(Widget):
             counts.append(f"{status} ", style=theme_style(app, "foreground-muted"))
             counts.append(str(p.counts.get(status, 0)),
                           style=theme_style(app, STATE_COLOUR.get(status, "foreground")))
+        if self.compact:
+            return self._line(p, parts, pct)
+        pace = self._pace(p)
+        width = max(10, self.content_size.width)
+        bar = stacked_bar(width, parts, max(p.total, p.finished, 1), theme_style(app, "panel"))
+        counts.no_wrap, counts.overflow = True, "ellipsis"
+        return Group(head, bar, counts, pace)
+
+    def _line(self, p: Progress, parts: list[tuple[int, Style]], pct: float) -> Text:
+        """``12/40 30% ███▉░░░ ok 10 error 1 · 0.2 ep/s ETA 2m20s``: the bar gets the
+        width the words leave (statuses with no episode are left out here)."""
+        app = self.app
+        muted = theme_style(app, "foreground-muted")
+        head = Text(f"{p.finished}/{p.total}", style=theme_style(app, "foreground", bold=True))
+        head.append(f" {pct:.0f}%", style=muted)
+        tail = Text()
+        for status, count in sorted(p.counts.items(), key=lambda sc: _order(sc[0])):
+            if count:
+                tail.append(f" {status} ", style=muted)
+                tail.append(str(count), style=theme_style(app, STATE_COLOUR.get(status,
+                                                                                 "foreground")))
+        rate = p.rate
+        tail.append(" · — ep/s" if rate is None else
+                    f" · {rate:.1f} ep/s" if rate >= 0.1 else f" · {rate * 60:.1f} ep/min")
+        if p.running:
+            tail.append(f" ETA {duration(p.eta_sec)}", style=theme_style(app, "accent"))
+        width = max(4, min(40, self.content_size.width - len(head) - len(tail) - 2))
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append_text(head)
+        line.append(" ")
+        line.append_text(stacked_bar(width, parts, max(p.total, p.finished, 1),
+                                     theme_style(app, "panel")))
+        line.append_text(tail)
+        return line
+
+    def _pace(self, p: Progress) -> Text:
+        """``12.5 ep/s  elapsed 1m00s  ETA 2m20s``."""
+        app = self.app
         rate = p.rate
         if rate is None:
             pace = Text("— ep/s")
@@ -103,4 +155,4 @@ class RunProgress(Widget):
                     style=theme_style(app, "foreground-muted"))
         if p.running:
             pace.append(f"  ETA {duration(p.eta_sec)}", style=theme_style(app, "accent"))
-        return Group(head, bar, counts, pace)
+        return pace
