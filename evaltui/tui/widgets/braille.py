@@ -75,3 +75,31 @@ def column_plot(values: Sequence[float], height: int, style: Style) -> list[Text
             text.append(UP_EIGHTHS[max(0, min(8, e - base))], style)
         lines.append(text)
     return lines
+
+
+def stacked_columns(samples: Sequence[tuple[float, float]], width: int, height: int,
+                    lower: Style, upper: Style) -> list[Text]:
+    """An area plot over time (nvitop's memory history): per column a ``lower`` part and
+    an ``upper`` part stacked on it, both fractions of the full height in [0, 1]. The
+    newest sample is the rightmost column; missing history is blank. A cell where the
+    lower part ends under the upper one is drawn lower-coloured on an upper background."""
+    samples = list(samples)[-width:] if width > 0 else []
+    pad = width - len(samples)
+    lines = []
+    for r in range(height):
+        base = (height - 1 - r) * 8  # eighths below this line
+        text = Text(" " * pad, no_wrap=True, overflow="crop")
+        for low, high in samples:
+            lo = round(min(1.0, max(0.0, low)) * height * 8) - base
+            hi = round(min(1.0, max(0.0, low + high)) * height * 8) - base
+            if lo >= 8:
+                text.append("█", lower)
+            elif lo > 0:
+                text.append(UP_EIGHTHS[lo], Style(color=lower.color,
+                                                  bgcolor=upper.color if hi >= 8 else None))
+            elif hi > 0:
+                text.append(UP_EIGHTHS[min(8, hi)], upper)
+            else:
+                text.append(" ")
+        lines.append(text)
+    return lines

@@ -4,9 +4,15 @@ A GPU line shows memory as a stacked bar (used by processes, then reserved by ad
 runs not yet at their peak, then free), coloured by how full the device would be once
 reservations land, and the utilisation. Without NVML the panel says so plainly:
 admission then uses host RAM and CPU only.
+
+On tall terminals each GPU also shows a short history of its used and reserved memory
+(nvitop style), kept here from each new reading so the queue screen need not know.
 """
 
 from __future__ import annotations
+
+import time
+from collections import deque
 
 from rich.console import Group
 from rich.table import Table
@@ -16,10 +22,17 @@ from textual.widget import Widget
 
 from evaltui.tui.display import gib
 from evaltui.tui.widgets.bars import level_variable, stacked_bar, theme_style
+from evaltui.tui.widgets.braille import stacked_columns
 from evaltui.views import Gpu, Host, Resources
 
 LABEL_WIDTH = 22
 INFO_WIDTH = 56
+HISTORY_SAMPLES = 600
+"""Readings kept per GPU (10 minutes at the queue's 1 s poll); the plot shows the last
+as many as it has columns."""
+HISTORY_ROWS = 2
+HISTORY_MIN_HEIGHT = 40
+"""Terminal rows from which the history is shown: below, the queue needs the room."""
 
 
 class ResourceMeters(Widget):
@@ -34,8 +47,26 @@ class ResourceMeters(Widget):
 
     resources: reactive[Resources | None] = reactive(None, layout=True)
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.history: dict[int, deque[tuple[float, float, float]]] = {}
+        """Per GPU index: (monotonic time, used fraction, reserved fraction), oldest first."""
+
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
+
+    def watch_resources(self, res: Resources | None) -> None:
+        if res is None:
+            return
+        now = time.monotonic()
+        for gpu in res.gpus:
+            total = max(gpu.total_mb, 1.0)
+            samples = self.history.setdefault(gpu.index, deque(maxlen=HISTORY_SAMPLES))
+            samples.append((now, gpu.used_mb / total, gpu.reserved_mb / total))
+
+    @property
+    def shows_history(self) -> bool:
+        return self.app.size.height >= HISTORY_MIN_HEIGHT
 
     def render(self) -> Group:
         grid = Table.grid(padding=(0, 1), expand=True)
@@ -61,6 +92,9 @@ class ResourceMeters(Widget):
             lines.append(line)
         for gpu in res.gpus:
             grid.add_row(*self._gpu_row(gpu, res.fake_gpus, bar_width))
+            if self.shows_history:
+                for row in self._history_rows(gpu, bar_width):
+                    grid.add_row(*row)
         grid.add_row(*self._cpu_row(res.host, bar_width))
         grid.add_row(*self._ram_row(res.host, bar_width))
         return Group(*lines, grid)
@@ -83,6 +117,23 @@ class ResourceMeters(Widget):
         free = max(0, gpu.available_mb)  # what admission can still hand out
         info.append(f" · {gib(free)} free / {gib(gpu.total_mb)} GiB · {util}")
         return label, bar, info
+
+    def _history_rows(self, gpu: Gpu, width: int) -> list[tuple[Text, Text, Text]]:
+        """HISTORY_ROWS lines under a GPU's meter: used, and reserved stacked on it."""
+        app = self.app
+        samples = list(self.history.get(gpu.index, ()))[-width:]
+        muted = theme_style(app, "foreground-muted")
+        used = theme_style(app, level_variable((gpu.used_mb + gpu.reserved_mb) /
+                                               max(gpu.total_mb, 1.0)))
+        plot = stacked_columns([(u, r) for _, u, r in samples], width, HISTORY_ROWS,
+                               used, theme_style(app, "secondary"))
+        span = samples[-1][0] - samples[0][0] if len(samples) > 1 else 0.0
+        label = Text(f"  history {_span(span)}", style=muted)
+        peak = max((u + r for _, u, r in samples), default=0.0)
+        info = Text(f"peak {peak * gpu.total_mb / 1024:.1f} GiB used+rsv", style=muted)
+        rows = [(label, plot[0], info)]
+        rows += [(Text(), line, Text()) for line in plot[1:]]
+        return rows
 
     def _cpu_row(self, host: Host, width: int) -> tuple[Text, Text, Text]:
         app = self.app
@@ -107,3 +158,8 @@ class ResourceMeters(Widget):
             info.append(f" · {gib(host.ram_reserved_mb)} rsv", style=theme_style(app, "secondary"))
         info.append(f" / {gib(host.ram_total_mb)} GiB")
         return label, bar, info
+
+
+def _span(seconds: float) -> str:
+    """``45s``, ``3m``: how far back the history reaches."""
+    return f"{seconds:.0f}s" if seconds < 90 else f"{seconds / 60:.0f}m"
