@@ -8,18 +8,19 @@ ages and ETAs in snapshot tests do not depend on the wall clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
 from textual import on
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from evaltui.tui.backend import Backend
+from evaltui.tui.palette import RunsProvider, action_commands
 from evaltui.tui.screens.help import HelpScreen
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.screens.run import WATCH_DEBOUNCE_MS, RunScreen
@@ -34,6 +35,9 @@ HELP = {
                  "finished episode (click a header to sort).",
     "ReplayScreen": "One episode, step by step: the node firings of the step with their "
                     "inputs and outputs, and the frame the environment rendered.",
+    "CompareScreen": "Run B against run A on the episodes both ran: per metric the mean "
+                     "difference with its paired bootstrap 95% CI, McNemar's exact test "
+                     "on success, and the episodes whose success flipped.",
 }
 
 
@@ -42,6 +46,7 @@ class EvalApp(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "evaltui"
+    COMMANDS = App.COMMANDS | {RunsProvider}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help"),
         Binding("ctrl+q", "quit", "Quit", show=False),
@@ -86,6 +91,11 @@ class EvalApp(App[None]):
         """Push the run screen of ``run_dir`` (``episodes_total``: known before a summary)."""
         self.push_screen(RunScreen(run_dir, debounce_ms=self.watch_debounce_ms,
                                    episodes_total=episodes_total))
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """Textual's (themes, keys, quit…) plus evaltui's actions where they act."""
+        yield from super().get_system_commands(screen)
+        yield from action_commands(self, screen)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

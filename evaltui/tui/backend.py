@@ -44,6 +44,11 @@ class RunInfo:
     queued_at: str | None = None
     vram_estimate_mb: float | None = None
     vram_measured_mb: float | None = None
+    estimate_source: str | None = None
+    """Where ``vram_estimate_mb`` came from: ``calibrated``, ``declared``, ``partly
+    calibrated`` (the scheduler's word), or None when unknown."""
+    vram_asked_mb: int | None = None
+    """The spec's ``scheduling.marginal_vram_mb``: what was asked, beside what is used."""
     waiting_reason: str | None = None
     error: str | None = None
     """Why the run failed, or why one of its files could not be used (a badge)."""
@@ -91,8 +96,10 @@ def run_row(run: Run, queued: QueueEntry | None = None) -> RunInfo:
     total = summary.episodes_total if summary and summary.episodes_total is not None \
         else brief.episodes_total
     estimate = record.estimate_mb if record else None
+    source = record.estimate_source if record else None
     if queued is not None and queued.estimate_source != "unknown":
         estimate = queued.estimate_mb  # fresher: recomputed as calibration learns
+        source = queued.estimate_source
     failure = (summary and summary.error) or (record and record.error)
     return RunInfo(
         run_id=run.run_id, state=run.state, run_dir=run.run_dir, graph=graph or "?",
@@ -106,6 +113,7 @@ def run_row(run: Run, queued: QueueEntry | None = None) -> RunInfo:
         queued_at=queued.queued_at if queued else record.queued_at if record else None,
         vram_estimate_mb=float(estimate) if estimate is not None else None,
         vram_measured_mb=_mb(record.measured_peak_mb if record else None),
+        estimate_source=source, vram_asked_mb=brief.marginal_vram_mb if run.spec else None,
         waiting_reason=queued.waiting_reason if queued else run.waiting_reason,
         error=run.error or failure or None, file_error=run.error is not None)
 
@@ -115,6 +123,7 @@ def admit_row(entry: QueueEntry) -> RunInfo:
     return RunInfo(run_id=entry.run_id, state=RunState.QUEUED, graph=entry.label or "?",
                    priority=entry.priority, queued_at=entry.queued_at,
                    vram_estimate_mb=float(entry.estimate_mb) if entry.estimate_mb else None,
+                   estimate_source=entry.estimate_source,
                    waiting_reason=entry.waiting_reason, kind="admit", command=entry.command)
 
 

@@ -8,12 +8,16 @@ one update: the UI never falls behind a fast run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from evaltui.runview.frames import FrameRef
 from evaltui.runview.replay import Firing
 from evaltui.tui.backend import QueueSnapshot
+
+if TYPE_CHECKING:
+    from evaltui.results.compare import Comparison
 
 
 @dataclass
@@ -86,3 +90,20 @@ class StepLoaded(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, StepLoaded)
+
+
+@dataclass
+class CompareDone(Message):
+    """Two runs were read and compared, or could not be (handler: ``on_compare_done``).
+
+    ``result`` is a :class:`~evaltui.results.compare.Comparison`; ``error`` says why
+    there is none; ``mismatch`` is set when only differing episode sets stood in the way
+    (the screen then offers to intersect). ``rows`` maps episode_id to its row in A
+    (for the flipped episodes' instructions).
+    """
+
+    result: Comparison | None
+    headers: tuple[str, str]
+    error: str | None = None
+    mismatch: bool = False
+    rows: dict[str, dict[str, object]] | None = None

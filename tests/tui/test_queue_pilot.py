@@ -223,7 +223,8 @@ async def test_help_lists_the_screen_keys(runs, make_backend, app_factory) -> No
         console = Console(width=100, record=True, file=io.StringIO())
         console.print(app.screen._render_help())
         text = console.export_text()
-        for words in ("Submit", "Cancel", "Priority +", "Resume", "Lock", "Filter"):
+        for words in ("Submit", "Cancel", "Priority", "Resume", "Lock", "Filter", "Sort",
+                      "Mark", "Compare"):
             assert words in text
         await pilot.press("escape")
         await wait_for(lambda: isinstance(app.screen, QueueScreen))

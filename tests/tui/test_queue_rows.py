@@ -20,6 +20,7 @@ from evaltui.states import RunState  # noqa: E402
 from evaltui.tui.attached import AttachedBackend  # noqa: E402
 from evaltui.tui.screens.confirm import ConfirmScreen  # noqa: E402
 from evaltui.tui.screens.queue import QueueScreen  # noqa: E402
+from evaltui.tui.widgets.queue_lines import RunDetail  # noqa: E402
 from evaltui.tui.widgets.runs_table import RunsTable  # noqa: E402
 
 pytestmark = pytest.mark.anyio
@@ -70,11 +71,13 @@ async def test_a_waiting_evaltui_run_command_is_a_row_of_the_queue(runs, make_ba
                    for r in order[:position])
         assert all(states[r] is RunState.QUEUED or states[r].terminal
                    for r in order[position:])
-        cells = [str(c) for c in table.get_row(row_id)]
-        assert cells[1] == "train" and cells[2] == COMMAND and cells[4] == "evaltui run"
+        cells = dict(zip(table.column_keys, (str(c) for c in table.get_row(row_id)),
+                         strict=True))
+        assert cells["graph"] == "train" and cells["progress"] == "evaltui run"
         # Run actions do not apply to it: it says what it is instead of asking to cancel.
         table.move_cursor(row=table.get_row_index(row_id))
         await pilot.pause()
+        assert COMMAND in str(app.screen.query_one(RunDetail).content)  # its command line
         await pilot.press("c")
         await pilot.pause()
         assert isinstance(app.screen, QueueScreen) and not isinstance(app.screen, ConfirmScreen)

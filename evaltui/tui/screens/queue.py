@@ -9,6 +9,7 @@ ledger lock or an unreachable server never freezes the UI.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -18,7 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import DataTable, Footer, Input, Static
 
 from evaltui.states import RunState
 from evaltui.tui.backend import Backend, BackendError, QueueSnapshot, RunInfo, readable_dir
@@ -26,8 +27,13 @@ from evaltui.tui.messages import ActionDone, BackendChanged, BackendFailed, Queu
 from evaltui.tui.screens.confirm import ConfirmScreen
 from evaltui.tui.screens.submit import SubmitScreen
 from evaltui.tui.widgets.meters import ResourceMeters
-from evaltui.tui.widgets.queue_lines import RunDetail, RunsCaption, SchedulerHeader
-from evaltui.tui.widgets.runs_table import RunsTable
+from evaltui.tui.widgets.queue_lines import (
+    RunDetail,
+    RunsCaption,
+    SchedulerHeader,
+    empty_message,
+)
+from evaltui.tui.widgets.runs_table import MARKS, RunsTable
 
 LOCK_TTL_SEC = 300.0
 """The interactive lock lapses by itself if the UI dies; while it lives it is refreshed."""
@@ -41,14 +47,27 @@ class QueueScreen(Screen[None]):
         Binding("enter", "open_run", "Open"),
         Binding("s", "submit", "Submit"),
         Binding("c", "cancel_run", "Cancel"),
-        Binding("plus", "priority(1)", "Priority +"),
-        Binding("minus", "priority(-1)", "Priority -"),
-        Binding("slash", "filter", "Filter"),
+        Binding("plus", "priority(1)", "Priority", key_display="+/-"),
+        Binding("minus", "priority(-1)", "Priority -", show=False),
         Binding("R", "resume", "Resume"),
+        Binding("slash", "filter", "Filter"),
+        Binding("o", "sort", "Sort"),
+        Binding("m", "mark", "Mark"),
+        Binding("x", "compare", "Compare"),
         Binding("l", "lock", "Lock"),
-        Binding("q", "app.quit", "Quit"),
-        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("q", "app.quit", "Quit", show=False),
+        Binding("escape", "clear_filter", "Clear filter"),
+        # Taken when the key's action does not apply (hidden from the footer then):
+        # the key still answers, with why not.
+        Binding("c", "refused('cancel_run')", show=False),
+        Binding("plus", "refused('priority', 1)", show=False),
+        Binding("minus", "refused('priority', -1)", show=False),
+        Binding("R", "refused('resume')", show=False),
+        Binding("m", "refused('mark')", show=False),
+        Binding("x", "refused('compare')", show=False),
     ]
+    RUN_ACTIONS = frozenset({"cancel_run", "priority", "resume", "mark"})
+    """Actions on the selected run: in the footer only when that run can take them."""
 
     def __init__(self, backend: Backend, *, poll_interval: float = 1.0) -> None:
         super().__init__()
@@ -59,6 +78,9 @@ class QueueScreen(Screen[None]):
         self._lock_refresh: Timer | None = None
         self._asked_priority: dict[str, int] = {}
         self._priority_timers: dict[str, Timer] = {}
+        self._last_good_poll: float | None = None
+        self.submit_draft: dict[str, Any] = {}
+        """What the submit form held when it was last closed (kept across Esc)."""
 
     def compose(self) -> ComposeResult:
         yield SchedulerHeader(id="queue-header")
@@ -66,13 +88,15 @@ class QueueScreen(Screen[None]):
             yield ResourceMeters()
         yield RunsCaption(id="runs-caption")
         yield RunsTable(id="runs")
+        yield Static(id="runs-empty")
         yield RunDetail(id="run-detail")
         yield Input(placeholder="filter runs: id, graph, dataset, state or reason", id="filter")
-        yield Footer()
+        yield Footer(compact=True)  # every key that acts fits in 80 columns
 
     def on_mount(self) -> None:
         self.query_one("#resources").border_title = "resources"
         self.query_one("#filter").display = False
+        self.query_one("#runs-empty").display = False
         self.backend.subscribe(self._backend_changed)
         self._show_header()
         self.poll()
@@ -106,8 +130,10 @@ class QueueScreen(Screen[None]):
         self._asked_priority = {k: v for k, v in self._asked_priority.items()
                                 if seen.get(k, v) != v}
         self.poll_error = None
+        self._last_good_poll = time.monotonic()
         self.query_one(ResourceMeters).resources = message.snapshot.resources
         self.query_one(RunsTable).update_runs(message.snapshot.runs, self.app.now())  # type: ignore[attr-defined]
+        self._show_stale()
         self._show_header()
         self._show_caption()
         self._show_detail()
@@ -115,7 +141,9 @@ class QueueScreen(Screen[None]):
     def on_backend_failed(self, message: BackendFailed) -> None:
         if message.action == "poll":
             self.poll_error = message.error
+            self._show_stale()
             self._show_header()
+            self._show_caption()
         else:
             self.notify(f"{message.action} failed: {message.error}", severity="error",
                         timeout=6)
@@ -126,22 +154,81 @@ class QueueScreen(Screen[None]):
 
     # --- display -------------------------------------------------------------------------
 
+    @property
+    def stale_for(self) -> float | None:
+        """Seconds since the last good poll while polls fail (what is shown is that old)."""
+        if self.poll_error is None or self._last_good_poll is None:
+            return None
+        return time.monotonic() - self._last_good_poll
+
+    def _show_stale(self) -> None:
+        """Dim the meters and the table and say how old they are while polls fail."""
+        stale = self.stale_for
+        box = self.query_one("#resources")
+        box.set_class(stale is not None, "-stale")
+        self.query_one(RunsTable).set_class(stale is not None, "-stale")
+        box.border_title = "resources" if stale is None else f"resources · stale {int(stale)}s"
+
     def _show_header(self) -> None:
         snap = self.snapshot
         self.query_one(SchedulerHeader).show(snap.scheduler if snap else None,
-                                             self.backend.label, self.poll_error)
+                                             self.backend.label, self.poll_error,
+                                             self.stale_for)
 
     def _show_caption(self) -> None:
         table = self.query_one(RunsTable)
         runs = self.snapshot.runs if self.snapshot else ()
-        self.query_one(RunsCaption).show(runs, table.shown, table.text_filter)
+        self.query_one(RunsCaption).show(runs, table.shown, table.text_filter,
+                                         table.sorted_by, self.stale_for)
+        message = empty_message(len(runs), table.text_filter) if self.snapshot else None
+        empty = self.query_one("#runs-empty", Static)
+        empty.display = message is not None
+        empty.update(message or "")
 
     def _show_detail(self) -> None:
-        self.query_one(RunDetail).show(self.query_one(RunsTable).selected)
+        """The selected run's pane; the footer follows the selection (its keys)."""
+        table = self.query_one(RunsTable)
+        run = table.selected
+        mark = MARKS[table.marks.index(run.run_id)] if run and run.run_id in table.marks \
+            else None
+        self.query_one(RunDetail).show(run, mark)
+        self.refresh_bindings()
 
     @on(DataTable.RowHighlighted, "#runs")
     def _highlighted(self) -> None:
         self._show_detail()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Only keys that act show in the footer: none of the screen's keys while typing
+        a filter (the input takes them), esc while a filter is open, the run keys the
+        selected run can take, compare with two runs marked. A hidden run key still
+        answers (``refused``), saying why it does nothing."""
+        box = self.query_one("#filter", Input)
+        if action == "clear_filter":
+            return bool(box.display)
+        if box.has_focus:
+            return False
+        if action == "refused":
+            return True
+        table = self.query_one(RunsTable)
+        if action == "compare":
+            return len(table.marks) == len(MARKS)
+        if action not in self.RUN_ACTIONS:
+            return True
+        run = table.selected
+        if run is None or run.kind == "admit":
+            return False
+        if action == "priority":
+            return run.state is RunState.QUEUED
+        if action == "cancel_run":
+            return not run.state.terminal
+        if action == "resume":
+            return run.state.terminal
+        return True
+
+    def action_refused(self, action: str, *args: object) -> None:
+        """A run key pressed where it does not apply: the action itself says why."""
+        getattr(self, f"action_{action}")(*args)
 
     # --- actions -------------------------------------------------------------------------
 
@@ -180,7 +267,40 @@ class QueueScreen(Screen[None]):
             if run_id:
                 self.notify(f"submitted run {run_id}", timeout=4)
                 self.poll()
-        self.app.push_screen(SubmitScreen(self.backend), submitted)
+        self.app.push_screen(SubmitScreen(self.backend, draft=self.submit_draft), submitted)
+
+    def action_sort(self) -> None:
+        table = self.query_one(RunsTable)
+        table.cycle_sort()
+        self._show_caption()
+
+    def action_mark(self) -> None:
+        run = self._selected()
+        if run is None:
+            return
+        table = self.query_one(RunsTable)
+        table.toggle_mark(run.run_id)
+        self._show_detail()
+        if len(table.marks) == len(MARKS):
+            self.notify(f"A = {table.marks[0]}, B = {table.marks[1]}: x compares them",
+                        timeout=4)
+
+    def action_compare(self) -> None:
+        """Open the comparison of the marked runs (B against A)."""
+        table = self.query_one(RunsTable)
+        if len(table.marks) != len(MARKS):
+            self.notify("mark two runs with m first (A, then B), then press x", timeout=4)
+            return
+        runs = [table.run(rid) for rid in table.marks]
+        dirs = [r.run_dir for r in runs if r is not None and r.run_dir is not None
+                and readable_dir(r.run_dir)]
+        if len(dirs) != len(MARKS):
+            self.notify("a marked run's directory is not readable on this machine",
+                        severity="warning", timeout=6)
+            return
+        from evaltui.tui.screens.compare import CompareScreen
+
+        self.app.push_screen(CompareScreen(dirs[0], dirs[1]))
 
     def action_cancel_run(self) -> None:
         run = self._selected()
@@ -265,12 +385,18 @@ class QueueScreen(Screen[None]):
             return
         subject = f"run {run_id}" if run_id else "scheduler"
         state = f": {result.value}" if isinstance(result, RunState) else ""
+        if action == "priority":  # say the value it now has, not only that it changed
+            state = f": now {args[-1]}"
         self.post_message(ActionDone(action, run_id, f"{action} {subject}{state}"))
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.display = True
         box.focus()
+        self.refresh_bindings()
+
+    def on_descendant_focus(self) -> None:
+        self.refresh_bindings()  # typing in the filter hides the run keys, and back
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -286,6 +412,7 @@ class QueueScreen(Screen[None]):
         box.value = ""
         box.display = False
         self.query_one(RunsTable).focus()
+        self.refresh_bindings()
 
     def on_unmount(self) -> None:
         self._stop_lock_refresh()

@@ -42,6 +42,12 @@ FIELDS: tuple[tuple[str, str, str, str], ...] = (
 PLACEHOLDERS = {"graph": "built-in ({graphs}) or a JSON file",
                 "step_budget": "the env's own limit (BabyAI: max_steps)"}
 
+REQUIRED = {"graph": "required: a built-in graph name or a JSON file",
+            "episodes": "required: how many episodes to run",
+            "start": "required: the first episode index (e.g. 0)",
+            "workers": "required: how many env workers (1 or more)"}
+"""Fields an empty value would silently turn into a default (``workers`` into 1)."""
+
 FIELD_OF_PATH = {
     "target": "graph", "graph": "graph", "eval.dataset": "dataset", "eval.split": "split",
     "eval.episode_count": "episodes", "eval.episode_indices": "episodes",
@@ -89,16 +95,21 @@ def field_for(path: str) -> str:
 
 
 class SubmitScreen(ModalScreen[str | None]):
-    """Dismisses with the new run_id, or None if cancelled."""
+    """Dismisses with the new run_id, or None if cancelled.
+
+    ``draft`` is the caller's dict of field values: the form starts from it and writes
+    every change back, so what was typed survives Esc and comes back with the next form.
+    """
 
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Cancel"),
         Binding("ctrl+s", "submit", "Submit", priority=True),
     ]
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, draft: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.backend = backend
+        self.draft: dict[str, Any] = draft if draft is not None else {}
 
     def compose(self) -> ComposeResult:
         graphs = ", ".join(builtin_graph_names())
@@ -107,14 +118,15 @@ class SubmitScreen(ModalScreen[str | None]):
             with Grid(id="submit-form"):
                 for field_id, label, default, kind in FIELDS:
                     yield Label(label, classes="form-label")
-                    yield Input(default, id=field_id, type=kind,  # type: ignore[arg-type]
+                    yield Input(str(self.draft.get(field_id, default)), id=field_id, type=kind,  # type: ignore[arg-type]
                                 placeholder=PLACEHOLDERS.get(field_id, "").format(
                                     graphs=graphs),
                                 suggester=SplitSuggester(self) if field_id == "split"
                                 else None)
                     yield Label("", id=f"{field_id}-error", classes="field-error")
                 yield Label("exclusive", classes="form-label")
-                yield Checkbox("alone on its GPU (nothing else admitted there)", id="exclusive")
+                yield Checkbox("alone on its GPU (nothing else admitted there)",
+                               bool(self.draft.get("exclusive", False)), id="exclusive")
                 yield Label("", id="exclusive-error", classes="field-error")
             yield Label("", id="form-error", classes="field-error")
             with Horizontal(classes="dialog-buttons"):
@@ -148,8 +160,27 @@ class SubmitScreen(ModalScreen[str | None]):
         spec["scheduling"] = scheduling
         return spec
 
+    @on(Input.Changed)
+    def _field_changed(self, event: Input.Changed) -> None:
+        """Keep the draft, and drop the field's error: it was about the old value."""
+        field_id = event.input.id
+        if field_id is None:
+            return
+        self.draft[field_id] = event.value
+        self._clear_error(field_id)
+
+    @on(Checkbox.Changed, "#exclusive")
+    def _exclusive_changed(self, event: Checkbox.Changed) -> None:
+        self.draft["exclusive"] = event.value
+        self._clear_error("exclusive")
+
     def action_submit(self) -> None:
         self._clear_errors()
+        empty = {f: why for f, why in REQUIRED.items()
+                 if not self.query_one(f"#{f}", Input).value.strip()}
+        if empty:
+            self._show_errors(empty)
+            return
         try:
             spec = self.spec()
             JobSpec.model_validate(spec)
@@ -183,6 +214,11 @@ class SubmitScreen(ModalScreen[str | None]):
 
     def _clear_errors(self) -> None:
         for label in self.query(".field-error").results(Label):
+            label.update("")
+            label.display = False
+
+    def _clear_error(self, field_id: str) -> None:
+        for label in self.query(f"#{field_id}-error, #form-error").results(Label):
             label.update("")
             label.display = False
 

@@ -19,15 +19,33 @@ MODE_TEXT = {"running": ("● admitting", "success"), "paused": ("‖ paused", "
 
 
 class SchedulerHeader(Static):
-    """Which scheduler, whether it admits (or why not), where its API is, and failures."""
+    """Which scheduler, whether it admits (or why not), where its API is, and failures.
 
-    def show(self, info: SchedulerInfo | None, label: str, poll_error: str | None) -> None:
+    Always one line: what matters most comes first and the rest is cut with an ellipsis,
+    so a long lock owner or API note never pushes the screen down a row.
+    """
+
+    DEFAULT_CSS = """
+    SchedulerHeader {
+        height: 1;
+    }
+    """
+
+    def show(self, info: SchedulerInfo | None, label: str, poll_error: str | None,
+             stale_for: float | None = None) -> None:
         app = self.app
         muted = theme_style(app, "foreground-muted")
-        header = Text()
+        header = Text(no_wrap=True, overflow="ellipsis", end="")
         header.append("evaltui", style=theme_style(app, "primary", bold=True))
+        if poll_error:  # a failed poll leaves the mode out of date: say that instead
+            header.append(f"  ⚠ backend unreachable: {poll_error}",
+                          style=theme_style(app, "error", bold=True))
+            if stale_for is not None:
+                header.append(f"  · shown as of {duration(stale_for)} ago", style=muted)
+            self.update(header)
+            return
         header.append(f"  {info.label if info else label} scheduler", style=muted)
-        if info is not None and not poll_error:  # a failed poll leaves it out of date
+        if info is not None:
             text, colour = MODE_TEXT[info.mode]
             header.append(f"  {text}", style=theme_style(app, colour, bold=True))
             if info.mode == "locked":
@@ -37,51 +55,100 @@ class SchedulerHeader(Static):
                 header.append(" (not ticking: nothing is admitted)", style=muted)
             if info.api_note:
                 header.append(f"   {info.api_note}", style=muted)
-        if poll_error:
-            header.append(f"\n⚠ backend unreachable: {poll_error}",
-                          style=theme_style(app, "error", bold=True))
         self.update(header)
 
 
 class RunsCaption(Static):
-    """How many runs are shown, by state, and the filter in force."""
+    """How many runs are shown, by state, the sort, the filter in force, and staleness."""
 
-    def show(self, runs: Sequence[RunInfo], shown: int, text_filter: str) -> None:
+    def show(self, runs: Sequence[RunInfo], shown: int, text_filter: str,
+             sorted_by: str = "queue order", stale_for: float | None = None) -> None:
         app = self.app
         counts = Counter(r.state for r in runs)
         caption = Text(f"runs {shown}/{len(runs)}", style=theme_style(app, "foreground",
-                                                                       bold=True))
+                                                                       bold=True),
+                       no_wrap=True, overflow="ellipsis", end="")
+        if stale_for is not None:
+            caption.append(f"  stale {int(stale_for)}s", style=theme_style(app, "error",
+                                                                          bold=True))
         for state in RunState:
             if counts.get(state):
-                caption.append(f"   {state.value} {counts[state]}",
+                caption.append(f"  {state.value} {counts[state]}",
                                style=theme_style(app, STATE_COLOUR[state]))
         if text_filter:
-            caption.append(f"   filter: “{text_filter}”", style=theme_style(app, "accent"))
+            caption.append(f"  filter “{text_filter}”", style=theme_style(app, "accent"))
+        if sorted_by != "queue order":
+            caption.append(f"  by {sorted_by} (o)", style=theme_style(app, "foreground-muted"))
         self.update(caption, layout=False)
 
 
-class RunDetail(Static):
-    """The selected run in full: why it failed, why it waits, or what it is."""
+def empty_message(total: int, text_filter: str) -> str | None:
+    """What an empty table says, with the next step; None when it is not empty."""
+    if total == 0:
+        return ("no runs yet — press s to submit one, or run `evaltui eval --demo` "
+                "in a shell")
+    if text_filter:
+        return f"no run matches “{text_filter}” — press / and edit it, or esc to clear it"
+    return None
 
-    def show(self, run: RunInfo | None) -> None:
+
+def vram_decision(run: RunInfo) -> str | None:
+    """What admission counts a run as, beside what it asked: ``calibrated 0 MiB, asked
+    20,000 MiB`` (None when nothing is known)."""
+    if run.vram_estimate_mb is None and run.vram_asked_mb is None:
+        return None
+    parts = []
+    if run.vram_estimate_mb is not None:
+        source = run.estimate_source or "estimated"
+        parts.append(f"{source} {_mib(run.vram_estimate_mb)}")
+    if run.vram_asked_mb is not None:
+        asked = "asked nothing" if run.vram_asked_mb == 0 else \
+            f"asked {_mib(run.vram_asked_mb)}"
+        parts.append(asked)
+    if run.vram_measured_mb is not None:
+        parts.append(f"peak measured {_mib(run.vram_measured_mb)}")
+    return "VRAM " + ", ".join(parts)
+
+
+def _mib(mb: float) -> str:
+    return f"{int(round(mb)):,} MiB"
+
+
+class RunDetail(Static):
+    """The selected run in full, wrapped over a few lines: what it is, what admission
+    counts it as against what it asked, and the whole reason it waits or failed."""
+
+    DEFAULT_CSS = """
+    RunDetail {
+        height: auto;
+        max-height: 6;
+    }
+    """
+
+    def show(self, run: RunInfo | None, mark: str | None = None) -> None:
         detail = Text()
         if run is not None:
             app = self.app
+            muted = theme_style(app, "foreground-muted")
             detail.append(f"▸ {run.run_id}", style=theme_style(app, "primary", bold=True))
+            if mark:
+                detail.append(f" [{mark}]", style=theme_style(app, "accent", bold=True))
             if run.kind == "admit":
-                detail.append(f"  evaltui run {run.graph}: {run.command or ''}  ",
-                              style=theme_style(app, "foreground-muted"))
-                detail.append(f"waiting: {run.waiting_reason or 'next tick'}",
+                detail.append(f"  evaltui run {run.graph}: {run.command or ''}", style=muted)
+                detail.append(f"\nwaiting: {run.waiting_reason or 'next tick'}",
                               style=theme_style(app, "warning"))
-            elif run.error:
-                detail.append(f"  {first_line(run.error, 400)}", style=theme_style(app, "error"))
+                self.update(detail)
+                return
+            workers = f"{run.worker_count} worker{'s' if run.worker_count != 1 else ''}"
+            detail.append(f"  {run.graph} on {run.dataset}/{run.split} · {run.state.value} · "
+                          f"{run.episodes_finished}/{run.episodes_total} episodes · "
+                          f"{workers} · priority {run.priority}", style=muted)
+            vram = vram_decision(run)
+            if vram:
+                detail.append(f"\n{vram}", style=muted)
+            if run.error:
+                detail.append(f"\n{first_line(run.error, 400)}", style=theme_style(app, "error"))
             elif run.state is RunState.QUEUED and run.waiting_reason:
-                detail.append(f"  waiting: {run.waiting_reason}",
+                detail.append(f"\nwaiting: {run.waiting_reason}",
                               style=theme_style(app, "warning"))
-            else:
-                workers = f"{run.worker_count} worker{'s' if run.worker_count != 1 else ''}"
-                detail.append(f"  {run.graph} on {run.dataset}/{run.split} · "
-                              f"{run.episodes_finished}/{run.episodes_total} episodes · "
-                              f"{workers} · enter: episodes",
-                              style=theme_style(app, "foreground-muted"))
-        self.update(detail, layout=False)
+        self.update(detail)

@@ -1,0 +1,39 @@
+"""AskNumberScreen: a small modal asking for a whole number in a range (an episode #)."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.validation import Integer
+from textual.widgets import Input, Label
+
+
+class AskNumberScreen(ModalScreen[int | None]):
+    """Returns the number typed (within ``minimum..maximum``), or None if dismissed."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, title: str, *, minimum: int = 0, maximum: int | None = None) -> None:
+        super().__init__()
+        self.title_text = title
+        self.minimum = minimum
+        self.maximum = maximum
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Input(id="number", type="integer",
+                        validators=[Integer(minimum=self.minimum, maximum=self.maximum)])
+            yield Label("", id="number-error", classes="field-error")
+
+    @on(Input.Submitted, "#number")
+    def _submitted(self, event: Input.Submitted) -> None:
+        result = event.validation_result
+        if not event.value.strip() or (result is not None and not result.is_valid):
+            why = "; ".join(result.failure_descriptions) if result else "type a number"
+            self.query_one("#number-error", Label).update(why or "type a number")
+            return
+        self.dismiss(int(event.value))

@@ -1,0 +1,109 @@
+"""Which columns of the runs table fit a width, how wide each is, and how runs sort.
+
+Pure functions over plain data (no widgets), so the layout rules are tested directly:
+columns are dropped from the highest ``rank`` down until the rest fit (state, name,
+progress, SR and the waiting reason stay longest), and spare width goes first to the
+columns that can show more (names, data/split), up to their longest value, then to the
+reason column, so a wide terminal shows whole names instead of empty space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evaltui.states import RunState
+from evaltui.tui.backend import RunInfo
+
+CELL_PADDING = 1
+"""The DataTable's padding on each side of a cell."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the runs table."""
+
+    key: str
+    label: str
+    width: int
+    """The narrowest it is shown at."""
+    rank: int
+    """0 is shown at any width; higher ranks are dropped first when width runs out."""
+    grows: bool = False
+    """Takes spare width, up to its longest value (the last such one: all that is left)."""
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("mark", "", 1, 0),
+    Column("run_id", "run", 17, 5),
+    Column("graph", "name", 12, 0, grows=True),
+    Column("data", "data/split", 12, 9, grows=True),
+    Column("state", "state", 11, 0),
+    Column("progress", "progress", 11, 1),
+    Column("sr", "SR", 5, 2),
+    Column("spl", "SPL", 5, 6),
+    Column("ndtw", "nDTW", 5, 7),
+    Column("workers", "wkr", 3, 11),
+    Column("vram", "VRAM est/ask", 12, 8),
+    Column("priority", "pri", 3, 10),
+    Column("age", "age", 3, 12),
+    Column("why", "why waiting / failed", 14, 3, grows=True),
+)
+"""In display order."""
+
+
+def fit_columns(width: int, wanted: Mapping[str, int]) -> list[tuple[Column, int]]:
+    """The columns shown in ``width`` cells, each with its width, in display order.
+
+    ``wanted``: the longest value of a growing column (it is not widened past that,
+    except the reason column, which takes whatever is left).
+    """
+    def cost(column: Column, w: int | None = None) -> int:
+        return (column.width if w is None else w) + 2 * CELL_PADDING
+
+    shown = list(COLUMNS)
+    for rank in sorted({c.rank for c in COLUMNS}, reverse=True):
+        if sum(cost(c) for c in shown) <= width or rank == 0:
+            break
+        shown = [c for c in shown if c.rank < rank]
+    widths = {c.key: c.width for c in shown}
+    spare = width - sum(cost(c) for c in shown)
+    growing = sorted((c for c in shown if c.grows), key=lambda c: c.rank)
+    for column in growing:  # up to the longest value, most important first
+        extra = min(spare, max(0, wanted.get(column.key, column.width) - column.width))
+        widths[column.key] += extra
+        spare -= extra
+    last = next((c for c in reversed(shown) if c.grows), None)
+    if last is not None and spare > 0:  # the rest: the rightmost growing column
+        widths[last.key] += spare
+    return [(c, widths[c.key]) for c in shown]
+
+
+SortKey = Callable[[RunInfo], Any]
+STATE_ORDER = {state: i for i, state in enumerate(
+    (RunState.RUNNING, RunState.STARTING, RunState.QUEUED, RunState.FAILED, RunState.ABORTED,
+     RunState.CANCELLED, RunState.DONE))}
+
+SORTS: tuple[tuple[str | None, str, SortKey | None, bool], ...] = (
+    # column, words for the caption, key, descending
+    (None, "queue order", None, False),
+    ("graph", "name", lambda r: r.graph.lower(), False),
+    ("state", "state", lambda r: STATE_ORDER.get(r.state, 99), False),
+    ("progress", "progress", lambda r: r.episodes_finished / max(r.episodes_total, 1), True),
+    ("sr", "SR", lambda r: r.metrics.get("success"), True),
+    ("priority", "priority", lambda r: r.priority, True),
+    ("age", "age", lambda r: r.queued_at or "", False),
+    ("run_id", "run id", lambda r: r.run_id, True),
+)
+"""What ``o`` cycles through on the queue screen (queue order = admission order)."""
+
+
+def sort_runs(runs: Sequence[RunInfo], sort: int) -> list[RunInfo]:
+    """``runs`` in the order of ``SORTS[sort]``; runs without the value last, ties stable."""
+    _, _, key, descending = SORTS[sort % len(SORTS)]
+    if key is None:
+        return list(runs)
+    known = [r for r in runs if key(r) is not None]
+    unknown = [r for r in runs if key(r) is None]
+    return sorted(known, key=key, reverse=descending) + unknown
