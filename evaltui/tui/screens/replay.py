@@ -38,7 +38,8 @@ from evaltui.tui.widgets.timeline import Timeline, TimelineState
 FIRST_CHUNK_BYTES = 1 << 20
 """Indexed before the first screen: enough for the first steps of any log."""
 CHUNK_BYTES = 32 << 20
-PLAY_INTERVAL_SEC = 0.25
+PLAY_SPEEDS = (1.0, 2.0, 4.0, 8.0, 16.0)
+"""Steps a second that ``[`` and ``]`` choose from while playing; 4 to start."""
 FOLLOW_INTERVAL_SEC = 1.0
 
 Landing = Literal["first", "last", "error"]
@@ -57,6 +58,8 @@ class ReplayScreen(Screen[None]):
         Binding("E", "error(-1)", "Prev error", show=False),
         Binding("g", "goto", "Go to step"),
         Binding("space", "play", "Play/Pause"),
+        Binding("left_square_bracket", "speed(-1)", "Slower", show=False),
+        Binding("right_square_bracket", "speed(1)", "Faster", show=False),
         Binding("home", "first", "First step", show=False),
         Binding("end", "last", "Last step", show=False),
         Binding("escape", "back", "Back"),
@@ -75,6 +78,9 @@ class ReplayScreen(Screen[None]):
         self.current = 0
         self._landing: Landing = "first"
         self._player: Timer | None = None
+        self.speed = PLAY_SPEEDS[2]
+        self.total = 0
+        """Records of the shown step (the firings shown may be fewer)."""
         self._follower: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -151,9 +157,9 @@ class ReplayScreen(Screen[None]):
             self.current = next((i for i, f in enumerate(self.firings) if f.is_error), 0)
         else:
             self.current = 0
+        self.total = message.total
         self.query_one(FiringView).show(self.firings, message.total, self.current)
-        self.query_one(FiringView).border_title = \
-            f"step {self.step} · {message.total} record{'s' if message.total != 1 else ''}"
+        self._show_title()
         frame = self.query_one("#frame")
         assert isinstance(frame, FrameView | GraphicsFrameView)
         frame.path = message.frame
@@ -177,7 +183,8 @@ class ReplayScreen(Screen[None]):
         target = self.current + delta
         if 0 <= target < len(self.firings):
             self.current = target
-            self.query_one(FiringView).show(self.firings, len(self.firings), self.current)
+            self.query_one(FiringView).show(self.firings, self.total, self.current)
+            self._show_title()
         elif delta > 0 and self.step < self.last_step:
             self._go(self.step + 1, "first")
         elif delta < 0 and self.step > 0:
@@ -196,20 +203,36 @@ class ReplayScreen(Screen[None]):
                 self._go(step, "first")
         self.app.push_screen(GoToStepScreen(self.last_step, self.step), chosen)
 
+    @property
+    def playing(self) -> bool:
+        return self._player is not None
+
     def action_play(self) -> None:
         if self._player is not None:
-            self._player.stop()
-            self._player = None
-            self.notify("paused", timeout=1)
+            self._stop_playing()
             return
         if self.step >= self.last_step:
             self._go(0, "first")
-        self._player = self.set_interval(PLAY_INTERVAL_SEC, self._advance)
+        self._player = self.set_interval(1 / self.speed, self._advance)
+        self._show_timeline(indexing=not self.replay.index.complete)
 
-    def _advance(self) -> None:
-        if self.step >= self.last_step and self._player is not None:
+    def action_speed(self, delta: int) -> None:
+        position = PLAY_SPEEDS.index(self.speed) + delta
+        self.speed = PLAY_SPEEDS[max(0, min(len(PLAY_SPEEDS) - 1, position))]
+        if self._player is not None:  # restart the timer at the new pace
+            self._player.stop()
+            self._player = self.set_interval(1 / self.speed, self._advance)
+        self._show_timeline(indexing=not self.replay.index.complete)
+
+    def _stop_playing(self) -> None:
+        if self._player is not None:
             self._player.stop()
             self._player = None
+        self._show_timeline(indexing=not self.replay.index.complete)
+
+    def _advance(self) -> None:
+        if self.step >= self.last_step:
+            self._stop_playing()
             return
         self._go(self.step + 1, "first")
 
@@ -227,11 +250,25 @@ class ReplayScreen(Screen[None]):
         self.step = max(0, min(step, self.last_step))
         self._landing = landing
         self._show_timeline(indexing=not self.replay.index.complete)
+        self._show_title(loading=True)
         self._load_step(self.step)
 
     def _show_timeline(self, *, indexing: bool) -> None:
         self.query_one(Timeline).state = TimelineState(self.last_step, self.step,
-                                                       self.error_steps, indexing)
+                                                       self.error_steps, indexing,
+                                                       self.playing, self.speed)
+
+    def _show_title(self, *, loading: bool = False) -> None:
+        """The firings panel's title, always for the same step as the timeline: while a
+        step loads it says so rather than keep the previous step's number."""
+        view = self.query_one(FiringView)
+        if loading:
+            view.border_title = f"step {self.step} · loading…"
+        elif not self.firings:
+            view.border_title = f"step {self.step} · no records"
+        else:
+            view.border_title = (f"step {self.step} · ▸ record {self.current + 1} of "
+                                 f"{self.total}")
 
     def _show_header(self) -> None:
         self.query_one(EpisodeHeader).show(self.replay.episode, self.replay.episode_error,

@@ -13,7 +13,17 @@ from evaltui.tui.widgets.bars import theme_style
 
 
 class EpisodeHeader(Static):
-    """Two lines (three with an error): id, status, metrics, instruction; then provenance."""
+    """Two lines (three with an error): id, status, metrics, instruction; then provenance.
+
+    Lines are cut with an ellipsis rather than wrapped, so the header's height does not
+    depend on the terminal's width."""
+
+    DEFAULT_CSS = """
+    EpisodeHeader {
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
 
     def show(self, ep: dict[str, Any], error: str | None, ep_dir: Path) -> None:
         app = self.app

@@ -2,9 +2,9 @@
 
 Logged values carry stand-ins for what was too big or not data (``$array``, ``$frame``,
 ``$object``, see the logger); they are shown as short readable tokens, not as nested
-dicts. One card per record; the current one (``n``/``N`` move it) is highlighted and
-scrolled into view. Cards are reused between steps, so playing a replay does not
-rebuild the widget tree every step.
+dicts. One card per record; the current one (``n``/``N`` move it) is marked ``▸`` with
+its heading in reverse video, not by colour alone, and scrolled into view. Cards are
+reused between steps, so playing a replay does not rebuild the widget tree every step.
 """
 
 from __future__ import annotations
@@ -75,15 +75,17 @@ class FiringCard(Static):
     }
     """
 
-    def show(self, firing: Firing) -> None:
+    def show(self, firing: Firing, current: bool = False) -> None:
         self.set_class(firing.is_error, "-error")
-        self.update(self._render_firing(firing))
+        self.set_class(current, "-current")
+        self.update(self._render_firing(firing, current))
 
-    def _render_firing(self, firing: Firing) -> RenderableType:
+    def _render_firing(self, firing: Firing, current: bool) -> RenderableType:
         app = self.app
         rec = firing.record
         event = firing.event
         head = Text()
+        head.append("▸ " if current else "  ", style=theme_style(app, "accent", bold=True))
         if rec.get("node"):
             head.append(f"{rec['node']}  ", style=theme_style(app, "primary", bold=True))
         head.append(event, style=theme_style(app, "error" if firing.is_error else "secondary",
@@ -93,6 +95,8 @@ class FiringCard(Static):
         if isinstance(rec.get("dur_ms"), int | float):
             head.append(f"  {rec['dur_ms']:.2f} ms", style=theme_style(app, "foreground-muted"))
         head.append(f"  line {firing.line + 1}", style=theme_style(app, "foreground-muted"))
+        if current:
+            head.stylize("reverse", 2)
         parts: list[RenderableType] = [head]
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style=theme_style(app, "foreground-muted"), no_wrap=True)
@@ -141,8 +145,7 @@ class FiringView(VerticalScroll):
         for i, card in enumerate(cards):
             card.display = i < len(firings)
             if i < len(firings):
-                card.show(firings[i])
-                card.set_class(i == current, "-current")
+                card.show(firings[i], current=i == current)
         note = self.query_one(".firing-note", Static)
         if not firings:
             note.update("no records at this step")

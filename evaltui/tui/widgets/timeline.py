@@ -29,6 +29,9 @@ class TimelineState:
     error_steps: frozenset[int] = frozenset()
     indexing: bool = False
     """True while the log is still being indexed (more steps may appear)."""
+    playing: bool = False
+    speed: float = 4.0
+    """Steps a second while playing."""
 
 
 class Timeline(Widget):
@@ -89,7 +92,14 @@ class Timeline(Widget):
             if width > 1:
                 bar.append("━" * (width - 1),
                            theme_style(app, "primary" if past else "panel-lighten-2"))
-        caption = Text(f"step {state.current} / {state.last_step}",
+        caption = Text()
+        if state.playing:  # glyph and word: the state reads without colour too
+            caption.append(f"▶ playing {state.speed:g} steps/s",
+                           style=theme_style(app, "success", bold=True))
+        else:
+            caption.append("❚❚ paused", style=theme_style(app, "warning", bold=True))
+        caption.append("   ")
+        caption.append(f"step {state.current} / {state.last_step}",
                        style=theme_style(app, "foreground", bold=True))
         n = len(errors)
         caption.append(f"   {n} error step{'s' if n != 1 else ''}",
