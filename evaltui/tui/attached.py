@@ -21,7 +21,7 @@ import httpx
 
 from evaltui.api.auth import TokenError, read_token
 from evaltui.api.client import ApiClient, ApiError, BackendUnavailable, InvalidRequest, NotFound
-from evaltui.api.models import Resources
+from evaltui.api.models import BackendInfo, Resources
 from evaltui.spec import SpecError
 from evaltui.states import RunState
 from evaltui.tui.backend import (
@@ -74,6 +74,9 @@ class AttachedBackend:
         self._callbacks: list[Callable[[], None]] = []
         self._follower = EventFollower(self._stream, self._changed, self._connection)
         self._note: str | None = None
+        self._identity_stale = False
+        """Set when the backend may have been restarted (a reconnection, a failed poll):
+        the next poll reads /info again, so the header names the live backend's pid."""
         self._closed = False
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -86,7 +89,7 @@ class AttachedBackend:
             raise BackendError(f"cannot attach to {self.url}: {unreachable(exc)}") from None
         except ApiError as exc:
             raise BackendError(f"cannot attach to {self.url}: {exc}") from None
-        self._note = f"backend pid {info.pid} · outputs {info.outputs}"
+        self._note = identity(info)
         self._follower.start()
 
     def stop(self) -> None:
@@ -104,19 +107,25 @@ class AttachedBackend:
         for callback in list(self._callbacks):
             callback()
 
-    def _connection(self, _connected: bool, _reason: str | None) -> None:
+    def _connection(self, connected: bool, _reason: str | None) -> None:
         # Either way the UI polls at once: the poll's success or failure is what the
         # header shows, so the event stream and the header never disagree for long.
+        if connected:
+            self._identity_stale = True  # a reconnection may be to a new backend process
         self._changed()
 
     # --- reads ---------------------------------------------------------------------------
 
     def snapshot(self) -> QueueSnapshot:
         try:
+            if self._identity_stale:
+                self._identity_stale = False
+                self._note = identity(self._poll.info())
             resources = self._poll.resources()
             queue = self._poll.queue()
             runs = self._poll.list_runs()
         except BackendUnavailable as exc:
+            self._identity_stale = True
             raise BackendError(f"{self.url} ({unreachable(exc)})") from None
         except ApiError as exc:
             raise BackendError(str(exc)) from None
@@ -181,6 +190,12 @@ class AttachedBackend:
         if isinstance(exc, BackendUnavailable):
             return f"backend unreachable: {self.url} ({unreachable(exc)})"
         return str(exc)
+
+
+def identity(info: BackendInfo) -> str:
+    """The header's words for which backend process answers: ``backend pid 4242 · outputs
+    /data/outputs`` (the pid changes when the backend restarts)."""
+    return f"backend pid {info.pid} · outputs {info.outputs}"
 
 
 def unreachable(exc: BackendUnavailable) -> str:
