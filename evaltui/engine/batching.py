@@ -180,12 +180,13 @@ class BatchedInferenceServer:
         head = self._pending[0]
         if head.is_method or head.op not in self.batched:
             return 0.0
-        same = sum(1 for r in self._pending if r.op == head.op and not r.is_method)
-        if same >= self.max_batch_size:
-            return 0.0
         # Each caller has at most one request in flight: if all of them are queued
         # already, no more can come while we wait.
         if self.callers is not None and len(self._pending) >= self.callers():
+            return 0.0
+        if len(self._pending) >= self.max_batch_size and sum(
+                1 for r in self._pending
+                if r.op == head.op and not r.is_method) >= self.max_batch_size:
             return 0.0
         return head.submitted + self.max_wait_sec - now
 
@@ -213,7 +214,8 @@ class BatchedInferenceServer:
             self._run_batch(batch)
 
     def _run_batch(self, batch: list[_Request]) -> None:
-        live = [r for r in batch if self._live(r)]
+        now = time.monotonic()
+        live = [r for r in batch if self._live(r, now)]
         spec = self.specs[batch[0].op]
         groups: dict[Any, list[_Request]] = {}
         for request in live:
@@ -268,8 +270,8 @@ class BatchedInferenceServer:
         else:
             self._finish(request, True, result)
 
-    def _live(self, request: _Request) -> bool:
-        now = time.monotonic()
+    def _live(self, request: _Request, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
         if request.deadline is not None and now > request.deadline:
             self._count("timeouts")
             waited = now - request.submitted

@@ -34,6 +34,7 @@ _STACKS_BY_BYTES = frozenset("biufc")
 _PACKABLE_ARRAY_KINDS = frozenset("biufcUS")
 _FIXED = {"i": ("<i8", 8), "f": ("<f8", 8), "b": ("|b1", 1)}
 _CACHE_LIMIT = 4096
+_array_tokens: dict[tuple[np.dtype, tuple[int, ...]], str] = {}
 
 
 def pack(value: Mapping[str, Any]) -> tuple[bytes, bytes] | None:
@@ -66,7 +67,13 @@ def _pack_leaf(item: Any, layout: list[str], data: list[bytes]) -> bool:
         if (dtype.kind not in _PACKABLE_ARRAY_KINDS or not dtype.itemsize
                 or not item.flags.c_contiguous):
             return False
-        layout.append(f"a{dtype.str},{'x'.join(map(str, item.shape))};")
+        key = (dtype, item.shape)
+        token = _array_tokens.get(key)
+        if token is None:
+            if len(_array_tokens) >= _CACHE_LIMIT:
+                _array_tokens.clear()
+            token = _array_tokens[key] = f"a{dtype.str},{'x'.join(map(str, item.shape))};"
+        layout.append(token)
         data.append(item.tobytes())
     elif isinstance(item, np.generic):
         if item.dtype.kind not in _PACKABLE_ARRAY_KINDS or not item.dtype.itemsize:

@@ -24,7 +24,6 @@ import os
 import pickle
 import socket
 import struct
-from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -35,6 +34,7 @@ _CALL = struct.Struct("!dII")
 _REPLY = struct.Struct("!I")
 _BUFFER_BYTES = 1 << 16
 KIND_CALL, KIND_REPLY, KIND_PICKLE = ord("c"), ord("r"), ord("p")
+_CALL_KIND, _REPLY_KIND, _PICKLE_KIND = b"c", b"r", b"p"
 
 
 class FrameSocket:
@@ -68,8 +68,8 @@ class FrameSocket:
 
     def send(self, *parts: bytes) -> None:
         """One frame made of ``parts`` (joined: one write)."""
-        size = sum(map(len, parts))
-        self.sock.sendall(b"".join((_LENGTH.pack(size), *parts)))
+        frame = b"".join(parts)
+        self.sock.sendall(_LENGTH.pack(len(frame)) + frame)
 
     def buffered(self) -> bool:
         """Whether a whole frame is already read and waiting here."""
@@ -128,15 +128,15 @@ class FrameSocket:
 def request_parts(kind: str, name: str | None, payload: Any,
                   timeout: float | None) -> tuple[bytes, ...]:
     """A request's frame parts: packed if it is a node call with packable inputs."""
-    if kind == "call" and isinstance(payload, Mapping) and name is not None:
-        packed = pack(dict(payload))
+    if kind == "call" and type(payload) is dict and name is not None:
+        packed = pack(payload)
         if packed is not None:
             layout, data = packed
             op = name.encode()
             head = _CALL.pack(math.nan if timeout is None else timeout, len(op), len(layout))
-            return bytes((KIND_CALL,)), head, op, layout, data
-    return bytes((KIND_PICKLE,)), pickle.dumps((kind, name, payload, timeout),
-                                               protocol=pickle.HIGHEST_PROTOCOL)
+            return _CALL_KIND, head, op, layout, data
+    return _PICKLE_KIND, pickle.dumps((kind, name, payload, timeout),
+                                      protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def decode_request(frame: bytearray) -> Any:
@@ -159,12 +159,12 @@ def decode_request(frame: bytearray) -> Any:
 
 def answer_parts(message: tuple[Any, ...]) -> tuple[bytes, ...]:
     """An answer's frame parts: ``("ok", dict)`` packed when it can be, else pickled."""
-    if message[0] == "ok" and isinstance(message[1], Mapping):
-        packed = pack(message[1]) if type(message[1]) is dict else None
+    if message[0] == "ok" and type(message[1]) is dict:
+        packed = pack(message[1])
         if packed is not None:
             layout, data = packed
-            return bytes((KIND_REPLY,)), _REPLY.pack(len(layout)), layout, data
-    return bytes((KIND_PICKLE,)), pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+            return _REPLY_KIND, _REPLY.pack(len(layout)), layout, data
+    return _PICKLE_KIND, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def decode_answer(frame: bytearray) -> tuple[Any, ...]:

@@ -5,7 +5,8 @@ numbers side by side from one run; nothing here asserts a time.
 
 - scaling: 48 GoToLocal bot episodes with ``sim_latency_ms=20`` at K = 1, 2, 4, 6, and a
   CPU-bound run (frames rendered and encoded every step, no latency) at K = 1, 2;
-- batching: 8 caller processes x 500 requests to the shipped model, batched vs one by one;
+- batching: 8 caller processes x 500 requests to the shipped model, batched vs one by one
+  (test_bench_harness.py repeats it next to its zero-cost limit);
 - channel: round trip of a trivial call to a host subprocess.
 """
 
@@ -165,7 +166,7 @@ def test_batching() -> None:
             print(f"    {name:10s} {r['throughput']:8.0f} req/s  p50 {r['p50'] * 1e3:6.2f} ms"
                   f"  p99 {r['p99'] * 1e3:6.2f} ms  mean batch {r['mean_batch']:.2f}")
         print(f"    throughput ratio {batched['throughput'] / single['throughput']:.2f} "
-              f"(target >= 4)")
+              f"(target >= 2.5 for the shipped model; see test_bench_harness.py)")
 
 
 @pytest.mark.bench
@@ -198,7 +199,7 @@ def test_channel_round_trip(tmp_path: Path) -> None:
             host.stop()
     sys.path.remove(str(Path(__file__).resolve().parents[1] / "engine"))
     shutil.rmtree(sockets, ignore_errors=True)
-    print("\nchannel round trip to a host subprocess (authenticated, pickled), 5000 calls")
+    print("\nchannel round trip to a host subprocess (authenticated; packed call), 5000 calls")
     for (label, kind), (p50, p99) in results.items():
         print(f"  {label:4s} {kind:12s} p50 {p50 * 1e6:7.1f} us  p99 {p99 * 1e6:7.1f} us")
     print("  target: trivial call p50 <= 300 us on loopback")
