@@ -9,6 +9,7 @@ from evaltui import __version__
 from evaltui.commands import compare as compare_cmd
 from evaltui.commands import demo as demo_cmd
 from evaltui.commands import eval as eval_cmd
+from evaltui.commands import open as open_cmd
 from evaltui.commands import replay as replay_cmd
 from evaltui.commands import run as run_cmd
 from evaltui.commands import runs as runs_cmd
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     eval_cmd.add_parser(sub)
     replay_cmd.add_parser(sub)
+    open_cmd.add_parser(sub)
     compare_cmd.add_parser(sub)
     demo_cmd.add_parser(sub)
     serve_cmd.add_parser(sub)

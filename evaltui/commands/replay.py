@@ -23,8 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "the viewer")
     p.add_argument("--fps", type=float, default=4.0, help="frames per second of --export "
                    "(default 4)")
-    p.add_argument("--theme", default=None, help="evaltui-dark (default), evaltui-light, "
-                   "evaltui-high-contrast, or any Textual theme")
+    # SUPPRESS: `evaltui --theme light replay EP` keeps the global option's value.
+    p.add_argument("--theme", default=argparse.SUPPRESS, help="evaltui-dark (default), "
+                   "evaltui-light, evaltui-high-contrast, or any Textual theme")
     p.set_defaults(func=run)
 
 
@@ -40,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     from evaltui.tui.themes import DEFAULT_THEME, ThemeError
 
     try:
-        app = make_app(replay_dir=ep_dir.resolve(), theme=args.theme or DEFAULT_THEME)
+        app = make_app(replay_dir=ep_dir.resolve(),
+                       theme=getattr(args, "theme", None) or DEFAULT_THEME)
     except ThemeError as exc:
         print(f"evaltui replay: {exc}", file=sys.stderr)
         return 2

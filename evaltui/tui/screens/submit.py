@@ -110,6 +110,8 @@ class SubmitScreen(ModalScreen[str | None]):
         super().__init__()
         self.backend = backend
         self.draft: dict[str, Any] = draft if draft is not None else {}
+        self._errored: dict[str, str] = {}
+        """The value each field had when its error was shown (a change clears the error)."""
 
     def compose(self) -> ComposeResult:
         graphs = ", ".join(builtin_graph_names())
@@ -167,7 +169,8 @@ class SubmitScreen(ModalScreen[str | None]):
         if field_id is None:
             return
         self.draft[field_id] = event.value
-        self._clear_error(field_id)
+        if field_id in self._errored and self._errored[field_id] != event.value:
+            self._clear_error(field_id)
 
     @on(Checkbox.Changed, "#exclusive")
     def _exclusive_changed(self, event: Checkbox.Changed) -> None:
@@ -218,12 +221,15 @@ class SubmitScreen(ModalScreen[str | None]):
             label.display = False
 
     def _clear_error(self, field_id: str) -> None:
+        self._errored.pop(field_id, None)
         for label in self.query(f"#{field_id}-error, #form-error").results(Label):
             label.update("")
             label.display = False
 
     def _show_errors(self, errors: dict[str, str]) -> None:
         for field_id, message in errors.items():
+            if field_id not in ("form", "exclusive"):
+                self._errored[field_id] = self.query_one(f"#{field_id}", Input).value
             label = self.query_one(f"#{field_id}-error", Label)
             label.update(f"↳ {message}")
             label.display = True
