@@ -41,6 +41,8 @@ class Column:
     sort_key: Callable[[dict[str, Any]], Any]
     priority: int = 0
     max_width: int | None = None
+    min_table: int = 0
+    """Shown only in a table at least this wide (the scene id is a luxury)."""
 
 
 def _metric(name: str) -> Callable[[dict[str, Any]], Any]:
@@ -66,7 +68,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("ndtw", "nDTW", 5, _metric("ndtw"), 5),
     Column("steps", "steps", 5, _number("step_count"), 6),
     Column("time", "time", 7, _number("elapsed_sec"), 7),
-    Column("scene", "scene", 16, lambda r: str(r.get("scene_id") or ""), 8, 40),
+    Column("scene", "scene", 16, lambda r: str(r.get("scene_id") or ""), 8, 40, 150),
     Column("worker", "wkr", 3, _number("worker_id"), 9),
     Column("attempts", "try", 3, _number("attempts"), 10),
     Column("detail", "instruction / error", 16, lambda r: str(r.get("instruction") or "")),
@@ -89,7 +91,7 @@ def fit_columns(width: int, padding: int = 1) -> dict[str, int]:
     kept: set[str] = set()
     for column in sorted(COLUMNS[:-1], key=lambda c: c.priority):
         cost = column.width + 2 * padding
-        if cost <= room:
+        if cost <= room and width >= column.min_table:
             kept.add(column.key)
             room -= cost
     widths = {c.key: c.width for c in COLUMNS[:-1] if c.key in kept}

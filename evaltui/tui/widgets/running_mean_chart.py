@@ -65,10 +65,12 @@ class RunningMeanChart(Widget):
             series = self.means.series(name, 2 * plot_w)
             title = Text(f"{SHORT_NAMES[name]} ", style=theme_style(app, variable, bold=True))
             if len(series):
-                title.append(f"{series.mean[-1]:.3f} ", style=theme_style(app, "foreground",
-                                                                          bold=True))
-                title.append(compact_interval([series.low[-1], series.high[-1]])
-                             if series.counts[-1] > 1 else "", style=muted)
+                title.append(f"{series.mean[-1]:.3f}", style=theme_style(app, "foreground",
+                                                                         bold=True))
+                ci = compact_interval([series.low[-1], series.high[-1]]) \
+                    if series.counts[-1] > 1 else ""
+                if len(title) + 1 + len(ci) <= each:  # narrow plots keep the mean whole
+                    title.append(f" {ci}", style=muted)
             lines = band_line_plot(series.mean, series.low, series.high, plot_w, plot_h,
                                    theme_style(app, variable), self._band(variable))
             column = [title]
