@@ -48,6 +48,10 @@ class EvalSection(BaseModel):
     worker_count: int = Field(default=1, ge=1, le=256)
     per_step_budget_sec: float | None = Field(default=None, gt=0)
     """A step slower than this ends the episode with status ``timeout``."""
+    reset_budget_sec: float | None = Field(default=None, gt=0)
+    """An env reset (``set_episode``) slower than this ends the episode ``timeout`` and
+    replaces its worker. Default: with ``per_step_budget_sec`` set, the larger of 60 s and
+    10x it; without, unbounded."""
     episode_indices: list[int] | None = None
     """Explicit episode indices; win over start/count."""
     episode_selectors: dict[str, str] = Field(default_factory=dict)

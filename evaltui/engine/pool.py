@@ -83,6 +83,7 @@ class EnvWorkerPool:
                  max_episode_retries: int = 0, stop: threading.Event | None = None,
                  cancel_grace_sec: float = 5.0, hosts: Sequence[HostProcess] = (),
                  hung_step_sec: float | None = None,
+                 hung_reset_sec: float | None = None,
                  episode_log: Callable[[int], Path] | None = None,
                  zygote: WorkerZygote | None = None) -> None:
         if worker_count < 1:
@@ -94,6 +95,7 @@ class EnvWorkerPool:
         self.cancel_grace_sec = cancel_grace_sec
         self.hosts = list(hosts)
         self.hung_step_sec = hung_step_sec
+        self.hung_reset_sec = hung_reset_sec
         self.episode_log = episode_log
         self._owns_zygote = zygote is None
         self.zygote = zygote or WorkerZygote()
@@ -206,22 +208,26 @@ class EnvWorkerPool:
 
     def _kill_hung(self, attempts: Mapping[int, int]) -> list[EpisodeResult]:
         """Timeout results for busy episodes whose log stopped growing (a node blocks)."""
-        if self.hung_step_sec is None or self.episode_log is None:
+        if (self.hung_step_sec is None and self.hung_reset_sec is None) \
+                or self.episode_log is None:
             return []
-        now, limit = time.monotonic(), self.hung_step_sec + HUNG_STEP_GRACE_SEC
+        now = time.monotonic()
         hung: list[EpisodeResult] = []
         for slot in self.slots:
             if slot.index is None or slot.child is None or slot.watch is None:
                 continue
-            stalled = slot.watch.stalled_for(now)
-            if stalled <= limit:
+            phase, stalled = slot.watch.stall(now)
+            budget, what = ((self.hung_reset_sec, "reset_budget_sec") if phase == "reset"
+                            else (self.hung_step_sec, "per_step_budget_sec"))
+            if budget is None or stalled <= budget + HUNG_STEP_GRACE_SEC:
                 continue
             slot.child.send_signal(signal.SIGKILL)
             slot.child.end(grace_sec=0.5)
             outcome = EpisodeOutcome(
                 status=EpisodeStatus.TIMEOUT, step_count=0, elapsed_sec=now - slot.dealt_at,
-                error=f"a step made no progress for {stalled:.1f} s, over "
-                      f"per_step_budget_sec {self.hung_step_sec} (a node is blocking); "
+                error=f"{'set_episode (env reset)' if phase == 'reset' else 'a step'} made no "
+                      f"progress for {stalled:.1f} s, over {what} {budget} "
+                      f"({'the env' if phase == 'reset' else 'a node'} is blocking); "
                       f"worker {slot.worker_id} (pid {slot.child.pid}) was killed")
             hung.append(EpisodeResult(slot.index, outcome, slot.worker_id,
                                       attempts[slot.index]))

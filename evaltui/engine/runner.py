@@ -57,6 +57,14 @@ HOST_MAX_BATCH_SIZE = 64
 HOST_MAX_WAIT_MS = 2.0
 
 
+def reset_budget(ev: Any) -> float | None:
+    """Seconds an env reset may take (``reset_budget_sec``, else derived from the step's)."""
+    if ev.reset_budget_sec is not None:
+        return float(ev.reset_budget_sec)
+    step = ev.per_step_budget_sec
+    return max(60.0, 10.0 * step) if step is not None else None
+
+
 class BatchEvalRunner:
     """Runs one eval from its run dir; ``stop`` (set by SIGTERM) ends it consistently.
 
@@ -123,6 +131,7 @@ class BatchEvalRunner:
                                    max_episode_retries=ev.max_episode_retries,
                                    stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
                                    hosts=hosts, hung_step_sec=ev.per_step_budget_sec,
+                                   hung_reset_sec=reset_budget(ev),
                                    episode_log=lambda i: episode_dir(self.run_dir, i)
                                    / LOG_FILENAME, zygote=self.zygote) as pool:
                     pool.run(todo, record, attempts_before=attempts)

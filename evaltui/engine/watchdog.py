@@ -4,7 +4,8 @@ A node that blocks for good cannot end its own step, so the pool watches each bu
 episode's log, which grows at every step's end (DESIGN §2). Once the episode has
 started and its log has not grown for ``per_step_budget_sec`` plus
 :data:`HUNG_STEP_GRACE_SEC`, the pool kills the worker and records the episode
-``timeout``.
+``timeout``. Before the first record the env is still in ``set_episode``: that phase is
+bounded by its own budget (a scene load may take far longer than a step).
 """
 
 from __future__ import annotations
@@ -26,18 +27,26 @@ class LogWatch:
     size: int = -1
     grew_at: float = field(default_factory=time.monotonic)
 
+    dealt_at: float = field(default_factory=time.monotonic)
+
     def stalled_for(self, now: float) -> float:
         """Seconds since the log last grew; 0 while it grows or before the first step."""
+        phase, stalled = self.stall(now)
+        return stalled if phase == "step" else 0.0
+
+    def stall(self, now: float) -> tuple[str, float]:
+        """(``"reset"``, seconds since the deal) while the env resets -- its log is still
+        empty -- else (``"step"``, seconds since the log last grew)."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return 0.0
+            return "reset", now - self.dealt_at
         # A log older than the deal is an earlier attempt's (retry, resume); an empty one
-        # means the env is still resetting, which is not a step.
+        # means the env is still resetting (episode_start is logged once set_episode returns).
         size = st.st_size if st.st_mtime >= self.dealt_wall else 0
         if size == 0:
-            return 0.0
+            return "reset", now - self.dealt_at
         if size != self.size:
             self.size, self.grew_at = size, now
-            return 0.0
-        return now - self.grew_at
+            return "step", 0.0
+        return "step", now - self.grew_at

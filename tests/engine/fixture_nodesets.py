@@ -15,14 +15,18 @@ from evaltui.engine.nodes import EnvNodeSet, NodeSet, Trajectory, node
 class CorridorEnv(EnvNodeSet):
     """The agent walks a 1-D corridor from 0 towards ``episode['goal']``; `done` at the goal."""
 
-    def __init__(self, step_sleep_sec: float = 0.0) -> None:
+    def __init__(self, step_sleep_sec: float = 0.0, hang_reset_on_goal: int | None = None
+                 ) -> None:
         self.step_sleep_sec = step_sleep_sec
+        self.hang_reset_on_goal = hang_reset_on_goal
         self.pos = 0
         self.goal = 0
         self.positions: list[tuple[float, ...]] = []
 
     def set_episode(self, episode: Mapping[str, Any]) -> dict[str, Any]:
         self.pos, self.goal = 0, int(episode["goal"])
+        if self.goal == self.hang_reset_on_goal:
+            time.sleep(120)  # a scene load that never ends
         self.positions = [(0.0, 0.0)]
         return {"obs": {"pos": self.pos, "goal": self.goal}}
 

@@ -94,3 +94,17 @@ def test_a_node_that_blocks_for_good_is_killed_as_a_timeout(tmp_path: Path) -> N
     assert "a node is blocking" in rows[1]["error"]
     assert rows[0]["status"] == rows[2]["status"] == "ok"
     assert read_json(run_dir / "summary.json")["status"] == "done"
+
+
+def test_an_env_reset_that_blocks_for_good_is_killed_as_a_timeout(tmp_path: Path) -> None:
+    """Issue 10: the hung-step watchdog did not bound set_episode; a hanging reset hung
+    its worker (and the run) for good."""
+    spec = corridor_spec(tmp_path, [2, 7, 3], reset_budget_sec=0.5)
+    spec["graph"]["nodesets"]["env"]["params"] = {"hang_reset_on_goal": 7}
+    run_dir = run_to_end(spec, tmp_path / "out", timeout=60)
+    rows = {r["episode_index"]: r for r in episode_rows(run_dir)}
+    assert rows[1]["status"] == "timeout"
+    assert "set_episode (env reset) made no progress" in rows[1]["error"]
+    assert "reset_budget_sec 0.5 (the env is blocking)" in rows[1]["error"]
+    assert rows[0]["status"] == rows[2]["status"] == "ok"
+    assert read_json(run_dir / "summary.json")["status"] == "done"
