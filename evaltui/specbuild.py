@@ -16,7 +16,8 @@ from typing import Any
 from evaltui.graphs import builtin_graph_names, builtin_graph_path
 from evaltui.spec import SpecError
 
-DEMO = {"graph": "bot", "dataset": "babyai", "split": "GoToLocal", "episodes": 50}
+DEMO: dict[str, Any] = {"graph": "bot", "dataset": "babyai", "split": "GoToLocal",
+                        "episodes": 50}
 """What ``--demo`` runs: the built-in bot on 50 BabyAI GoToLocal episodes."""
 
 

@@ -227,8 +227,8 @@ class Lifecycle:
             c.jobs.pop(job.run_id, None)
             c.shared.release(job.run_id, c.tick_no)
             c.report(*c.episodes.unwatch(job.run_id))
-            aborted = {"error": abort_note(job.record.get("exit_code"))} \
-                if state is RunState.ABORTED else {}
+            aborted: dict[str, Any] = ({"error": abort_note(job.record.get("exit_code"))}
+                                       if state is RunState.ABORTED else {})
             c.transition(job, state, **aborted)  # on disk before anyone is told
         if state is RunState.DONE:
             self._learn(job)

@@ -13,6 +13,7 @@ import heapq
 import logging
 import threading
 import time
+from typing import Any
 
 from evaltui.scheduler.accounting import Accounting
 from evaltui.scheduler.admission import Candidate, Wait, WaitKind, decide
@@ -32,9 +33,9 @@ log = logging.getLogger(__name__)
 
 def queue_order(jobs: list[Job], entries: list[Entry]) -> list[Job | Entry]:
     """Queued jobs and waiting admit entries (each list already sorted) in one order."""
-    return [item for _, item in heapq.merge(((j.sort_key(), j) for j in jobs),
-                                            ((e.sort_key(), e) for e in entries),
-                                            key=lambda pair: pair[0])]
+    keyed: list[tuple[Any, Job | Entry]] = [(j.sort_key(), j) for j in jobs]
+    others: list[tuple[Any, Job | Entry]] = [(e.sort_key(), e) for e in entries]
+    return [item for _, item in heapq.merge(keyed, others, key=lambda pair: pair[0])]
 
 
 class Ticker:
