@@ -149,3 +149,19 @@ def test_fit_columns_never_overflows(width: int) -> None:
                                                        sum(c.width + 2 for c in COLUMNS
                                                            if c.key in ("index", "detail")))
     assert widths["detail"] >= COLUMNS[-1].width
+
+
+async def test_a_toggle_holds_for_its_size_and_a_resize_re_adapts(runs, app_factory) -> None:
+    app = app_factory(run_dir=runs["running"])
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await opened(app)
+        await pilot.press("m")  # collapse the metrics on a tall terminal
+        await pilot.pause()
+        assert screen.query_one(MetricsPanel).collapsed
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert screen.query_one(MetricsPanel).collapsed and screen.compact
+        await pilot.resize_terminal(120, 36)
+        await pilot.pause()
+        assert not screen.query_one(MetricsPanel).collapsed  # the tall layout again
+        assert screen.query_one(RunningMeanChart).region.height > 0

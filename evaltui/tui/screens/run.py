@@ -81,6 +81,7 @@ class RunScreen(Screen[None]):
         """The user's choice (``m``) of the full metrics table; None: by terminal size."""
         self.plots_open: bool | None = None
         """The user's choice (``p``) of the plots; None: by terminal size."""
+        self._was_compact: bool | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-header")
@@ -125,6 +126,9 @@ class RunScreen(Screen[None]):
     def _adapt(self) -> None:
         """Lay the panels out for the terminal's size and the user's ``m``/``p`` choices."""
         compact = self.compact
+        if compact != self._was_compact:  # a choice made for one size does not carry over
+            self.metrics_open = self.plots_open = None
+            self._was_compact = compact
         self.set_class(compact, "-compact")
         self.query_one(MetricsPanel).collapsed = not (
             self.metrics_open if self.metrics_open is not None else not compact)
