@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from evaltui.logread import iter_log
 from evaltui.logtail import torn_tail
 from evaltui.records import (
     EPISODE_FILENAME,
@@ -31,7 +32,7 @@ from evaltui.records import (
     SUMMARY_FILENAME,
 )
 from evaltui.results.runrows import unreadable_row
-from evaltui.rundir import episode_index_from_dirname, is_run_id, iter_log
+from evaltui.rundir import episode_index_from_dirname, is_run_id
 from evaltui.runguard import leaving
 from evaltui.safeopen import (
     LeavesRoot,

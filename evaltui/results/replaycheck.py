@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.engine.datasets import DatasetError, load_episodes, resolve_dataset
+from evaltui.logread import iter_log
 from evaltui.records import GRAPH_FILENAME, LOG_FILENAME, SPEC_FILENAME, TRAJECTORY_FILENAME
 from evaltui.results.verify import AGGREGATED, StoredEpisode, VerifyInputError
-from evaltui.rundir import iter_log
 from evaltui.safeopen import LeavesRoot, open_inside, read_json_inside
 
 BABYAI_ENV_IMPL = "evaltui.benchmarks.babyai.env:BabyAIEnv"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from evaltui.rundir import iter_log
+from evaltui.logread import iter_log
 from evaltui.runview.frames import FrameRef, record_frames
 from evaltui.runview.replay import LOG_FILENAME
 from evaltui.safeopen import LeavesRoot, open_inside

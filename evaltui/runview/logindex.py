@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from evaltui.logread import parse_log_line
 from evaltui.logtail import torn_tail
-from evaltui.rundir import parse_log_line
 from evaltui.safeopen import LeavesRoot, open_file_fd
 
 CHUNK_BYTES = 4 << 20

@@ -31,7 +31,8 @@ import orjson
 import pytest
 from soakhelpers import TERMINAL, Backends, Tracker, job_spec
 
-from evaltui.rundir import PidRef, read_log, runs_root
+from evaltui.logread import read_log
+from evaltui.rundir import PidRef, runs_root
 from evaltui.scheduler.ledger import Ledger
 
 CAPACITY_MB = 24576

@@ -8,7 +8,8 @@ import pytest
 from fixture_nodesets import corridor_graph
 from runhelpers import ENGINE_TESTS, episode_rows, run_to_end, write_corridor_dataset
 
-from evaltui.rundir import iter_log, read_json
+from evaltui.logread import iter_log
+from evaltui.rundir import read_json
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,8 @@ from runhelpers import (
     wait_until,
 )
 
-from evaltui.rundir import derive_run_state, iter_log, read_json
+from evaltui.logread import iter_log
+from evaltui.rundir import derive_run_state, read_json
 from evaltui.states import RunState
 
 

@@ -23,7 +23,8 @@ from runhelpers import (
 from evaltui.engine.channel import host_secret
 from evaltui.engine.hosting import NodesetHost
 from evaltui.launch import spawn_run
-from evaltui.rundir import iter_log, read_json
+from evaltui.logread import iter_log
+from evaltui.rundir import read_json
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from evaltui import rundir
+from evaltui.logread import iter_log, read_log
 from evaltui.rundir import (
     PidRef,
     allocate_run_dir,
@@ -26,10 +27,8 @@ from evaltui.rundir import (
     episode_dir,
     episode_index_from_dirname,
     is_run_id,
-    iter_log,
     outputs_root,
     read_json,
-    read_log,
     read_run_status,
     runs_root,
     state_dir,

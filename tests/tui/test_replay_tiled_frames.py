@@ -17,7 +17,7 @@ from evaltui.benchmarks.babyai.minigrid_import import make_env
 from evaltui.engine.graph import GraphDefinition
 from evaltui.engine.logger import ExecutionLogger
 from evaltui.engine.loop import LoopRunner
-from evaltui.rundir import iter_log
+from evaltui.logread import iter_log
 from evaltui.runview.frames import FrameRef
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.frame_view import FrameView
