@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = {}  # the runner reports the broken spec in summary.json
     if isinstance(spec, dict):
         if spec.get("scheduling", {}).get("tie_to_backend"):
+            # settings().parent_pid, read directly: importing pydantic-settings here would
+            # delay the zygote's start below by ~0.2 s.
             parent = os.environ.get("EVALTUI_PARENT_PID")
             arm_pdeathsig(expected_parent=int(parent) if parent else None)
         workspace = spec.get("active_workspace_dir")
