@@ -45,6 +45,8 @@ def action_commands(app: EvalApp, screen: Screen[object]) -> Iterator[SystemComm
                             screen.action_mark)
         yield SystemCommand("Compare the marked runs", "B against A: differences with CIs, "
                             "McNemar, flipped episodes (x)", screen.action_compare)
+        yield SystemCommand("Take or release the interactive lock", "admit nothing while "
+                            "you work on the GPU (l)", screen.action_lock)
         yield SystemCommand("Sort the queue by the next column", "queue order, name, "
                             "state, progress, SR, ... (o)", screen.action_sort)
     if isinstance(screen, RunScreen):

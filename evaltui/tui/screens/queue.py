@@ -54,7 +54,7 @@ class QueueScreen(Screen[None]):
         Binding("o", "sort", "Sort"),
         Binding("m", "mark", "Mark"),
         Binding("x", "compare", "Compare"),
-        Binding("l", "lock", "Lock"),
+        Binding("l", "lock", "Lock", show=False),  # in help and the palette: 80 columns
         Binding("q", "app.quit", "Quit", show=False),
         Binding("escape", "clear_filter", "Clear filter"),
         # Taken when the key's action does not apply (hidden from the footer then):

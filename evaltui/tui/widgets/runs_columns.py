@@ -48,7 +48,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("vram", "VRAM est/ask", 12, 8),
     Column("priority", "pri", 3, 10),
     Column("age", "age", 3, 12),
-    Column("why", "why waiting / failed", 14, 3, grows=True),
+    Column("why", "reason", 14, 3, grows=True),
 )
 """In display order."""
 
