@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     xdg_config_home: str | None = Field(default=None,
                                         validation_alias=AliasChoices("XDG_CONFIG_HOME"))
     """``XDG_CONFIG_HOME``: base of the config dir when ``EVALTUI_CONFIG_DIR`` is unset."""
+    ray_address: str | None = Field(default=None, validation_alias=AliasChoices("RAY_ADDRESS"))
+    """``RAY_ADDRESS``: the Ray cluster of ``executor = "ray"`` runs without a ``ray_address``."""
     cuda_visible_devices: str | None = Field(
         default=None, validation_alias=AliasChoices("CUDA_VISIBLE_DEVICES"))
     """``CUDA_VISIBLE_DEVICES``: kept verbatim, since an empty value means "no GPU"."""

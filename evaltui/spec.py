@@ -9,7 +9,7 @@ whose message starts with the dotted path of the field at fault.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -60,6 +60,14 @@ class EvalSection(BaseModel):
     max_error_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     """Share of episodes that may end ``error``/``timeout`` before ``evaltui eval`` exits 1
     (they count as failures in the metrics either way)."""
+    executor: Literal["local", "ray"] = "local"
+    """Where the ``worker_count`` workers run: ``local`` subprocesses of the run, or ``ray``
+    actors spread over a Ray cluster (needs ``pip install 'evaltui[ray]'``; docs/pool.md).
+    The rows are the same either way; the run dir stays on the submitting machine."""
+    ray_address: str | None = None
+    """The Ray cluster to run on with ``executor = "ray"`` (``HOST:PORT`` of its head, as
+    ``ray start --head`` prints); default ``$RAY_ADDRESS``, else ``auto`` (the cluster
+    ``ray start`` left running on this machine)."""
 
     @field_validator("episode_indices")
     @classmethod

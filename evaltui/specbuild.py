@@ -25,7 +25,8 @@ def build_spec(target: str | None = None, *, demo: bool = False, dataset: str | 
                split: str | None = None, episodes: int | None = None, start: int | None = None,
                indices: str | None = None, workers: int | None = None,
                step_budget: int | None = None, step_timeout: float | None = None,
-               max_error_rate: float | None = None, sets: Iterable[str] = (),
+               max_error_rate: float | None = None, executor: str | None = None,
+               ray_address: str | None = None, sets: Iterable[str] = (),
                workspace: str | None = None) -> dict[str, Any]:
     """The JobSpec dict from a target (graph file, JobSpec file or built-in graph name)
     plus overrides; options left None keep the file's value or the spec default."""
@@ -39,7 +40,8 @@ def build_spec(target: str | None = None, *, demo: bool = False, dataset: str | 
     overrides = {"dataset": dataset, "split": split, "episode_count": episodes,
                  "start_episode_index": start, "worker_count": workers,
                  "step_budget": step_budget, "per_step_budget_sec": step_timeout,
-                 "max_error_rate": max_error_rate}
+                 "max_error_rate": max_error_rate, "executor": executor,
+                 "ray_address": ray_address}
     ev.update({k: v for k, v in overrides.items() if v is not None})
     if indices:
         try:

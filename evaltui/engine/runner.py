@@ -2,6 +2,7 @@
 
 It reads ``spec.json``, writes ``graph.json``, starts a host subprocess for each shared
 nodeset that ``shared_urls.json`` has no URL for, and deals the episodes to an
+executor (:mod:`evaltui.engine.executor`): by default an
 EnvWorkerPool of ``worker_count`` worker subprocesses (one is still a subprocess, so
 K = 1 and K > 1 run the same code). Each worker runs whole episodes and writes their
 ``log.jsonl``/``assets``; this process is the single writer of every ``episode.json``
@@ -29,6 +30,7 @@ from typing import Any
 
 from evaltui.engine.channel import ChannelError, host_secret, new_secret, parse_url
 from evaltui.engine.datasets import load_episodes
+from evaltui.engine.executor import EpisodeExecutor, ExecutorError
 from evaltui.engine.hostprocess import HostConfig, HostProcess, HostStartError
 from evaltui.engine.loop import EpisodeOutcome
 from evaltui.engine.metrics import failure_metrics
@@ -49,6 +51,7 @@ from evaltui.records import (
     NodeRef,
 )
 from evaltui.rundir import episode_dir, read_json, touch_done, write_json_atomic
+from evaltui.settings import settings
 from evaltui.spec import SpecError, parse_spec
 from evaltui.states import EpisodeStatus, SummaryStatus
 
@@ -123,21 +126,15 @@ class BatchEvalRunner:
         sockets = _SocketDir(self.run_dir)
         try:
             if todo and not self.stop.is_set():
-                shared = self._shared_endpoints(checked, new_secret(), sockets, hosts)
-                make_config = partial(WorkerConfig, self.run_dir, checked=checked,
-                                      shared=shared, call_timeout=ev.per_step_budget_sec)
-                with EnvWorkerPool(lambda slot: make_config(slot=slot),
-                                   min(ev.worker_count, len(todo)),
-                                   max_episode_retries=ev.max_episode_retries,
-                                   stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
-                                   hosts=hosts, hung_step_sec=ev.per_step_budget_sec,
-                                   hung_reset_sec=reset_budget(ev),
-                                   episode_log=lambda i: episode_dir(self.run_dir, i)
-                                   / LOG_FILENAME, zygote=self.zygote) as pool:
-                    pool.run(todo, record, attempts_before=attempts)
+                with self._executor(checked, episodes, len(todo), sockets, hosts) as executor:
+                    executor.run(todo, record, attempts_before=attempts)
         except (HostStartError, PoolError, ChannelError) as exc:
             summary.finish(SummaryStatus.FAILED, "cannot build the graph's nodesets: "
                            + "".join(traceback.format_exception_only(exc)).strip())
+            touch_done(self.run_dir)
+            return EXIT_FAILED
+        except ExecutorError as exc:
+            summary.finish(SummaryStatus.FAILED, str(exc))
             touch_done(self.run_dir)
             return EXIT_FAILED
         finally:
@@ -158,6 +155,32 @@ class BatchEvalRunner:
         return EXIT_OK
 
     # ---- pieces ---------------------------------------------------------------------------
+    def _executor(self, checked: CheckedSpec, episodes: list[dict[str, Any]], todo: int,
+                  sockets: _SocketDir, hosts: list[HostProcess]) -> EpisodeExecutor:
+        """The spec's executor: the local pool, or K actors on a Ray cluster."""
+        ev = checked.spec.eval
+        episode_log = partial(_episode_log, self.run_dir)
+        if ev.executor == "ray":
+            from evaltui.engine.ray_executor import RayExecutor  # ray is an optional extra
+
+            return RayExecutor(
+                checked, episodes, min(ev.worker_count, todo),
+                address=ev.ray_address or settings().ray_address,
+                shared=self._shared_endpoints(checked, b"", sockets, hosts, given_only=True),
+                run_key=_SocketDir(self.run_dir).prefix.rstrip("-"),
+                max_episode_retries=ev.max_episode_retries, stop=self.stop,
+                cancel_grace_sec=self.cancel_grace_sec, hung_step_sec=ev.per_step_budget_sec,
+                hung_reset_sec=reset_budget(ev), episode_log=episode_log)
+        shared = self._shared_endpoints(checked, new_secret(), sockets, hosts)
+        make_config = partial(WorkerConfig, self.run_dir, checked=checked,
+                              shared=shared, call_timeout=ev.per_step_budget_sec)
+        return EnvWorkerPool(lambda slot: make_config(slot=slot), min(ev.worker_count, todo),
+                             max_episode_retries=ev.max_episode_retries,
+                             stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
+                             hosts=hosts, hung_step_sec=ev.per_step_budget_sec,
+                             hung_reset_sec=reset_budget(ev),
+                             episode_log=episode_log, zygote=self.zygote)
+
     def _fail(self, header: Mapping[str, Any], error: str) -> int:
         summary = SummaryWriter(self.run_dir, header, 0)
         summary.finish(SummaryStatus.FAILED, error)
@@ -165,8 +188,10 @@ class BatchEvalRunner:
         return EXIT_FAILED
 
     def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: _SocketDir,
-                          hosts: list[HostProcess]) -> dict[str, SharedEndpoint]:
-        """Where each shared nodeset lives: a URL the backend gave, or a host started here."""
+                          hosts: list[HostProcess], *, given_only: bool = False
+                          ) -> dict[str, SharedEndpoint]:
+        """Where each shared nodeset lives: a URL the backend gave, or a host started here
+        (with ``given_only``, the given ones alone: the Ray executor hosts the others)."""
         urls = self._given_urls(checked)
         endpoints: dict[str, SharedEndpoint] = {}
         given_secret: bytes | None = None
@@ -176,6 +201,8 @@ class BatchEvalRunner:
             if name in urls:
                 given_secret = given_secret or host_secret()
                 endpoints[name] = SharedEndpoint(urls[name], given_secret)
+                continue
+            if given_only:
                 continue
             host = HostProcess(HostConfig(
                 name=name, impl=ns.impl, params=dict(ns.params), secret=secret,
@@ -267,6 +294,10 @@ class BatchEvalRunner:
             error=outcome.error, worker_id=result.worker_id, attempts=result.attempts,
             finished_at=now_iso(), **base)
 
+
+
+def _episode_log(run_dir: Path, index: int) -> Path:
+    return episode_dir(run_dir, index) / LOG_FILENAME
 
 
 class _SocketDir:

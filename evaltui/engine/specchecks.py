@@ -8,6 +8,7 @@ per submit and is what the run subprocess and its workers run from.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
             field = f"eval.{field}"
         raise SpecError(field, str(exc).split(": ", 1)[1]) from None
     ev = spec.eval
+    check_executor(spec)
     try:
         path, split = resolve_dataset(ev.dataset, ev.split)
         episodes = load_episodes(path)
@@ -69,6 +71,20 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
     spec = spec.model_copy(update={"eval": ev.model_copy(update={"step_budget": budget})})
     return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path, split=split,
                        episode_indices=indices, warnings=warnings)
+
+
+def check_executor(spec: JobSpec) -> None:
+    """``executor = "ray"`` needs the ``ray`` extra where the spec is checked (submit and
+    the run process: the run connects to the cluster from there)."""
+    if spec.eval.executor != "ray":
+        return
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # a broken or blocked install
+        found = False
+    if not found:
+        raise SpecError("eval.executor", "ray is not installed here: install evaltui[ray] "
+                        "(pip install 'evaltui[ray]')")
 
 
 def resolve_step_budget(asked: int | None, env_cls: type[NodeSet],
