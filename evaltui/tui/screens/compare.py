@@ -73,6 +73,7 @@ class CompareScreen(Screen[None]):
                            ("ep B", "ep_b"), ("instruction", "instruction")):
             flips.add_column(label, key=key)
         flips.display = False
+        metrics.display = False
         self.compute()
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
@@ -90,6 +91,11 @@ class CompareScreen(Screen[None]):
         try:
             result = compare_rows(run_a.rows, run_b.rows, intersect=self.intersect)
         except EpisodeSetMismatch as exc:
+            if not exc.shared:  # nothing to intersect: say so instead of offering it
+                self.post_message(CompareDone(None, headers, rows=rows, error=f"{exc}: these "
+                                              "runs ran different episodes, so there is "
+                                              "nothing to compare pair by pair."))
+                return
             self.post_message(CompareDone(None, headers, error=f"{exc}. Press i to compare "
                                           f"the {exc.shared} shared episodes.", mismatch=True,
                                           rows=rows))
@@ -127,6 +133,7 @@ class CompareScreen(Screen[None]):
         app = self.app
         table = self.query_one("#compare-metrics", DataTable)
         table.clear()
+        table.display = True
         for m in result.metrics:
             shifted = m.ci95 is not None and not m.ci95[0] <= 0 <= m.ci95[1]
             style = theme_style(app, "success" if m.diff > 0 else "error", bold=True) \
