@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from evaltui.engine.summary import now_iso
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             sys.path.insert(0, workspace)  # so user nodesets import during validation
         run_dir, checked = prepare_run(spec, outputs_root(args.outputs))
     except SpecError as exc:
-        console.print(f"[bold red]error[/]: {exc}")
+        console.print(f"[bold red]error[/]: {escape(str(exc))}")  # "evaltui[ray]" is no tag
         return 2
     total = len(checked.episode_indices)
     for warning in checked.warnings:

@@ -1,0 +1,425 @@
+"""RayExecutor: the run's K workers as Ray actors spread over a cluster (docs/pool.md).
+
+Same contract as :class:`~evaltui.engine.pool.EnvWorkerPool`: dynamic dealing from one
+queue, every attempt reported through the pool's recorder thread, ``error`` episodes
+retried up to ``max_episode_retries`` on a fresh actor, ``worker_id`` the slot 0..K-1.
+Ray never re-runs anything by itself (``max_restarts=0``, ``max_task_retries=0``).
+
+Each slot is an :class:`~evaltui.engine.ray_actor.EpisodeWorkerActor` (SPREAD over the
+nodes, one CPU each). The run dir stays on this machine and this process stays its only
+writer: while an episode runs, its actor's node-local log.jsonl/frames.bin bytes are
+pulled every :data:`PULL_EVERY_SEC` and appended to the real ep dir
+(:class:`~evaltui.engine.ray_sink.EpisodeSink`), so the live view and the hung-step
+watch (:class:`~evaltui.engine.watchdog.LogWatch`) work as locally. Shared nodesets
+without a given URL are hosted by :class:`~evaltui.engine.ray_actor.NodesetActor`.
+
+Faults: an actor that dies, or stops answering pulls for :data:`UNREACHABLE_SEC` (its
+node is gone: Ray would take ~15 s to say so), is killed and its episode is ``error``
+"worker died (node, pid, cause)"; a node raising is ``error`` with the remote traceback
+(the loop records it); a stalled log is ``timeout``. Cancel asks the busy actors to stop
+at the next step, then kills those still busy after the grace. The actors are owned by
+this process: if it dies, Ray kills them.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import signal
+import sys
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evaltui.engine.executor import ExecutorError
+from evaltui.engine.loop import EpisodeOutcome
+from evaltui.engine.pool import EpisodeResult, PoolError
+from evaltui.engine.ray_actor import EpisodeWorkerActor, NodesetActor
+from evaltui.engine.ray_sink import EpisodeSink
+from evaltui.engine.recorder import Recorder
+from evaltui.engine.specchecks import CheckedSpec
+from evaltui.engine.watchdog import HUNG_STEP_GRACE_SEC, LogWatch
+from evaltui.engine.worker import SharedEndpoint
+from evaltui.states import EpisodeStatus
+
+WAIT_SLICE_SEC = 0.05
+PULL_EVERY_SEC = 0.1
+UNREACHABLE_SEC = 4.0
+"""A pull unanswered this long means the actor's node is gone (a pull takes ~1 ms)."""
+PLACE_TIMEOUT_SEC = 60.0
+WORKER_RESOURCES = {"num_cpus": 1}
+HOST_MAX_BATCH_SIZE = 64
+HOST_MAX_WAIT_MS = 2.0
+
+
+@dataclass
+class _Slot:
+    worker_id: int
+    actor: Any = None
+    setup_ref: Any = None
+    info: dict[str, Any] | None = None
+    started_at: float = 0.0
+    index: int | None = None
+    attempt: int = 0
+    run_ref: Any = None
+    dealt_at: float = 0.0
+    sink: EpisodeSink | None = None
+    watch: LogWatch | None = None
+    pull_ref: Any = None
+    pull_offsets: dict[str, int] | None = None
+    pull_sent: float = 0.0
+
+
+class RayExecutor:
+    """K worker actors on the Ray cluster at ``address``; see the module docstring."""
+
+    def __init__(self, checked: CheckedSpec, episodes: list[dict[str, Any]],
+                 worker_count: int, *, address: str | None,
+                 shared: Mapping[str, SharedEndpoint], run_key: str,
+                 max_episode_retries: int = 0, stop: threading.Event | None = None,
+                 cancel_grace_sec: float = 5.0, hung_step_sec: float | None = None,
+                 hung_reset_sec: float | None = None,
+                 episode_log: Callable[[int], Path]) -> None:
+        self.checked, self.episodes = checked, episodes
+        self.slots = [_Slot(i) for i in range(worker_count)]
+        self.address = address or "auto"
+        self.given_shared = dict(shared)
+        self.run_key = run_key
+        self.max_episode_retries = max_episode_retries
+        self.stop = stop or threading.Event()
+        self.cancel_grace_sec = cancel_grace_sec
+        self.hung_step_sec, self.hung_reset_sec = hung_step_sec, hung_reset_sec
+        self.episode_log = episode_log
+        self.hosts: dict[str, Any] = {}
+        self._ever_ready = False
+        self._start_failures = 0
+        self._checked_ref: Any = None
+        self._shared_arg: dict[str, tuple[str, Any]] = {}
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> RayExecutor:
+        import ray
+
+        # Ray's core worker installs its own fatal-signal handlers (SIGTERM included),
+        # which would turn a cancel into a crash: the run's handlers are put back.
+        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            ray.init(address=self.address, log_to_driver=False, logging_level="WARNING")
+        except Exception as exc:  # ConnectionError, or a version mismatch
+            raise ExecutorError(f"cannot connect to the Ray cluster at {self.address}: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                for sig, handler in handlers.items():
+                    if handler is not None:
+                        signal.signal(sig, handler)
+        try:
+            self._start_hosts(ray)
+            self._checked_ref = ray.put(pickle.dumps(self.checked))
+            for slot in self.slots:
+                self._spawn(slot)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import ray
+
+        actors = [s.actor for s in self.slots if s.actor is not None]
+        closing = [a.close.remote() for a in actors]
+        if closing:
+            ray.wait(closing, num_returns=len(closing), timeout=2.0)
+        for actor in [*actors, *self.hosts.values()]:
+            ray.kill(actor, no_restart=True)
+        for slot in self.slots:
+            slot.actor = None
+        self.hosts.clear()
+        ray.shutdown()
+
+    def _start_hosts(self, ray: Any) -> None:
+        k = len(self.slots)
+        for name, ns in self.checked.graph.nodesets.items():
+            if ns.parallelism != "shared":
+                continue
+            if name in self.given_shared:
+                self._shared_arg[name] = ("url", self.given_shared[name])
+                continue
+            actor = ray.remote(NodesetActor).options(
+                num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=k + 4,
+                name=None).remote(ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
+                                  HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir)
+            try:
+                ray.get(actor.ping.remote(), timeout=PLACE_TIMEOUT_SEC)
+            except ray.exceptions.GetTimeoutError:
+                ray.kill(actor)
+                raise ExecutorError(f"the host actor of shared nodeset {name!r} could not "
+                                    f"be placed within {PLACE_TIMEOUT_SEC:.0f} s") from None
+            except ray.exceptions.RayError as exc:
+                ray.kill(actor)
+                raise PoolError(f"the shared nodeset {name!r} cannot start: {exc}") from exc
+            self.hosts[name] = actor
+            self._shared_arg[name] = ("ray", actor)
+
+    def _spawn(self, slot: _Slot) -> None:
+        import ray
+
+        slot.actor = ray.remote(EpisodeWorkerActor).options(
+            **WORKER_RESOURCES, max_restarts=0, max_task_retries=0, max_concurrency=2,
+            scheduling_strategy="SPREAD").remote(slot.worker_id, self.run_key)
+        slot.setup_ref = slot.actor.setup.remote(
+            self._checked_ref, self.checked.spec.active_workspace_dir, self._shared_arg,
+            self.checked.spec.eval.per_step_budget_sec)
+        slot.info, slot.started_at = None, time.monotonic()
+        slot.index = slot.run_ref = slot.pull_ref = None
+
+    def _kill(self, slot: _Slot) -> None:
+        import ray
+
+        if slot.actor is not None:
+            ray.kill(slot.actor, no_restart=True)
+        slot.actor = slot.setup_ref = slot.run_ref = slot.pull_ref = None
+        slot.info, slot.index = None, None
+
+    # ---- dealing ---------------------------------------------------------------------------
+    def run(self, indices: Iterable[int], on_result: Callable[[EpisodeResult], None],
+            attempts_before: Mapping[int, int] | None = None) -> None:
+        """Run every index once (plus retries); ``on_result`` as in the local pool."""
+        recorder = Recorder(on_result)
+        try:
+            self._run(deque(indices), recorder, Counter(attempts_before or {}))
+        except BaseException:
+            recorder.close(check=False)
+            raise
+        recorder.close()
+
+    def _run(self, queue: deque[int], recorder: Recorder, attempts: Counter[int]) -> None:
+        import ray
+
+        retries: Counter[int] = Counter()
+        cancel_deadline: float | None = None
+        while True:
+            recorder.check()
+            if self.stop.is_set() and cancel_deadline is None:
+                cancel_deadline = time.monotonic() + self.cancel_grace_sec
+                for slot in self.slots:
+                    if slot.index is not None and slot.actor is not None:
+                        slot.actor.cancel.remote()
+            if cancel_deadline is None:
+                self._deal_idle(queue, attempts)
+            busy = [s for s in self.slots if s.index is not None]
+            if not busy and (not queue or cancel_deadline is not None):
+                return
+            if cancel_deadline is not None and time.monotonic() > cancel_deadline:
+                for slot in busy:
+                    recorder.put(self._killed(slot, attempts, EpisodeStatus.CANCELLED,
+                                              f"run cancelled; worker {slot.worker_id} was "
+                                              f"killed after the {self.cancel_grace_sec} s "
+                                              "grace period"))
+                return
+            self._check_placement()
+            self._pull_due(busy)
+            waiting = {ref: (s, kind) for s in self.slots
+                       for kind, ref in (("setup", s.setup_ref), ("run", s.run_ref),
+                                         ("pull", s.pull_ref)) if ref is not None}
+            ready: list[Any] = []
+            if waiting:
+                ready, _ = ray.wait(list(waiting), num_returns=1, timeout=WAIT_SLICE_SEC)
+                if ready:
+                    ready, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=0)
+            else:
+                time.sleep(WAIT_SLICE_SEC)
+            finished: list[EpisodeResult] = []
+            for ref in sorted(ready, key=lambda r: waiting[r][1] != "pull"):
+                slot, kind = waiting[ref]
+                if kind == "setup" and slot.setup_ref is ref:
+                    self._on_setup(slot)
+                elif kind == "pull" and slot.pull_ref is ref:
+                    self._on_pull(slot)
+                elif kind == "run" and slot.run_ref is ref:
+                    result = replace_attempts(self._on_run(slot), attempts)
+                    if (result.outcome.status is EpisodeStatus.ERROR
+                            and retries[result.index] < self.max_episode_retries
+                            and not self.stop.is_set()):
+                        retries[result.index] += 1
+                        queue.appendleft(result.index)
+                    finished.append(result)
+            if cancel_deadline is None:
+                finished.extend(self._lost_or_hung(attempts))
+            for result in finished:
+                recorder.put(result)
+
+    def _deal_idle(self, queue: deque[int], attempts: Counter[int]) -> None:
+        for slot in self.slots:
+            if queue and slot.info is not None and slot.index is None:
+                index = queue.popleft()
+                attempts[index] += 1
+                slot.index, slot.attempt = index, attempts[index]
+                slot.dealt_at = time.monotonic()
+                slot.sink = EpisodeSink(self.episode_log(index).parent)
+                slot.watch = LogWatch(self.episode_log(index))
+                slot.run_ref = slot.actor.run_episode.remote(index, slot.attempt,
+                                                             self.episodes[index])
+                slot.pull_sent = time.monotonic()  # the first pull is due a slice later
+
+    def _on_setup(self, slot: _Slot) -> None:
+        import ray
+
+        try:
+            slot.info = ray.get(slot.setup_ref)
+        except ray.exceptions.RayError as exc:
+            self._kill(slot)
+            self._on_start_failure(slot, _remote_error(exc))
+            return
+        slot.setup_ref = None
+        self._ever_ready, self._start_failures = True, 0
+        info = slot.info
+        print(f"evaltui: worker {slot.worker_id} is Ray actor pid {info['pid']} on node "
+              f"{info['node_ip']} ({info['node_id'][:8]}), scratch {info['scratch']}",
+              file=sys.stderr, flush=True)
+
+    def _on_start_failure(self, slot: _Slot, error: str) -> None:
+        if self.stop.is_set():
+            return
+        self._start_failures += 1
+        limit = len(self.slots) if not self._ever_ready else 3 * len(self.slots)
+        if self._start_failures >= limit:
+            raise PoolError(f"workers cannot start: {error}")
+        self._spawn(slot)
+
+    def _check_placement(self) -> None:
+        import ray
+
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.setup_ref is not None and now - slot.started_at > PLACE_TIMEOUT_SEC:
+                raise ExecutorError(
+                    f"worker actors could not be placed on the Ray cluster within "
+                    f"{PLACE_TIMEOUT_SEC:.0f} s: each asks {WORKER_RESOURCES}; the cluster "
+                    f"has {ray.available_resources()} available of "
+                    f"{ray.cluster_resources()}")
+
+    def _pull_due(self, busy: list[_Slot]) -> None:
+        now = time.monotonic()
+        for slot in busy:
+            if slot.pull_ref is None and now - slot.pull_sent >= PULL_EVERY_SEC:
+                assert slot.sink is not None
+                slot.pull_offsets = dict(slot.sink.offsets)
+                slot.pull_ref = slot.actor.read_since.remote(slot.index, slot.attempt,
+                                                             slot.pull_offsets)
+                slot.pull_sent = now
+
+    def _on_pull(self, slot: _Slot) -> None:
+        import ray
+
+        ref, slot.pull_ref = slot.pull_ref, None
+        try:
+            chunks = ray.get(ref)
+        except ray.exceptions.RayError:
+            return  # the actor died: its run ref says so
+        if chunks and slot.sink is not None and slot.pull_offsets == slot.sink.offsets:
+            slot.sink.append(chunks)
+
+    def _on_run(self, slot: _Slot) -> EpisodeResult:
+        import ray
+
+        assert slot.index is not None and slot.sink is not None
+        index = slot.index
+        try:
+            outcome: EpisodeOutcome = ray.get(slot.run_ref)
+        except ray.exceptions.RayActorError as exc:
+            return self._died(slot, _death_cause(exc))
+        except ray.exceptions.RayError as exc:  # the body itself raised (not a node)
+            outcome = EpisodeOutcome(status=EpisodeStatus.ERROR, step_count=0,
+                                     elapsed_sec=time.monotonic() - slot.dealt_at,
+                                     error=_remote_error(exc))
+        else:
+            self._pull_rest(slot)
+        slot.index, slot.run_ref = None, None
+        if outcome.status is EpisodeStatus.ERROR and not self.stop.is_set():
+            self._kill(slot)  # a node raised: its simulator may be in any state
+            self._spawn(slot)
+        return EpisodeResult(index, outcome, slot.worker_id, 0)
+
+    def _pull_rest(self, slot: _Slot) -> None:
+        """Everything the ended episode wrote that is not here yet, then its assets."""
+        import ray
+
+        assert slot.sink is not None
+        if slot.pull_ref is not None:
+            self._on_pull(slot)  # in flight: apply it before asking for the rest
+        while True:
+            chunks = ray.get(slot.actor.read_since.remote(slot.index, slot.attempt,
+                                                          dict(slot.sink.offsets)), timeout=60)
+            if not chunks:
+                break
+            slot.sink.append(chunks)
+        assets = ray.get(slot.actor.assets.remote(slot.index, slot.attempt), timeout=60)
+        if assets:
+            slot.sink.write_assets(assets)
+
+    def _died(self, slot: _Slot, cause: str) -> EpisodeResult:
+        info = slot.info or {}
+        where = (f"node {info.get('node_ip', '?')} {str(info.get('node_id', '?'))[:8]}, "
+                 f"pid {info.get('pid', '?')}")
+        status = EpisodeStatus.CANCELLED if self.stop.is_set() else EpisodeStatus.ERROR
+        error = (f"worker died ({where}, {cause}) while running this episode "
+                 f"(worker {slot.worker_id})")
+        if self.stop.is_set():
+            error = f"run cancelled; {error}"
+        return self._killed(slot, {}, status, error)
+
+    def _killed(self, slot: _Slot, attempts: Mapping[int, int], status: EpisodeStatus,
+                error: str) -> EpisodeResult:
+        """Kill the slot's actor, respawn it unless cancelling; the episode's result."""
+        assert slot.index is not None
+        index = slot.index
+        outcome = EpisodeOutcome(status=status, step_count=0,
+                                 elapsed_sec=time.monotonic() - slot.dealt_at, error=error)
+        self._kill(slot)
+        if not self.stop.is_set():
+            self._spawn(slot)
+        return EpisodeResult(index, outcome, slot.worker_id, attempts.get(index, 0))
+
+    def _lost_or_hung(self, attempts: Mapping[int, int]) -> list[EpisodeResult]:
+        now, results = time.monotonic(), []
+        for slot in self.slots:
+            if slot.index is None or slot.watch is None:
+                continue
+            if slot.pull_ref is not None and now - slot.pull_sent > UNREACHABLE_SEC:
+                results.append(self._died(slot, f"unreachable for {UNREACHABLE_SEC:.0f} s: "
+                                                "its node is lost"))
+                continue
+            phase, stalled = slot.watch.stall(now)
+            budget, what = ((self.hung_reset_sec, "reset_budget_sec") if phase == "reset"
+                            else (self.hung_step_sec, "per_step_budget_sec"))
+            if budget is None or stalled <= budget + HUNG_STEP_GRACE_SEC:
+                continue
+            info = slot.info or {}
+            results.append(self._killed(
+                slot, attempts, EpisodeStatus.TIMEOUT,
+                f"{'set_episode (env reset)' if phase == 'reset' else 'a step'} made no "
+                f"progress for {stalled:.1f} s, over {what} {budget} "
+                f"({'the env' if phase == 'reset' else 'a node'} is blocking); worker "
+                f"{slot.worker_id} (pid {info.get('pid', '?')}) was killed"))
+        return [replace_attempts(r, attempts) for r in results]
+
+
+def replace_attempts(result: EpisodeResult, attempts: Mapping[int, int]) -> EpisodeResult:
+    return EpisodeResult(result.index, result.outcome, result.worker_id,
+                         attempts.get(result.index, 0))
+
+
+def _death_cause(exc: BaseException) -> str:
+    text = str(exc)
+    found = re.search(r"(?:Worker exit detail|exit_detail): ?([^\n]+)", text)
+    cause = found.group(1) if found else text.strip().splitlines()[0] if text.strip() else ""
+    return cause.strip()[:300] or type(exc).__name__
+
+
+def _remote_error(exc: BaseException) -> str:
+    return str(exc).strip() or type(exc).__name__
