@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import RayCluster, actor_pids, alive
 from fixture_nodesets import corridor_graph
+from raycluster import RayCluster, actor_pids, alive
 from runhelpers import (
     ENGINE_TESTS,
     episode_rows,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-from conftest import RayCluster
+from raycluster import RayCluster
 from runhelpers import builtin_graph, comparable, episode_rows, run_to_end
 
 from evaltui.framefile import FRAMES_FILENAME, read_frame
