@@ -33,6 +33,7 @@ from evaltui.api.models import (
     Resources,
     Run,
     RunRef,
+    SubmitRef,
 )
 from evaltui.api.sse import ServerEvent, iter_sse
 from evaltui.settings import settings
@@ -114,9 +115,9 @@ class ApiClient:
         return self._call("GET", "/info", BackendInfo)
 
     # ---- runs ---------------------------------------------------------------------------
-    def submit(self, spec: dict[str, Any]) -> RunRef:
+    def submit(self, spec: dict[str, Any]) -> SubmitRef:
         """Queue a JobSpec; InvalidRequest names the field of a bad spec."""
-        return self._call("POST", "/runs", RunRef, json=spec)
+        return self._call("POST", "/runs", SubmitRef, json=spec)
 
     def list_runs(self, state: str | None = None, limit: int | None = None,
                   offset: int = 0) -> list[Run]:

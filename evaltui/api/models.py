@@ -33,7 +33,7 @@ from evaltui.views import (
 __all__ = ["API_PREFIX", "Admit", "AdmitBind", "AdmitRequest", "BackendInfo", "EpisodeRow",
            "ErrorBody", "Gpu", "GpuProcess", "Health", "Host", "LedgerEntry", "Lock",
            "LockRequest", "LogPage", "LogRecord", "Nodeset", "NodesetLoad", "PriorityRequest",
-           "QueueEntry", "Resources", "Run", "RunRef", "SpecBrief", "Unlocked"]
+           "QueueEntry", "Resources", "Run", "RunRef", "SubmitRef", "SpecBrief", "Unlocked"]
 
 API_PREFIX = "/api/eval/v2"
 
@@ -74,9 +74,13 @@ class RunRef(BaseModel):
 
     run_id: str
     state: RunState
+
+
+class SubmitRef(RunRef):
+    """``POST /runs``: the new run, and what the user should know about its spec."""
+
     warnings: list[str] = Field(default_factory=list)
-    """What the user should know about the submitted spec (step budget below the env's
-    limit, episodes without reference data); empty for cancel and resume."""
+    """A step budget below the env's own limit, episodes without reference data, ..."""
 
 
 class PriorityRequest(BaseModel):

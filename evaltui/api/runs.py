@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Response
 
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
-from evaltui.api.models import EpisodeRow, LogPage, PriorityRequest, Run, RunRef
+from evaltui.api.models import EpisodeRow, LogPage, PriorityRequest, Run, RunRef, SubmitRef
 from evaltui.api.runfiles import BadOffset, NotFoundError
 from evaltui.scheduler import NotQueued, NotResumable, RunNotFound
 from evaltui.spec import JobSpec, SpecError
@@ -20,8 +20,8 @@ RunId = Annotated[str, Path(max_length=64, description="a run dir name, YYYYmmdd
 Index = Annotated[int, Path(ge=0, le=10_000_000, description="episode_index")]
 
 
-@router.post("/runs", status_code=201, response_model=RunRef, responses=errors())
-def submit(spec: JobSpec, ctx: Ctx) -> RunRef:
+@router.post("/runs", status_code=201, response_model=SubmitRef, responses=errors())
+def submit(spec: JobSpec, ctx: Ctx) -> SubmitRef:
     """Validate a JobSpec and queue it (DESIGN §4): the next tick admits it if it fits."""
     data = spec.to_json_dict()
     workspace = data.get("active_workspace_dir")
@@ -36,7 +36,7 @@ def submit(spec: JobSpec, ctx: Ctx) -> RunRef:
         raise ApiFailure(422, str(exc), exc.field) from None
     record = ctx.scheduler.get_run(run_id).scheduler
     warnings = list(record.warnings) if record is not None else []
-    return RunRef(run_id=run_id, state=state, warnings=warnings)
+    return SubmitRef(run_id=run_id, state=state, warnings=warnings)
 
 
 @router.get("/runs", response_model=list[Run], responses=errors())
