@@ -70,6 +70,7 @@ class AttachedBackend:
         # long-lived connection never takes a pool slot the others need.
         self._poll = ApiClient(self.url, token, timeout=poll_timeout)
         self._actions = ApiClient(self.url, token, timeout=action_timeout)
+        self._warnings: dict[str, list[str]] = {}  # submit warnings until the form asks
         self._stream = ApiClient(self.url, token)
         self._callbacks: list[Callable[[], None]] = []
         self._follower = EventFollower(self._stream, self._changed, self._connection)
@@ -162,7 +163,11 @@ class AttachedBackend:
             raise BackendError(str(exc)) from None
         except ApiError as exc:
             raise BackendError(self._message(exc)) from None
+        self._warnings[ref.run_id] = list(ref.warnings)
         return ref.run_id, ref.state
+
+    def submit_warnings(self, run_id: str) -> list[str]:
+        return self._warnings.pop(run_id, [])
 
     def cancel(self, run_id: str) -> RunState:
         return self._act(self._actions.cancel, run_id).state

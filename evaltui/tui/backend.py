@@ -173,6 +173,9 @@ class Backend(Protocol):
     def submit(self, spec: dict[str, Any]) -> tuple[str, RunState]:
         """Validate and enqueue a JobSpec; raises ``evaltui.spec.SpecError`` naming the field."""
 
+    def submit_warnings(self, run_id: str) -> list[str]:
+        """What submit warned about for this run (step budget, missing references)."""
+
     def cancel(self, run_id: str) -> RunState:
         """Cancel a queued or running run; returns its state right after the request."""
 

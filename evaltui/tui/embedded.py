@@ -87,6 +87,10 @@ class EmbeddedBackend:
     def submit(self, spec: dict[str, Any]) -> tuple[str, RunState]:
         return self.scheduler.submit(spec)
 
+    def submit_warnings(self, run_id: str) -> list[str]:
+        record = self.scheduler.get_run(run_id).scheduler
+        return list(record.warnings) if record is not None else []
+
     def cancel(self, run_id: str) -> RunState:
         try:
             return self.scheduler.cancel(run_id)

@@ -58,6 +58,22 @@ async def test_submit_adds_a_queued_row(runs, make_backend, app_factory) -> None
         assert state_of(app, new.pop()) is RunState.QUEUED
 
 
+async def test_submit_with_a_short_step_budget_warns(runs, make_backend, app_factory) -> None:
+    """Issue 9: a step budget below the env's own limit is allowed but said at submit."""
+    app = app_factory(make_backend())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(app)
+        await pilot.press("s")
+        await wait_for(lambda: isinstance(app.screen, SubmitScreen))
+        app.screen.query_one("#episodes", Input).value = "3"
+        app.screen.query_one("#step_budget", Input).value = "10"
+        await pilot.press("ctrl+s")
+        await wait_for(lambda: isinstance(app.screen, QueueScreen), timeout=20,
+                       what="the form to close")
+        await wait_for(lambda: any("below the env's own step limit (64)" in str(n.message)
+                                   for n in app._notifications), what="the warning toast")
+
+
 async def test_submit_shows_backend_errors_inline(runs, make_backend, app_factory) -> None:
     """A split that does not exist passes pydantic but not the backend's full check."""
     app = app_factory(make_backend())

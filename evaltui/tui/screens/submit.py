@@ -209,6 +209,13 @@ class SubmitScreen(ModalScreen[str | None]):
         except Exception as exc:  # the backend's own failure: show it, keep the form
             self.app.call_from_thread(self._rejected, {"form": f"{type(exc).__name__}: {exc}"})
         else:
+            try:
+                warnings = self.backend.submit_warnings(run_id)
+            except Exception:  # the run is queued: a lost warning must not hide that
+                warnings = []
+            for warning in warnings:
+                self.app.call_from_thread(self.app.notify, warning, title="submitted with a "
+                                          "warning", severity="warning", timeout=12)
             self.app.call_from_thread(self.dismiss, run_id)
 
     def _rejected(self, errors: dict[str, str]) -> None:
