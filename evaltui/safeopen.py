@@ -191,6 +191,17 @@ def read_json_inside(root: StrPath, rel: StrPath) -> Any:
     return orjson.loads(read_bytes_inside(root, rel))
 
 
+def kind_or_outside(root: StrPath, rel: StrPath) -> str | None:
+    """:func:`kind_inside`, with ``"outside"`` for a symlink out of ``root`` (present but
+    unusable) and None for anything that cannot be looked at."""
+    try:
+        return kind_inside(root, rel)
+    except LeavesRoot:
+        return "outside"
+    except OSError:
+        return None
+
+
 def kind_inside(root: StrPath, rel: StrPath) -> str | None:
     """``"file"``, ``"dir"``, ``"other"``, or None if ``root/rel`` does not exist;
     :class:`LeavesRoot` if it resolves outside ``root``."""

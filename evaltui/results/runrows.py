@@ -19,7 +19,12 @@ from typing import Any
 
 from evaltui.records import EPISODE_FILENAME, EPISODES_DIRNAME, SUMMARY_FILENAME
 from evaltui.rundir import episode_index_from_dirname, is_run_id, outputs_root, runs_root
-from evaltui.safeopen import LeavesRoot, kind_inside, list_dir_inside, read_json_inside
+from evaltui.safeopen import (
+    LeavesRoot,
+    kind_or_outside,
+    list_dir_inside,
+    read_json_inside,
+)
 
 UNREADABLE = "unreadable"
 """The ``status`` of the row of an episode whose episode.json cannot be used."""
@@ -129,13 +134,7 @@ def _episode_dirs(run_dir: Path, problems: list[str]) -> list[tuple[int, str]]:
 
 
 def _kind(run_dir: Path, rel: str) -> str | None:
-    """What ``rel`` is under the run dir; a symlink out of it counts as there (and unusable)."""
-    try:
-        return kind_inside(run_dir, rel)
-    except LeavesRoot:
-        return "outside"
-    except OSError:
-        return None
+    return kind_or_outside(run_dir, rel)
 
 
 def _read_object(run_dir: Path, rel: str, problems: list[str]) -> dict[str, Any] | None:

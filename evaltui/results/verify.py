@@ -26,7 +26,12 @@ from evaltui.records import (
     TRAJECTORY_FILENAME,
 )
 from evaltui.rundir import episode_index_from_dirname
-from evaltui.safeopen import LeavesRoot, kind_inside, list_dir_inside, read_json_inside
+from evaltui.safeopen import (
+    LeavesRoot,
+    kind_or_outside,
+    list_dir_inside,
+    read_json_inside,
+)
 from evaltui.states import EpisodeStatus
 
 DEFAULT_TOLERANCE = 1e-9
@@ -236,13 +241,7 @@ def load_episode_dirs(run_dir: Path) -> list[StoredEpisode]:
 
 
 def _kind(run_dir: Path, rel: str) -> str | None:
-    """What ``rel`` is; a symlink out of the run dir counts as present (reading it fails)."""
-    try:
-        return kind_inside(run_dir, rel)
-    except LeavesRoot:
-        return "outside"
-    except OSError:
-        return None
+    return kind_or_outside(run_dir, rel)
 
 
 def _read_object(run_dir: Path, rel: str) -> dict[str, Any]:

@@ -7,7 +7,6 @@ wrappers that were waiting, in their order, and the commands that were admitted.
 
 from __future__ import annotations
 
-import os
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from evaltui.rundir import PidRef, state_dir
+from evaltui.rundir import PidRef, state_dir, write_json_atomic
 from evaltui.scheduler.admission import Candidate, Wait
 from evaltui.scheduler.core import gpu_env
 from evaltui.states import AdmitState
@@ -105,21 +104,7 @@ class AdmitStore:
         data.update(holder_pid=entry.holder.pid, holder_create_time=entry.holder.create_time,
                     owner=owner, outputs=outputs)
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = self.dir / f"{entry.admit_id}.json"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            try:
-                view = memoryview(orjson.dumps(data))
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        write_json_atomic(self.dir / f"{entry.admit_id}.json", data, mode=0o600)
 
     def remove(self, admit_id: str) -> None:
         (self.dir / f"{admit_id}.json").unlink(missing_ok=True)
