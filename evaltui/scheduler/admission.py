@@ -24,6 +24,8 @@ from datetime import datetime
 from enum import StrEnum
 
 from evaltui.scheduler.accounting import GpuView, HostView
+from evaltui.scheduler.cluster import GpuKey, NodeGpu, gpu_label
+from evaltui.units import gib
 
 
 class WaitKind(StrEnum):
@@ -43,6 +45,8 @@ class WaitKind(StrEnum):
     """Needs more than the machine has at all; it will never start as is."""
     LOADING = "loading"
     """Admitted; the shared nodesets it uses are being loaded before it is spawned."""
+    NO_NODE = "no_node"
+    """On a Ray cluster: no node's GPU can take it now (memory, or none answering)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class Admit:
     """Start this job (on ``gpu``, or on no particular GPU)."""
 
     run_id: str
-    gpu: int | None
+    gpu: GpuKey | None
 
 
 @dataclass(frozen=True)
@@ -74,10 +78,6 @@ class Wait:
     run_id: str
     kind: WaitKind
     reason: str
-
-
-def gib(mb: float) -> str:
-    return f"{mb / 1024:.1f} GiB"
 
 
 def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host: HostView, *,
@@ -93,13 +93,13 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
     free = {g.index: g.available_mb for g in gpu_list}
     runs = {g.index: g.runs for g in gpu_list}
     holder = {g.index: g.exclusive_run for g in gpu_list}
-    claims: dict[int, tuple[str, bool]] = {}  # gpu -> (run_id, exclusive) of the claimant
+    claims: dict[GpuKey, tuple[str, bool]] = {}  # gpu -> (run_id, exclusive) of the claimant
     largest = max(gpu_list, key=lambda g: g.total_mb, default=None)
     # GPUs open to the next job: recomputed only when a claim or an admission changed them
     # (a thousand queued jobs are checked every tick).
     stale = True
-    open_gpus: list[int] = []
-    usable: list[int] = []
+    open_gpus: list[GpuKey] = []
+    usable: list[GpuKey] = []
     blocked: Wait | None = None
 
     for c in candidates:
@@ -118,7 +118,7 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
         assert largest is not None
         if c.vram_mb > largest.total_mb:
             waits[c.run_id] = Wait(c.run_id, WaitKind.TOO_BIG, f"needs {gib(c.vram_mb)}, more "
-                                   f"than any GPU has (largest: GPU{largest.index}, "
+                                   f"than any GPU has (largest: {gpu_label(largest.index)}, "
                                    f"{gib(largest.total_mb)})")
             continue
         if stale:
@@ -162,14 +162,20 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
         if now - c.waiting_since >= claim_after_sec:
             claims[target] = (c.run_id, False)
             stale = True
-        waits[c.run_id] = Wait(c.run_id, WaitKind.GPU_MEMORY,
-                               f"needs {gib(c.vram_mb)} on GPU{target}, {gib(max(0, free[target]))}"
-                               " free after reservations")
+        waits[c.run_id] = _memory_wait(c, target, free[target])
     return admits, waits
 
 
-def _take(admits: list[Admit], c: Candidate, gpu: int, free: dict[int, int],
-          runs: dict[int, int], holder: dict[int, str | None]) -> None:
+def _memory_wait(c: Candidate, gpu: GpuKey, free: int) -> Wait:
+    if isinstance(gpu, NodeGpu):  # a cluster: the roomiest GPU of any node
+        return Wait(c.run_id, WaitKind.NO_NODE, f"needs {gib(c.vram_mb)}; {gpu} has "
+                    f"{gib(max(0, free))} free after reservations")
+    return Wait(c.run_id, WaitKind.GPU_MEMORY, f"needs {gib(c.vram_mb)} on GPU{gpu}, "
+                f"{gib(max(0, free))} free after reservations")
+
+
+def _take(admits: list[Admit], c: Candidate, gpu: GpuKey, free: dict[GpuKey, int],
+          runs: dict[GpuKey, int], holder: dict[GpuKey, str | None]) -> None:
     admits.append(Admit(c.run_id, gpu))
     free[gpu] -= c.vram_mb
     runs[gpu] += 1
@@ -187,26 +193,26 @@ def _behind(claimant: str, exclusive: bool) -> str:
     return f"behind {what} {claimant} (no starvation)"
 
 
-def _exclusive_wait(c: Candidate, gpu: int, runs: int, free: int, host_free: int) -> Wait:
+def _exclusive_wait(c: Candidate, gpu: GpuKey, runs: int, free: int, host_free: int) -> Wait:
     if runs:
         plural = "s" if runs != 1 else ""
-        reason = f"waiting for exclusive use of GPU{gpu} ({runs} run{plural} on it)"
+        reason = f"waiting for exclusive use of {gpu_label(gpu)} ({runs} run{plural} on it)"
     elif free < c.vram_mb:
-        reason = (f"waiting for exclusive use of GPU{gpu}: needs {gib(c.vram_mb)}, "
+        reason = (f"waiting for exclusive use of {gpu_label(gpu)}: needs {gib(c.vram_mb)}, "
                   f"{gib(max(0, free))} free after reservations")
     else:
         return _ram_wait(c, host_free)
     return Wait(c.run_id, WaitKind.EXCLUSIVE, reason)
 
 
-def _blocked(c: Candidate, gpus: Sequence[GpuView], claims: dict[int, tuple[str, bool]],
-             holder: dict[int, str | None]) -> Wait:
+def _blocked(c: Candidate, gpus: Sequence[GpuView], claims: dict[GpuKey, tuple[str, bool]],
+             holder: dict[GpuKey, str | None]) -> Wait:
     """Every GPU is claimed by a waiting job or held exclusively by a running one."""
     for g in gpus:
         if g.index in claims:
             run_id, exclusive = claims[g.index]
             return Wait(c.run_id, WaitKind.BEHIND, _behind(run_id, exclusive))
-    held = ", ".join(f"GPU{g.index} by {holder[g.index]}" for g in gpus)
+    held = ", ".join(f"{gpu_label(g.index)} by {holder[g.index]}" for g in gpus)
     return Wait(c.run_id, WaitKind.EXCLUSIVE, f"GPUs in exclusive use ({held})")
 
 

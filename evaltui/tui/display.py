@@ -44,11 +44,6 @@ def mib(mb: float | None) -> str:
     return f"{mb / 1024:.1f} GiB" if abs(mb) >= 1024 else f"{mb:.0f} MiB"
 
 
-def gib(mb: float | None) -> str:
-    """MiB as GiB with one decimal, no unit (``20.0``); ``—`` for None."""
-    return NONE if mb is None else f"{mb / 1024:.1f}"
-
-
 def metric(value: float | None, digits: int = 3) -> str:
     """A metric mean, or ``—``."""
     return NONE if value is None else f"{value:.{digits}f}"

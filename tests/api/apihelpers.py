@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from proctools import kill_group
+from waiting import wait_until as _wait_until
 
 from evaltui.api import backend_start
 from evaltui.api.client import ApiClient
@@ -103,14 +103,10 @@ def bot_spec(episodes: int = 2, *, latency_ms: int = 0, priority: int = 0,
                            "exclusive_gpu": exclusive}}
 
 
+
 def wait_until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    """:func:`tests.waiting.wait_until` with this folder's default deadline."""
+    return _wait_until(cond, timeout, what)
 
 
 def kill_backends(state: Path) -> None:

@@ -6,11 +6,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from waiting import wait_until as _wait_until
 
 from evaltui.launch import prepare_run, spawn_run
 from evaltui.rundir import read_json
@@ -61,13 +62,10 @@ def run_to_end(spec: dict[str, Any], outputs: Path, timeout: float = 120) -> Pat
         return run_dir
 
 
-def wait_until(cond: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+def wait_until(cond: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
+    """:func:`tests.waiting.wait_until` with this folder's default deadline."""
+    return _wait_until(cond, timeout, what)
 
 
 def episode_rows(run_dir: Path) -> list[dict[str, Any]]:

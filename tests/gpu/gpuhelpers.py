@@ -7,13 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from proctools import kill_group
+from waiting import wait_until as _wait_until
 
 from evaltui.gpu.cudadriver import LIBCUDA
 from evaltui.rundir import read_json, runs_root
@@ -125,14 +125,10 @@ def summary(outputs: Path, run_id: str) -> dict[str, Any]:
     return read_json(runs_root(outputs) / run_id / "summary.json")
 
 
+
 def wait_until(cond: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    """:func:`tests.waiting.wait_until` with this folder's default deadline."""
+    return _wait_until(cond, timeout, what)
 
 
 class Holder:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
+from waiting import wait_until as _wait_until
 
 from evaltui.rundir import read_json, runs_root
 
@@ -53,14 +53,10 @@ def line_spec(dataset: Path, *, policy: str = "VramPolicy", episodes: int | None
             "active_workspace_dir": str(HERE)}
 
 
+
 def wait_until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    """:func:`tests.waiting.wait_until` with this folder's default deadline."""
+    return _wait_until(cond, timeout, what)
 
 
 def record(outputs: Path, run_id: str) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from evaltui.tui.display import gib
 from evaltui.tui.widgets.bars import level_variable, stacked_bar, theme_style
 from evaltui.tui.widgets.braille import stacked_columns
+from evaltui.units import gib
 from evaltui.views import Gpu, Host, Resources
 
 LABEL_WIDTH = 22
@@ -112,10 +112,11 @@ class ResourceMeters(Widget):
                                   (gpu.reserved_mb, theme_style(app, "secondary"))],
                           total, theme_style(app, "panel"))
         util = "util —" if gpu.utilization_pct is None else f"util {gpu.utilization_pct:3.0f}%"
-        info = Text(f"{gib(gpu.used_mb)} used", style=used_style)
-        info.append(f" · {gib(gpu.reserved_mb)} rsv", style=theme_style(app, "secondary"))
+        info = Text(f"{gib(gpu.used_mb, unit=False)} used", style=used_style)
+        info.append(f" · {gib(gpu.reserved_mb, unit=False)} rsv",
+                    style=theme_style(app, "secondary"))
         free = max(0, gpu.available_mb)  # what admission can still hand out
-        info.append(f" · {gib(free)} free / {gib(gpu.total_mb)} GiB · {util}")
+        info.append(f" · {gib(free, unit=False)} free / {gib(gpu.total_mb)} · {util}")
         return label, bar, info
 
     def _history_rows(self, gpu: Gpu, width: int) -> list[tuple[Text, Text, Text]]:
@@ -153,10 +154,11 @@ class ResourceMeters(Widget):
         bar = stacked_bar(width, [(used, style),
                                   (host.ram_reserved_mb, theme_style(app, "secondary"))],
                           total, theme_style(app, "panel"))
-        info = Text(f"{gib(used)} used", style=style)
+        info = Text(f"{gib(used, unit=False)} used", style=style)
         if host.ram_reserved_mb:
-            info.append(f" · {gib(host.ram_reserved_mb)} rsv", style=theme_style(app, "secondary"))
-        info.append(f" / {gib(host.ram_total_mb)} GiB")
+            info.append(f" · {gib(host.ram_reserved_mb, unit=False)} rsv",
+                        style=theme_style(app, "secondary"))
+        info.append(f" / {gib(host.ram_total_mb)}")
         return label, bar, info
 
 

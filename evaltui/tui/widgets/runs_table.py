@@ -28,11 +28,11 @@ from evaltui.tui.display import (
     STATE_GLYPH,
     age,
     first_line,
-    gib,
     seconds_between,
 )
 from evaltui.tui.widgets.bars import stacked_bar, theme_style
 from evaltui.tui.widgets.runs_columns import SORTS, Column, fit_columns, sort_runs
+from evaltui.units import gib
 
 FAILED = (RunState.FAILED, RunState.ABORTED)
 MARKS = ("A", "B")
@@ -255,11 +255,11 @@ class RunsTable(DataTable[Any]):
         app = self.app
         text = Text(justify="right")
         source = SOURCE_MARK.get(run.estimate_source or "", "?")
-        text.append(gib(run.vram_estimate_mb))
+        text.append(gib(run.vram_estimate_mb, unit=False))
         if source and run.vram_estimate_mb is not None:
             text.append(source, style=theme_style(app, "accent", bold=True))
         asked = float(run.vram_asked_mb) if run.vram_asked_mb is not None else None
-        text.append(f"/{gib(asked)}", style=theme_style(app, "foreground-muted"))
+        text.append(f"/{gib(asked, unit=False)}", style=theme_style(app, "foreground-muted"))
         return text
 
     def _why(self, run: RunInfo) -> Text:
