@@ -36,6 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "dir's `token`)")
     p.add_argument("--max-body-mb", type=float, default=1.0,
                    help="largest request body accepted (default 1 MiB)")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="admit runs onto the GPUs of this Ray cluster's nodes (measured per "
+                   "node, reserved in a cluster-wide ledger); runs use executor ray")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=run)
@@ -72,8 +75,14 @@ def _serve(args: argparse.Namespace, token: str, token_file: Path,
            stop: threading.Event) -> int:
     from evaltui.api.backend_start import start_backend
     from evaltui.scheduler import JobScheduler
+    from evaltui.scheduler.cluster_probe import ClusterUnavailable, open_cluster
 
-    scheduler = JobScheduler(outputs_root(args.outputs))
+    try:
+        probe = open_cluster(args.ray) if args.ray else None
+    except ClusterUnavailable as exc:
+        print(f"evaltui serve: {exc}", file=sys.stderr)
+        return 2
+    scheduler = JobScheduler(outputs_root(args.outputs), gpu_probe=probe)
     scheduler.start()
     try:
         try:

@@ -29,6 +29,9 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
                         "file)")
     parser.add_argument("--outputs", default=None,
                         help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
+    parser.add_argument("--ray", metavar="ADDRESS", default=None,
+                        help="admit runs onto the GPUs of this Ray cluster's nodes "
+                        "(see evaltui serve --ray)")
     parser.add_argument("--api-port", type=int, default=DEFAULT_API_PORT,
                         help=f"serve the HTTP API on 127.0.0.1:PORT beside the TUI (default "
                         f"{DEFAULT_API_PORT}; 0 = do not serve it)")
@@ -40,9 +43,15 @@ def run(args: argparse.Namespace) -> int:
         return _attach(args)
     from evaltui.rundir import outputs_root
     from evaltui.scheduler import JobScheduler
+    from evaltui.scheduler.cluster_probe import ClusterUnavailable, open_cluster
     from evaltui.tui.embedded import EmbeddedBackend
 
-    scheduler = JobScheduler(outputs_root(args.outputs))
+    try:
+        probe = open_cluster(args.ray) if getattr(args, "ray", None) else None
+    except ClusterUnavailable as exc:
+        print(f"evaltui: {exc}", file=sys.stderr)
+        return 2
+    scheduler = JobScheduler(outputs_root(args.outputs), gpu_probe=probe)
     backend = EmbeddedBackend(scheduler)
     services = ExitStack()
 

@@ -117,6 +117,7 @@ class RayExecutor:
                 for sig, handler in handlers.items():
                     if handler is not None:
                         signal.signal(sig, handler)
+        self.placement = node_placement()
         try:
             self._start_hosts(ray)
             self._checked_ref = ray.put(pickle.dumps(self.checked))
@@ -151,7 +152,7 @@ class RayExecutor:
                 continue
             actor = ray.remote(NodesetActor).options(
                 num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=k + 4,
-                name=None).remote(ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
+                name=None, **self.placement).remote(ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
                                   HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir)
             try:
                 ray.get(actor.ping.remote(), timeout=PLACE_TIMEOUT_SEC)
@@ -170,7 +171,7 @@ class RayExecutor:
 
         slot.actor = ray.remote(EpisodeWorkerActor).options(
             **WORKER_RESOURCES, max_restarts=0, max_task_retries=0, max_concurrency=2,
-            scheduling_strategy="SPREAD").remote(slot.worker_id, self.run_key)
+            **self.placement).remote(slot.worker_id, self.run_key)
         slot.setup_ref = slot.actor.setup.remote(
             self._checked_ref, self.checked.spec.active_workspace_dir, self._shared_arg,
             self.checked.spec.eval.per_step_budget_sec)
@@ -407,6 +408,35 @@ class RayExecutor:
                 f"({'the env' if phase == 'reset' else 'a node'} is blocking); worker "
                 f"{slot.worker_id} (pid {info.get('pid', '?')}) was killed"))
         return [replace_attempts(r, attempts) for r in results]
+
+
+NODE_ID_ENV = "EVALTUI_RAY_NODE_ID"
+"""Set by a cluster scheduler on a run it placed: the Ray node its actors are pinned to."""
+NODE_GPU_ENV = "EVALTUI_RAY_GPU"
+"""Set with NODE_ID_ENV: the GPU index on that node (its actors' CUDA_VISIBLE_DEVICES)."""
+
+
+def node_placement(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Actor options: SPREAD, or pinned to the node a cluster scheduler chose for this run.
+
+    ``evaltui serve --ray`` admits a run onto one GPU of one node and says which in the
+    run's environment (``EVALTUI_RAY_NODE_ID``, ``EVALTUI_RAY_GPU``; scheduler/cluster.py).
+    The actors then go to that node only (hard affinity: its memory was reserved there)
+    and see that GPU alone.
+    """
+    import os
+
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from evaltui.fakegpu import FAKE_GPU_INDEX_ENV
+
+    env = os.environ if env is None else env  # set per run by its scheduler, not a setting
+    node_id, gpu = env.get(NODE_ID_ENV), env.get(NODE_GPU_ENV, "")
+    if not node_id or not gpu.isdigit():
+        return {"scheduling_strategy": "SPREAD"}
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
+            "runtime_env": {"env_vars": {"CUDA_VISIBLE_DEVICES": str(gpu),
+                                         FAKE_GPU_INDEX_ENV: str(gpu)}}}
 
 
 def replace_attempts(result: EpisodeResult, attempts: Mapping[int, int]) -> EpisodeResult:

@@ -16,10 +16,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from evaltui.scheduler import procs
 from evaltui.scheduler.ledger import Reservation
 from evaltui.scheduler.resources import GpuSnapshot, ResourceSnapshot
+
+if TYPE_CHECKING:
+    from evaltui.scheduler.cluster import GpuKey
 
 IDLE_GPU_MB = 512
 """Unattributable usage above this (and 2% of the device) reads as a foreign process."""
@@ -29,7 +33,7 @@ IDLE_GPU_MB = 512
 class GpuView:
     """One GPU as admission sees it (MiB)."""
 
-    index: int
+    index: GpuKey
     total_mb: int
     free_mb: int
     """Measured free memory."""
@@ -67,7 +71,7 @@ class Usage:
     vram_mb: int | None = None
     """Summed over every GPU; None when the GPUs cannot attribute usage."""
     ram_mb: float = 0.0
-    vram_by_gpu: dict[int, int] = field(default_factory=dict)
+    vram_by_gpu: dict[GpuKey, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

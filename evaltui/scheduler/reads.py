@@ -96,7 +96,8 @@ class Reads:
             processes = None if g.processes is None else [
                 views.GpuProcess(pid=p.pid, used_mb=p.used_mb) for p in g.processes]
             gpus.append(views.Gpu(
-                index=g.index, name=g.name, total_mb=g.total_mb, used_mb=g.used_mb,
+                index=g.index if isinstance(g.index, int) else g.index.index,  # NodeGpu
+                name=g.name, total_mb=g.total_mb, used_mb=g.used_mb,
                 free_mb=g.free_mb, reserved_mb=reserved, available_mb=g.free_mb - reserved,
                 utilization_pct=g.utilization_pct, runs=v.runs if v else 0,
                 exclusive_run=v.exclusive_run if v else None, processes=processes))

@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 import psutil
@@ -22,6 +22,9 @@ import psutil
 from evaltui import fakegpu
 from evaltui.scheduler import procs
 from evaltui.settings import settings
+
+if TYPE_CHECKING:
+    from evaltui.scheduler.cluster import GpuKey
 
 MIB = 1 << 20
 _NVML_RETRY_SEC = 60.0
@@ -39,7 +42,8 @@ class GpuProcess:
 class GpuSnapshot:
     """One GPU at one moment (MiB)."""
 
-    index: int
+    index: GpuKey
+    """NVML index; a NodeGpu when read across a Ray cluster (cluster_probe.py)."""
     name: str
     total_mb: int
     used_mb: int

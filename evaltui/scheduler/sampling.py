@@ -3,11 +3,14 @@ usage, and calibration from the runs (and shared-nodeset hosts) that finished.""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
 from evaltui.scheduler.accounting import Accounting, account
 from evaltui.scheduler.calibration import NodesetPart
+from evaltui.scheduler.cluster import cluster_views
+from evaltui.scheduler.cluster_probe import ClusterProbe
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.jobs import Job
 from evaltui.scheduler.ledger import Reservation, holder_key
@@ -33,7 +36,7 @@ class Sampler:
         """The snapshot, and ``entries`` set against that same snapshot."""
         with self._lock:
             snap = self._fresh()
-            return snap, account(entries, snap, self.core.rss)
+            return snap, self._account(entries, snap)
 
     def account(self, entries: list[Reservation]) -> Accounting:
         """Reservations set against one snapshot (see accounting.py)."""
@@ -41,7 +44,17 @@ class Sampler:
         # usage come from the same reading, so a reservation is never both missing from
         # "used" and discounted as "already used" (see accounting.py).
         with self._lock:
-            return account(entries, self._fresh(), self.core.rss)
+            return self._account(entries, self._fresh())
+
+    def _account(self, entries: list[Reservation], snap: ResourceSnapshot) -> Accounting:
+        acct = account(entries, snap, self.core.rss)
+        probe = self.core.gpu_probe
+        if isinstance(probe, ClusterProbe) and snap.gpu.available:
+            # Node GPUs are held by the cluster ledger; this machine's ledger keeps only
+            # its runs' host RAM (their entries carry no GPU).
+            acct = dataclasses.replace(acct, gpus=cluster_views(snap.gpu.gpus,
+                                                                probe.entries()))
+        return acct
 
     def _fresh(self) -> ResourceSnapshot:
         now = time.monotonic()

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from evaltui.engine.summary import now_iso
 from evaltui.launch import spawn_run, spawned_ref
@@ -20,6 +21,8 @@ from evaltui.records import SHARED_URLS_FILENAME
 from evaltui.rundir import write_json_atomic
 from evaltui.scheduler.admission import Wait, WaitKind
 from evaltui.scheduler.calibration import NodesetPart
+from evaltui.scheduler.cluster import GpuKey, NodeGpu, node_env, split_key
+from evaltui.scheduler.cluster_probe import ClusterProbe
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.handles import RunHandle
 from evaltui.scheduler.jobs import Job, Loading
@@ -45,7 +48,7 @@ class Starter:
         self.core = core
         self._spawner = spawner or default_spawner
 
-    def start(self, job: Job, gpu: int | None, txn: LedgerTxn) -> None:
+    def start(self, job: Job, key: GpuKey | None, txn: LedgerTxn) -> None:
         """Start an admitted job (ledger lock and core lock held).
 
         If a shared nodeset it uses is not hosted yet, loading it may take minutes: that
@@ -57,6 +60,10 @@ class Starter:
         c = self.core
         est = job.estimate
         vram, ram = (est.vram_mb, est.ram_mb) if est else (0, 0)
+        if isinstance(key, NodeGpu):  # a Ray cluster: no shared nodeset hosted here
+            self._spawn(job, key, vram, ram, txn, fresh=())
+            return
+        gpu = key
         env = c.run_env(gpu)
         missing = []
         for part in self._shared_parts(job):
@@ -133,7 +140,7 @@ class Starter:
                 for key in pending:
                     txn.remove(key)
 
-    def _spawn(self, job: Job, gpu: int | None, vram: int, ram: int, txn: LedgerTxn,
+    def _spawn(self, job: Job, key: GpuKey | None, vram: int, ram: int, txn: LedgerTxn,
                fresh: Sequence[tuple[NodesetPart, SharedNodeset]]) -> None:
         """Spawn the run and reserve for it (ledger lock and core lock held).
 
@@ -141,6 +148,11 @@ class Starter:
         estimate), which outlives the run if the nodeset stays loaded.
         """
         c = self.core
+        # On a cluster the GPU is on another node: the cluster ledger holds it, and this
+        # machine's ledger only the run's host RAM (gpu None).
+        gpu = key if not isinstance(key, NodeGpu) else None
+        index, node = split_key(key)
+        placed: dict[str, Any] = {"node": node} if node is not None else {}
         for part, ns in fresh:
             mb = job.estimate.per_nodeset_mb.get(part.name, 0) if job.estimate else 0
             ref = ns.hosted.ref
@@ -154,11 +166,18 @@ class Starter:
                               {**job.spec.shared_urls, **job.shared_urls})
         # On disk before the spawn: a crash in between reads as aborted (resumable), never
         # as a job still queued that a restarted scheduler would start a second time.
-        c.transition(job, RunState.STARTING, admitted_at=now_iso(), gpu=gpu,
-                     reservation={"gpu": gpu, "mb": vram, "ram_mb": ram},
-                     waiting_reason=None, waiting_kind=None, scheduler_pid=os.getpid())
+        c.transition(job, RunState.STARTING, admitted_at=now_iso(), gpu=index,
+                     reservation={"gpu": index, "mb": vram, "ram_mb": ram, **placed},
+                     waiting_reason=None, waiting_kind=None, scheduler_pid=os.getpid(),
+                     **placed)
+        env = c.run_env(gpu)
+        if isinstance(key, NodeGpu):
+            env.update(node_env(key))
+            probe = c.gpu_probe
+            if isinstance(probe, ClusterProbe):
+                env["RAY_ADDRESS"] = probe.address  # the spec's ray_address still wins
         try:
-            proc = self._spawner(job.run_dir, c.run_env(gpu))
+            proc = self._spawner(job.run_dir, env)
         except OSError as exc:
             self._fail_unstarted(job, f"cannot start the run subprocess: {exc}")
             return

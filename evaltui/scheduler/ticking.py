@@ -20,6 +20,8 @@ from evaltui.scheduler.admission import Candidate, Wait, WaitKind, decide
 from evaltui.scheduler.admitentry import Entry
 from evaltui.scheduler.admits import AdmitQueue
 from evaltui.scheduler.claims import Claims
+from evaltui.scheduler.cluster import NodeGpu
+from evaltui.scheduler.cluster_probe import ClusterProbe
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.jobs import Job
 from evaltui.scheduler.ledger import LedgerTxn
@@ -67,13 +69,19 @@ class Ticker:
                 self.sampler.learn_host(ns)
             with c.lock:
                 waiting = bool(len(c.queue) or self.admits.waiting())
-            if waiting or c.running or c.shared.all():
+            holds = isinstance(c.gpu_probe, ClusterProbe) and c.gpu_probe.holds()
+            if waiting or c.running or c.shared.all() or holds:
                 self._admit_and_sample(waiting)
         c.emit_pending()
         self.admits.emit()
 
     def _admit_and_sample(self, waiting: bool) -> None:
         c = self.core
+        cluster = c.gpu_probe if isinstance(c.gpu_probe, ClusterProbe) else None
+        if cluster is not None:
+            with c.lock:
+                live = set(c.running) | set(c.loading)
+            cluster.sync(live)  # the lease, and every scheduler's reservations
         lock_reason = c.lock_reason()
         if waiting and lock_reason is None:
             with c.ledger.transaction() as txn:
@@ -94,13 +102,18 @@ class Ticker:
 
     def _admission(self, acct: Accounting, txn: LedgerTxn) -> None:
         c = self.core
+        cluster = c.gpu_probe if isinstance(c.gpu_probe, ClusterProbe) else None
         gpus = acct.gpus
-        if gpus is not None and c.allowed_gpus is not None:
+        if gpus is not None and c.allowed_gpus is not None and cluster is None:
             gpus = tuple(g for g in gpus if g.index in c.allowed_gpus)
         views = {g.index: g for g in gpus or ()}
         with c.lock:
-            order = queue_order([job for job in c.queue if job.loading is None],
-                                self.admits.waiting())
+            jobs = [job for job in c.queue if job.loading is None]
+            if cluster is not None:
+                self._cluster_waits(jobs, bool(gpus))
+                if not gpus:
+                    return
+            order = queue_order(jobs, self.admits.waiting() if cluster is None else [])
             version = c.estimate_version()
             candidates = [self._candidate(item, version) if isinstance(item, Job)
                           else item.candidate() for item in order]
@@ -116,6 +129,7 @@ class Ticker:
             for admit in admits:
                 item = by_id[admit.run_id]
                 if isinstance(item, Entry):
+                    assert not isinstance(admit.gpu, NodeGpu)  # not candidates on a cluster
                     self.admits.grant(item, admit.gpu, views.get(admit.gpu)
                                       if admit.gpu is not None else None, txn)
                     continue
@@ -123,7 +137,26 @@ class Ticker:
                 if record is None or not self.claims.still_ours(record):
                     self.claims.drop(item)  # cancelled or taken over by another backend
                     continue
+                if cluster is not None and isinstance(admit.gpu, NodeGpu):
+                    est = item.estimate
+                    refused = cluster.reserve(item.run_id, admit.gpu, est.vram_mb if est else 0,
+                                              item.exclusive, views[admit.gpu].free_mb)
+                    if refused is not None:  # another scheduler took it first
+                        c.set_wait(item, Wait(item.run_id, WaitKind.NO_NODE, refused))
+                        continue
                 self.starter.start(item, admit.gpu, txn)
+
+    def _cluster_waits(self, jobs: list[Job], any_gpu: bool) -> None:
+        """On a cluster: admit entries (``evaltui run``) are not placed on nodes, and
+        nothing is admitted while no node reports a GPU. Core lock held."""
+        for entry in self.admits.waiting():
+            self.admits.set_wait(entry, Wait(entry.ledger_id, WaitKind.NO_NODE,
+                                             "evaltui run admits are not placed on a Ray "
+                                             "cluster; use a scheduler without --ray"))
+        if not any_gpu:
+            for job in jobs:
+                self.core.set_wait(job, Wait(job.run_id, WaitKind.NO_NODE,
+                                             "no node of the Ray cluster reports a GPU now"))
 
     def _candidate(self, job: Job, version: tuple[int, int]) -> Candidate:
         """The job as admission sees it, cached until its estimate may have changed."""

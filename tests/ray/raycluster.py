@@ -16,7 +16,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +71,26 @@ def _our_leftovers(temp_root: Path) -> list[int]:
 
 
 @contextmanager
-def two_node_cluster() -> Iterator[RayCluster]:
-    """Start the cluster described in the module docstring; shut it down on exit."""
+def _env(extra: Mapping[str, str]) -> Iterator[None]:
+    """``extra`` in os.environ while a node starts: its raylet (and so its workers)
+    inherit it. How a test declares per-node fake GPUs."""
+    saved = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextmanager
+def two_node_cluster(node_env: Sequence[Mapping[str, str]] = ({}, {})
+                     ) -> Iterator[RayCluster]:
+    """Start the cluster described in the module docstring; shut it down on exit.
+    ``node_env``: extra environment of the head's and the second node's processes."""
     from ray.cluster_utils import Cluster
 
     temp_root = Path(tempfile.mkdtemp(prefix="evt-ray-", dir="/tmp"))  # socket paths: short
@@ -83,11 +101,13 @@ def two_node_cluster() -> Iterator[RayCluster]:
     nodes = [temp_root / "head", temp_root / "node2"]
     cluster = None
     try:
-        cluster = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args=dict(
-            num_cpus=2, object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False,
-            temp_dir=str(nodes[0])))
-        cluster.add_node(num_cpus=2, object_store_memory=OBJECT_STORE_BYTES,
-                         temp_dir=str(nodes[1]))
+        with _env(node_env[0]):
+            cluster = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args=dict(
+                num_cpus=2, object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False,
+                temp_dir=str(nodes[0])))
+        with _env(node_env[1]):
+            cluster.add_node(num_cpus=2, object_store_memory=OBJECT_STORE_BYTES,
+                             temp_dir=str(nodes[1]))
         yield RayCluster(cluster.address, temp_root, nodes, cluster)
     finally:
         if cluster is not None:

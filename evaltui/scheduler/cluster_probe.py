@@ -1,0 +1,235 @@
+"""``ClusterProbe``: every Ray node's GPUs and host RAM, read by one small actor per node.
+
+A GpuProbe like NvmlProbe or FakeGpuProbe (resources.py), so the scheduler's Sampler
+uses it unchanged: ``read()`` returns one GpuReading whose GPUs are keyed by
+:class:`~evaltui.scheduler.cluster.NodeGpu`. Each node's :class:`NodeProbe` actor (no
+CPU reserved, pinned to its node) runs the same ``make_gpu_probe()`` as a one-machine
+scheduler in that node's environment: NVML where present, fake GPUs when the node's
+raylet was started with ``EVALTUI_FAKE_GPUS`` (a test declares them per node that way).
+
+A read never stalls the tick: it asks every node, waits at most ``timeout_sec`` for the
+answers, and uses each node's last answer while it is younger than ``stale_sec``; a
+node gone from the cluster (or whose actor died) drops out of the reading at once, so
+nothing new is admitted there. Per-process usage is not reported (PIDs of other
+machines mean nothing here). The probe also holds this scheduler's handle on the
+cluster ledger (cluster_ledger.py): ``sync`` once per tick, ``reserve`` per admission.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import asdict
+from typing import Any
+
+from evaltui.scheduler.cluster import (
+    NODE_NAME_ENV,
+    ClusterReservation,
+    NodeGpu,
+)
+from evaltui.scheduler.cluster_ledger import LEASE_SEC, NAMESPACE, connect
+from evaltui.scheduler.resources import GpuReading, GpuSnapshot, HostSnapshot
+
+log = logging.getLogger(__name__)
+
+
+class NodeProbe:
+    """The actor on one node: its GPUs (as a one-machine scheduler reads them) and RAM."""
+
+    def __init__(self) -> None:
+        from evaltui.scheduler.resources import HostProbe, make_gpu_probe
+
+        self.gpu = make_gpu_probe()
+        self.host = HostProbe()
+
+    def read(self) -> dict[str, Any]:
+        reading = self.gpu.read()
+        return {"name": os.environ.get(NODE_NAME_ENV), "available": reading.available,
+                "reason": reading.reason, "fake": reading.fake,
+                "gpus": [(g.index, g.name, g.total_mb, g.used_mb, g.free_mb,
+                          g.utilization_pct) for g in reading.gpus],
+                "host": asdict(self.host.read())}
+
+
+class ClusterProbe:
+    """Per-node readings merged into one GpuReading (see the module docstring)."""
+
+    def __init__(self, address: str, *, timeout_sec: float = 0.25, first_timeout_sec: float
+                 = 20.0, stale_sec: float = 5.0, lease_sec: float = LEASE_SEC,
+                 scheduler_id: str | None = None) -> None:
+        import ray
+
+        self.address = address
+        self.timeout_sec, self.first_timeout_sec = timeout_sec, first_timeout_sec
+        self.stale_sec, self.lease_sec = stale_sec, lease_sec
+        self.scheduler_id = scheduler_id or f"{os.uname().nodename}:{os.getpid()}:" \
+                                            f"{uuid.uuid4().hex[:8]}"
+        self._ray = ray
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            # Ray replaces SIGTERM/SIGINT handlers on init; serve's own are put back.
+            import signal
+            saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
+                     logging_level=logging.WARNING)
+            if threading.current_thread() is threading.main_thread():
+                for sig, handler in saved.items():
+                    if handler is not None:
+                        signal.signal(sig, handler)
+        self.ledger = connect(ray)
+        self._lock = threading.Lock()
+        self._actors: dict[str, Any] = {}
+        self._pending: dict[str, Any] = {}
+        self._last: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._held: dict[str, ClusterReservation] = {}
+        self._entries: list[ClusterReservation] = []
+        self.hosts: dict[str, HostSnapshot] = {}
+        """Host RAM/CPU per node name, as of the last reading."""
+
+    # ---- GpuProbe ---------------------------------------------------------------------
+    def read(self) -> GpuReading:
+        with self._lock:
+            return self._read()
+
+    def close(self) -> None:
+        with self._lock:
+            for actor in self._actors.values():
+                self._ray.kill(actor, no_restart=True)
+            self._actors.clear()
+            if self._held:
+                try:
+                    self._ray.get(self.ledger.release.remote(self.scheduler_id,
+                                                             list(self._held)), timeout=5)
+                except Exception:  # the lease runs out by itself
+                    log.warning("cluster ledger: release on close failed", exc_info=True)
+                self._held.clear()
+            if self._owns_ray:
+                self._ray.shutdown()
+
+    # ---- ledger -----------------------------------------------------------------------
+    def sync(self, live: set[str]) -> None:
+        """Renew this scheduler's lease, keep only the reservations of ``live`` runs, and
+        fetch every scheduler's reservations (once per tick)."""
+        with self._lock:
+            self._held = {k: r for k, r in self._held.items()
+                          if k in live or time.time() - r.at < 3.0}
+            try:
+                raw = self._ray.get(self.ledger.sync.remote(
+                    self.scheduler_id, [asdict(r) for r in self._held.values()],
+                    self.lease_sec), timeout=5)
+            except Exception as exc:  # cannot see the ledger: keep the last entries
+                log.warning("cluster ledger: sync failed: %s", exc)
+                return
+            self._entries = [ClusterReservation.from_json(r) for r in raw]
+
+    def holds(self) -> bool:
+        """This scheduler still has reservations on the cluster (to release by ``sync``)."""
+        return bool(self._held)
+
+    def entries(self) -> list[ClusterReservation]:
+        return list(self._entries)
+
+    def reserve(self, run_id: str, key: NodeGpu, vram_mb: int, exclusive: bool,
+                free_mb: int) -> str | None:
+        """Check and reserve in one ledger call: None when granted, else why not."""
+        try:
+            refused = self._ray.get(self.ledger.reserve.remote(
+                self.scheduler_id, run_id, key.node_id, key.index, vram_mb, exclusive,
+                free_mb, key.node, self.lease_sec), timeout=5)
+        except Exception as exc:
+            return f"cluster ledger unreachable: {exc}"
+        if refused is None:
+            r = ClusterReservation(self.scheduler_id, run_id, key.node_id, key.index, vram_mb,
+                                   exclusive, time.time())
+            with self._lock:
+                self._held[run_id] = r
+                self._entries.append(r)
+        return refused
+
+    # ---- reading ----------------------------------------------------------------------
+    def _read(self) -> GpuReading:
+        ray = self._ray
+        try:
+            nodes = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
+        except Exception as exc:
+            return GpuReading(False, f"Ray cluster unreachable: {exc}", False, ())
+        for gone in [n for n in self._actors if n not in nodes]:
+            self._forget(gone)
+        for node_id in nodes:
+            if node_id not in self._actors:
+                self._actors[node_id] = self._spawn(node_id)
+            if node_id not in self._pending:
+                self._pending[node_id] = self._actors[node_id].read.remote()
+        refs = list(self._pending.values())
+        timeout = self.timeout_sec if self._last else self.first_timeout_sec
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        done = set(ready)
+        now = time.monotonic()
+        for node_id, ref in list(self._pending.items()):
+            if ref not in done:
+                continue
+            del self._pending[node_id]
+            try:
+                self._last[node_id] = (now, ray.get(ref))
+            except Exception as exc:  # the actor died: a fresh one next read
+                log.warning("node probe on %s failed: %s", node_id[:8], exc)
+                self._forget(node_id)
+        return self._merge(now)
+
+    def _merge(self, now: float) -> GpuReading:
+        gpus: list[GpuSnapshot] = []
+        reasons, fake = [], False
+        for node_id, (at, data) in sorted(self._last.items()):
+            if now - at > self.stale_sec:
+                continue
+            name = data.get("name") or f"node-{node_id[:6]}"
+            self.hosts[name] = HostSnapshot(**data["host"])
+            if not data["available"]:
+                reasons.append(f"{name}: {data['reason']}")
+                continue
+            fake = fake or bool(data["fake"])
+            for index, gname, total, used, free, util in data["gpus"]:
+                gpus.append(GpuSnapshot(NodeGpu(node_id, index, name),
+                                        f"{name} · {gname}", total, used, free, util, None))
+        if not gpus:
+            why = "; ".join(reasons) or "no node of the Ray cluster answered"
+            return GpuReading(False, f"no GPU on the cluster ({why})", False, ())
+        return GpuReading(True, None, fake, tuple(gpus))
+
+    def _spawn(self, node_id: str) -> Any:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return self._ray.remote(NodeProbe).options(
+            num_cpus=0, max_restarts=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node_id, soft=False)).remote()
+
+    def _forget(self, node_id: str) -> None:
+        actor = self._actors.pop(node_id, None)
+        self._pending.pop(node_id, None)
+        self._last.pop(node_id, None)
+        if actor is not None:
+            try:
+                self._ray.kill(actor, no_restart=True)
+            except Exception:  # its node is gone with it
+                pass
+
+
+class ClusterUnavailable(RuntimeError):
+    """``--ray ADDRESS`` cannot be used: ray missing, or the cluster does not answer."""
+
+
+def open_cluster(address: str) -> ClusterProbe:
+    """The probe of ``evaltui serve --ray`` / ``evaltui --ray``; ClusterUnavailable with
+    the one line to print otherwise."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ClusterUnavailable("--ray needs ray: install evaltui[ray]") from None
+    try:
+        return ClusterProbe(address)
+    except Exception as exc:  # ConnectionError, version mismatch, auth
+        raise ClusterUnavailable(f"cannot connect to the Ray cluster at {address}: "
+                                 f"{type(exc).__name__}: {exc}") from exc
