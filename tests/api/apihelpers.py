@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,6 @@ from typing import Any
 import httpx
 import pytest
 from proctools import kill_group
-from waiting import wait_until as _wait_until
 
 from evaltui.api import backend_start
 from evaltui.api.client import ApiClient
@@ -23,6 +23,12 @@ from evaltui.graphs import builtin_graph_path
 from evaltui.rundir import PidRef, read_json
 from evaltui.scheduler import JobScheduler
 from evaltui.scheduler.admits import AdmitQueue
+
+# tests/ holds the suite-wide helpers; driver scripts run from their own folder need it too.
+_TESTS_DIR = str(Path(__file__).resolve().parents[1])
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
+from waiting import wait_until as _wait_until  # noqa: E402
 
 
 def isolate_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:

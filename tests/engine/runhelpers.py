@@ -6,15 +6,20 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from waiting import wait_until as _wait_until
-
 from evaltui.launch import prepare_run, spawn_run
 from evaltui.rundir import read_json
+
+# tests/ holds the suite-wide helpers; driver scripts run from their own folder need it too.
+_TESTS_DIR = str(Path(__file__).resolve().parents[1])
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
+from waiting import wait_until as _wait_until  # noqa: E402
 
 ENGINE_TESTS = Path(__file__).resolve().parent
 GRAPHS = ENGINE_TESTS.parents[1] / "evaltui" / "graphs"

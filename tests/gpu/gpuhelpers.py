@@ -13,11 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from proctools import kill_group
-from waiting import wait_until as _wait_until
 
 from evaltui.gpu.cudadriver import LIBCUDA
 from evaltui.rundir import read_json, runs_root
 from evaltui.scheduler.resources import GpuSnapshot, NvmlProbe
+
+# tests/ holds the suite-wide helpers; driver scripts run from their own folder need it too.
+_TESTS_DIR = str(Path(__file__).resolve().parents[1])
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
+from waiting import wait_until as _wait_until  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODULE = "gpu_nodesets"

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
-from waiting import wait_until as _wait_until
 
 from evaltui.rundir import read_json, runs_root
+
+# tests/ holds the suite-wide helpers; driver scripts run from their own folder need it too.
+_TESTS_DIR = str(Path(__file__).resolve().parents[1])
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
+from waiting import wait_until as _wait_until  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODULE = "sched_nodesets"
