@@ -97,6 +97,7 @@ class RayExecutor:
         self.hosts: dict[str, Any] = {}
         self._ever_ready = False
         self._start_failures = 0
+        self._lost_nodes: set[str] = set()
         self._checked_ref: Any = None
         self._shared_arg: dict[str, tuple[str, Any]] = {}
 
@@ -171,12 +172,20 @@ class RayExecutor:
 
         slot.actor = ray.remote(EpisodeWorkerActor).options(
             **WORKER_RESOURCES, max_restarts=0, max_task_retries=0, max_concurrency=2,
-            **self.placement).remote(slot.worker_id, self.run_key)
+            **self._placement()).remote(slot.worker_id, self.run_key)
         slot.setup_ref = slot.actor.setup.remote(
             self._checked_ref, self.checked.spec.active_workspace_dir, self._shared_arg,
             self.checked.spec.eval.per_step_budget_sec)
         slot.info, slot.started_at = None, time.monotonic()
         slot.index = slot.run_ref = slot.pull_ref = None
+
+    def _placement(self) -> dict[str, Any]:
+        """The run's placement, minus the nodes this run found lost: Ray still lists them
+        (and SPREAD may pick them) until its own ~15 s death timeout."""
+        if not self._lost_nodes or self.placement.get("scheduling_strategy") != "SPREAD":
+            return self.placement
+        lost = ",".join(sorted(self._lost_nodes))
+        return {**self.placement, "label_selector": {"ray.io/node-id": f"!in({lost})"}}
 
     def _kill(self, slot: _Slot) -> None:
         import ray
@@ -242,16 +251,15 @@ class RayExecutor:
                 elif kind == "pull" and slot.pull_ref is ref:
                     self._on_pull(slot)
                 elif kind == "run" and slot.run_ref is ref:
-                    result = replace_attempts(self._on_run(slot), attempts)
-                    if (result.outcome.status is EpisodeStatus.ERROR
-                            and retries[result.index] < self.max_episode_retries
-                            and not self.stop.is_set()):
-                        retries[result.index] += 1
-                        queue.appendleft(result.index)
-                    finished.append(result)
+                    finished.append(replace_attempts(self._on_run(slot), attempts))
             if cancel_deadline is None:
                 finished.extend(self._lost_or_hung(attempts))
-            for result in finished:
+            for result in finished:  # a lost node's episode is retried like a crash
+                if (result.outcome.status is EpisodeStatus.ERROR
+                        and retries[result.index] < self.max_episode_retries
+                        and not self.stop.is_set()):
+                    retries[result.index] += 1
+                    queue.appendleft(result.index)
                 recorder.put(result)
 
     def _deal_idle(self, queue: deque[int], attempts: Counter[int]) -> None:
@@ -392,6 +400,8 @@ class RayExecutor:
             if slot.index is None or slot.watch is None:
                 continue
             if slot.pull_ref is not None and now - slot.pull_sent > UNREACHABLE_SEC:
+                if slot.info is not None:
+                    self._lost_nodes.add(slot.info["node_id"])
                 results.append(self._died(slot, f"unreachable for {UNREACHABLE_SEC:.0f} s: "
                                                 "its node is lost"))
                 continue
