@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     """``XDG_CONFIG_HOME``: base of the config dir when ``EVALTUI_CONFIG_DIR`` is unset."""
     ray_address: str | None = Field(default=None, validation_alias=AliasChoices("RAY_ADDRESS"))
     """``RAY_ADDRESS``: the Ray cluster of ``executor = "ray"`` runs without a ``ray_address``."""
+    ray_place_timeout_sec: float | None = Field(default=None, gt=0)
+    """``EVALTUI_RAY_PLACE_TIMEOUT_SEC``: how long a Ray actor may wait for room (60 s)."""
     cuda_visible_devices: str | None = Field(
         default=None, validation_alias=AliasChoices("CUDA_VISIBLE_DEVICES"))
     """``CUDA_VISIBLE_DEVICES``: kept verbatim, since an empty value means "no GPU"."""

@@ -39,6 +39,12 @@ from evaltui.engine.executor import ExecutorError
 from evaltui.engine.loop import EpisodeOutcome
 from evaltui.engine.pool import EpisodeResult, PoolError
 from evaltui.engine.ray_actor import EpisodeWorkerActor, NodesetActor
+from evaltui.engine.ray_resources import (
+    asked_text,
+    host_resources,
+    place_timeout_sec,
+    unplaceable,
+)
 from evaltui.engine.ray_sink import EpisodeSink
 from evaltui.engine.recorder import Recorder
 from evaltui.engine.specchecks import CheckedSpec
@@ -50,7 +56,6 @@ WAIT_SLICE_SEC = 0.05
 PULL_EVERY_SEC = 0.1
 UNREACHABLE_SEC = 4.0
 """A pull unanswered this long means the actor's node is gone (a pull takes ~1 ms)."""
-PLACE_TIMEOUT_SEC = 60.0
 WORKER_RESOURCES = {"num_cpus": 1}
 HOST_MAX_BATCH_SIZE = 64
 HOST_MAX_WAIT_MS = 2.0
@@ -151,19 +156,24 @@ class RayExecutor:
             if name in self.given_shared:
                 self._shared_arg[name] = ("url", self.given_shared[name])
                 continue
+            asks = host_resources(self.checked, [name], "runtime_env" in self.placement)[name]
             actor = ray.remote(NodesetActor).options(
-                num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=k + 4,
-                name=None, **self.placement).remote(ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
-                                  HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir)
+                max_restarts=0, max_task_retries=0, max_concurrency=k + 4,
+                name=None, **asks, **self.placement).remote(
+                    ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
+                    HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir)
             try:
-                ray.get(actor.ping.remote(), timeout=PLACE_TIMEOUT_SEC)
+                where = ray.get(actor.ping.remote(), timeout=place_timeout_sec())
             except ray.exceptions.GetTimeoutError:
                 ray.kill(actor)
-                raise ExecutorError(f"the host actor of shared nodeset {name!r} could not "
-                                    f"be placed within {PLACE_TIMEOUT_SEC:.0f} s") from None
+                raise unplaceable(f"the host actor of shared nodeset {name!r}", asks,
+                                  place_timeout_sec()) from None
             except ray.exceptions.RayError as exc:
                 ray.kill(actor)
                 raise PoolError(f"the shared nodeset {name!r} cannot start: {exc}") from exc
+            print(f"evaltui: shared nodeset {name} is Ray actor pid {where['pid']} on node "
+                  f"{where['node_id'][:8]}, asking {asked_text(asks)}", file=sys.stderr,
+                  flush=True)
             self.hosts[name] = actor
             self._shared_arg[name] = ("ray", actor)
 
@@ -301,16 +311,10 @@ class RayExecutor:
         self._spawn(slot)
 
     def _check_placement(self) -> None:
-        import ray
-
-        now = time.monotonic()
+        now, timeout = time.monotonic(), place_timeout_sec()
         for slot in self.slots:
-            if slot.setup_ref is not None and now - slot.started_at > PLACE_TIMEOUT_SEC:
-                raise ExecutorError(
-                    f"worker actors could not be placed on the Ray cluster within "
-                    f"{PLACE_TIMEOUT_SEC:.0f} s: each asks {WORKER_RESOURCES}; the cluster "
-                    f"has {ray.available_resources()} available of "
-                    f"{ray.cluster_resources()}")
+            if slot.setup_ref is not None and now - slot.started_at > timeout:
+                raise unplaceable(f"worker actor {slot.worker_id}", WORKER_RESOURCES, timeout)
 
     def _pull_due(self, busy: list[_Slot]) -> None:
         now = time.monotonic()
