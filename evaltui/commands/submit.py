@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from evaltui.api.client import ApiClient
 from evaltui.api.models import Run
 from evaltui.commands import eval as eval_cmd
 from evaltui.commands.runs import emit_json, print_run, state_text, with_client
+from evaltui.engine.specchecks import check_executor
 from evaltui.graphs import builtin_graph_names
-from evaltui.spec import SpecError
+from evaltui.spec import JobSpec, SpecError
 from evaltui.states import RunState
 
 EXIT_BY_STATE = {RunState.DONE: 0, RunState.CANCELLED: 3}
@@ -48,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
         spec = eval_cmd.spec_from_args(args)
     except SpecError as exc:
         console.print(f"[bold red]error[/]: {exc}", highlight=False)
+        return 2
+    if missing := ray_missing(spec):  # here, before the backend is asked anything
+        console.print(f"[bold red]error[/]: {escape(missing)}", highlight=False)
         return 2
     scheduling = dict(spec.get("scheduling") or {})
     for key, value in (("priority", args.priority), ("marginal_vram_mb", args.vram_mb),
@@ -79,6 +86,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_run(Console(), final)
     return EXIT_BY_STATE.get(final.state, 1)
+
+
+def ray_missing(spec: dict[str, Any]) -> str | None:
+    """Why a ``--executor ray`` spec cannot go from here (ray not installed), else None."""
+    if (spec.get("eval") or {}).get("executor") != "ray":
+        return None
+    try:
+        check_executor(JobSpec.model_validate(spec))
+    except SpecError as exc:
+        return str(exc)
+    except ValidationError:
+        return None  # any other fault of the spec: the backend says what it is
+    return None
 
 
 def follow(client: ApiClient, run_id: str, console: Console, poll_sec: float = 0.5) -> Run:

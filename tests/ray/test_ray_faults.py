@@ -126,3 +126,20 @@ def test_without_ray_eval_exits_2_with_the_install_hint(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "install evaltui[ray]" in proc.stderr
     assert not list(tmp_path.rglob("spec.json"))  # refused before any run dir was made
+
+
+def test_without_ray_submit_exits_2_before_asking_the_backend(tmp_path: Path) -> None:
+    """A listening socket stands for the backend: nothing may connect to it."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as backend:
+        url = f"http://127.0.0.1:{backend.getsockname()[1]}"
+        args = [sys.executable, "-c", BLOCK_RAY, "submit", "bot", "--episodes", "1",
+                "--executor", "ray", "--ray-address", "127.0.0.1:1", "--url", url]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=60,
+                              cwd=tmp_path, env={**os.environ, "COLUMNS": "200"})
+        backend.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            backend.accept()[0].close()
+    assert proc.returncode == 2, proc.stderr
+    assert "install evaltui[ray]" in proc.stderr
