@@ -16,11 +16,13 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.suggester import Suggester
-from textual.widgets import Button, Checkbox, Input, Label
+from textual.widgets import Button, Checkbox, Input, Label, Select
 
 from evaltui.engine.datasets import BUILTIN_DATASETS, builtin_splits
+from evaltui.engine.specchecks import check_executor
 from evaltui.graphs import builtin_graph_names
 from evaltui.spec import JobSpec, SpecError
 from evaltui.specbuild import build_spec
@@ -37,10 +39,13 @@ FIELDS: tuple[tuple[str, str, str, str], ...] = (
     ("step_budget", "step budget", "", "integer"),  # empty: the env's own limit
     ("priority", "priority", "0", "integer"),
     ("vram", "VRAM MiB", "0", "integer"),
+    ("ray_address", "Ray address", "", "text"),  # after the executor choice
 )
+EXECUTORS = (("local: worker processes here", "local"), ("ray: actors on a Ray cluster", "ray"))
 
 PLACEHOLDERS = {"graph": "built-in ({graphs}) or a JSON file",
-                "step_budget": "the env's own limit (BabyAI: max_steps)"}
+                "step_budget": "the env's own limit (BabyAI: max_steps)",
+                "ray_address": "HOST:PORT (default $RAY_ADDRESS); executor ray only"}
 
 REQUIRED = {"graph": "required: a built-in graph name or a JSON file",
             "episodes": "required: how many episodes to run",
@@ -54,7 +59,10 @@ FIELD_OF_PATH = {
     "eval.start_episode_index": "start", "eval.worker_count": "workers",
     "eval.step_budget": "step_budget", "scheduling.priority": "priority",
     "scheduling.marginal_vram_mb": "vram", "scheduling.exclusive_gpu": "exclusive",
+    "eval.executor": "executor", "eval.ray_address": "ray_address",
 }
+NOT_INPUTS = ("form", "exclusive", "executor")
+"""Error slots that are not text fields (no value to keep, nothing to focus)."""
 
 
 def dataset_splits(dataset: str) -> list[str]:
@@ -94,6 +102,15 @@ def field_for(path: str) -> str:
     return "form"
 
 
+def ray_missing(executor: str) -> str | None:
+    """The install hint when ``executor`` is ray and ray is not installed here."""
+    try:
+        check_executor(JobSpec.model_validate({"graph": {}, "eval": {"executor": executor}}))
+    except SpecError as exc:
+        return exc.message
+    return None
+
+
 class SubmitScreen(ModalScreen[str | None]):
     """Dismisses with the new run_id, or None if cancelled.
 
@@ -119,6 +136,11 @@ class SubmitScreen(ModalScreen[str | None]):
             yield Label("Submit an eval run", classes="dialog-title")
             with Grid(id="submit-form"):
                 for field_id, label, default, kind in FIELDS:
+                    if field_id == "ray_address":
+                        yield Label("executor", classes="form-label")
+                        yield Select(EXECUTORS, value=self.draft.get("executor", "local"),
+                                     allow_blank=False, id="executor")
+                        yield Label("", id="executor-error", classes="field-error")
                     yield Label(label, classes="form-label")
                     yield Input(str(self.draft.get(field_id, default)), id=field_id, type=kind,  # type: ignore[arg-type]
                                 placeholder=PLACEHOLDERS.get(field_id, "").format(
@@ -149,10 +171,13 @@ class SubmitScreen(ModalScreen[str | None]):
             raw = value(field_id)
             return int(raw) if raw not in ("", "-") else None
 
+        executor = str(self.query_one("#executor", Select).value)
         spec = build_spec(value("graph") or None, dataset=value("dataset") or None,
                           split=value("split") or None, episodes=integer("episodes"),
                           start=integer("start"), workers=integer("workers"),
-                          step_budget=integer("step_budget"))
+                          step_budget=integer("step_budget"),
+                          executor=None if executor == "local" else executor,
+                          ray_address=value("ray_address") or None)
         scheduling = dict(spec.get("scheduling") or {})
         for key, field_id in (("priority", "priority"), ("marginal_vram_mb", "vram")):
             number = integer(field_id)
@@ -177,6 +202,14 @@ class SubmitScreen(ModalScreen[str | None]):
         self.draft["exclusive"] = event.value
         self._clear_error("exclusive")
 
+    @on(Select.Changed, "#executor")
+    def _executor_changed(self, event: Select.Changed) -> None:
+        """Say at once when ray is not installed, rather than at submit."""
+        self.draft["executor"] = event.value
+        self._clear_error("executor")
+        if missing := ray_missing(str(event.value)):
+            self._show_errors({"executor": missing})
+
     def action_submit(self) -> None:
         self._clear_errors()
         empty = {f: why for f, why in REQUIRED.items()
@@ -186,7 +219,7 @@ class SubmitScreen(ModalScreen[str | None]):
             return
         try:
             spec = self.spec()
-            JobSpec.model_validate(spec)
+            check_executor(JobSpec.model_validate(spec))
         except SpecError as exc:
             self._show_errors({field_for(exc.field): exc.message})
             return
@@ -235,13 +268,13 @@ class SubmitScreen(ModalScreen[str | None]):
 
     def _show_errors(self, errors: dict[str, str]) -> None:
         for field_id, message in errors.items():
-            if field_id not in ("form", "exclusive"):
+            if field_id not in NOT_INPUTS:
                 self._errored[field_id] = self.query_one(f"#{field_id}", Input).value
             label = self.query_one(f"#{field_id}-error", Label)
-            label.update(f"↳ {message}")
+            label.update(Content(f"↳ {message}"))  # plain text: "evaltui[ray]" is no tag
             label.display = True
         first = next(iter(errors))
-        if first not in ("form", "exclusive"):
+        if first not in NOT_INPUTS:
             self.query_one(f"#{first}", Input).focus()
 
     @on(Button.Pressed, "#submit")
