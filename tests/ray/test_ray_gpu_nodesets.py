@@ -32,7 +32,6 @@ def gpu_node(ray_cluster: RayCluster) -> Iterator[Any]:
     node = cluster.add_node(num_cpus=1, num_gpus=1, resources={"vram_mb": NODE_VRAM_MB},
                             object_store_memory=OBJECT_STORE_BYTES,
                             temp_dir=tempfile.mkdtemp(prefix="gpu-", dir=ray_cluster.temp_root))
-    cluster.wait_for_nodes()
     try:
         yield node
     finally:
