@@ -129,7 +129,8 @@ def _node_temp_dir() -> str | None:
     try:
         import ray._private.worker as ray_worker
 
-        return str(ray_worker._global_node.get_temp_dir_path())
+        node = ray_worker._global_node
+        return str(node.get_temp_dir_path()) if node is not None else None
     except Exception:  # a private API: fall back to the process's temp dir
         return None
 

@@ -23,6 +23,7 @@ this process: if it dies, Ray kills them.
 
 from __future__ import annotations
 
+import logging
 import pickle
 import re
 import signal
@@ -42,6 +43,7 @@ from evaltui.engine.ray_actor import EpisodeWorkerActor, NodesetActor
 from evaltui.engine.ray_resources import (
     asked_text,
     host_resources,
+    node_placement,
     place_timeout_sec,
     unplaceable,
 )
@@ -114,7 +116,7 @@ class RayExecutor:
         # which would turn a cancel into a crash: the run's handlers are put back.
         handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
-            ray.init(address=self.address, log_to_driver=False, logging_level="WARNING")
+            ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING)
         except Exception as exc:  # ConnectionError, or a version mismatch
             raise ExecutorError(f"cannot connect to the Ray cluster at {self.address}: "
                                 f"{type(exc).__name__}: {exc}") from exc
@@ -422,35 +424,6 @@ class RayExecutor:
                 f"({'the env' if phase == 'reset' else 'a node'} is blocking); worker "
                 f"{slot.worker_id} (pid {info.get('pid', '?')}) was killed"))
         return [replace_attempts(r, attempts) for r in results]
-
-
-NODE_ID_ENV = "EVALTUI_RAY_NODE_ID"
-"""Set by a cluster scheduler on a run it placed: the Ray node its actors are pinned to."""
-NODE_GPU_ENV = "EVALTUI_RAY_GPU"
-"""Set with NODE_ID_ENV: the GPU index on that node (its actors' CUDA_VISIBLE_DEVICES)."""
-
-
-def node_placement(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Actor options: SPREAD, or pinned to the node a cluster scheduler chose for this run.
-
-    ``evaltui serve --ray`` admits a run onto one GPU of one node and says which in the
-    run's environment (``EVALTUI_RAY_NODE_ID``, ``EVALTUI_RAY_GPU``; scheduler/cluster.py).
-    The actors then go to that node only (hard affinity: its memory was reserved there)
-    and see that GPU alone.
-    """
-    import os
-
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from evaltui.fakegpu import FAKE_GPU_INDEX_ENV
-
-    env = os.environ if env is None else env  # set per run by its scheduler, not a setting
-    node_id, gpu = env.get(NODE_ID_ENV), env.get(NODE_GPU_ENV, "")
-    if not node_id or not gpu.isdigit():
-        return {"scheduling_strategy": "SPREAD"}
-    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
-            "runtime_env": {"env_vars": {"CUDA_VISIBLE_DEVICES": str(gpu),
-                                         FAKE_GPU_INDEX_ENV: str(gpu)}}}
 
 
 def replace_attempts(result: EpisodeResult, attempts: Mapping[int, int]) -> EpisodeResult:

@@ -76,3 +76,32 @@ def _largest(key: str) -> float:
 
     return max((node["Resources"].get(key, 0) for node in ray.nodes() if node["Alive"]),
                default=0)
+
+
+NODE_ID_ENV = "EVALTUI_RAY_NODE_ID"
+"""Set by a cluster scheduler on a run it placed: the Ray node its actors are pinned to."""
+NODE_GPU_ENV = "EVALTUI_RAY_GPU"
+"""Set with NODE_ID_ENV: the GPU index on that node (its actors' CUDA_VISIBLE_DEVICES)."""
+
+
+def node_placement(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Actor options: SPREAD, or pinned to the node a cluster scheduler chose for this run.
+
+    ``evaltui serve --ray`` admits a run onto one GPU of one node and says which in the
+    run's environment (``EVALTUI_RAY_NODE_ID``, ``EVALTUI_RAY_GPU``; scheduler/cluster.py).
+    The actors then go to that node only (hard affinity: its memory was reserved there)
+    and see that GPU alone.
+    """
+    import os
+
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from evaltui.fakegpu import FAKE_GPU_INDEX_ENV
+
+    env = os.environ if env is None else env  # set per run by its scheduler, not a setting
+    node_id, gpu = env.get(NODE_ID_ENV), env.get(NODE_GPU_ENV, "")
+    if not node_id or not gpu.isdigit():
+        return {"scheduling_strategy": "SPREAD"}
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
+            "runtime_env": {"env_vars": {"CUDA_VISIBLE_DEVICES": str(gpu),
+                                         FAKE_GPU_INDEX_ENV: str(gpu)}}}
