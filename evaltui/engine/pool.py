@@ -43,7 +43,7 @@ from typing import Any
 from evaltui.engine.hostprocess import HostProcess
 from evaltui.engine.loop import EpisodeOutcome
 from evaltui.engine.recorder import Recorder
-from evaltui.engine.watchdog import HUNG_STEP_GRACE_SEC, LogWatch
+from evaltui.engine.watchdog import LogWatch
 from evaltui.engine.worker import WorkerConfig
 from evaltui.engine.zygote import ForkedChild, WorkerZygote, ZygoteError
 from evaltui.states import EpisodeStatus
@@ -216,19 +216,15 @@ class EnvWorkerPool:
         for slot in self.slots:
             if slot.index is None or slot.child is None or slot.watch is None:
                 continue
-            phase, stalled = slot.watch.stall(now)
-            budget, what = ((self.hung_reset_sec, "reset_budget_sec") if phase == "reset"
-                            else (self.hung_step_sec, "per_step_budget_sec"))
-            if budget is None or stalled <= budget + HUNG_STEP_GRACE_SEC:
+            why = slot.watch.hung_reason(now, step_sec=self.hung_step_sec,
+                                         reset_sec=self.hung_reset_sec)
+            if why is None:
                 continue
             slot.child.send_signal(signal.SIGKILL)
             slot.child.end(grace_sec=0.5)
             outcome = EpisodeOutcome(
                 status=EpisodeStatus.TIMEOUT, step_count=0, elapsed_sec=now - slot.dealt_at,
-                error=f"{'set_episode (env reset)' if phase == 'reset' else 'a step'} made no "
-                      f"progress for {stalled:.1f} s, over {what} {budget} "
-                      f"({'the env' if phase == 'reset' else 'a node'} is blocking); "
-                      f"worker {slot.worker_id} (pid {slot.child.pid}) was killed")
+                error=f"{why}; worker {slot.worker_id} (pid {slot.child.pid}) was killed")
             hung.append(EpisodeResult(slot.index, outcome, slot.worker_id,
                                       attempts[slot.index]))
             slot.child, slot.index = None, None

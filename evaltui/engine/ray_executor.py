@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import logging
 import pickle
-import re
 import signal
 import sys
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +45,9 @@ from evaltui.engine.ray_resources import (
     place_timeout_sec,
     unplaceable,
 )
-from evaltui.engine.ray_sink import EpisodeSink
+from evaltui.engine.ray_slot import RaySlot, death_cause, remote_error
 from evaltui.engine.recorder import Recorder
 from evaltui.engine.specchecks import CheckedSpec
-from evaltui.engine.watchdog import HUNG_STEP_GRACE_SEC, LogWatch
 from evaltui.engine.worker import SharedEndpoint
 from evaltui.states import EpisodeStatus
 
@@ -61,24 +58,6 @@ UNREACHABLE_SEC = 4.0
 WORKER_RESOURCES = {"num_cpus": 1}
 HOST_MAX_BATCH_SIZE = 64
 HOST_MAX_WAIT_MS = 2.0
-
-
-@dataclass
-class _Slot:
-    worker_id: int
-    actor: Any = None
-    setup_ref: Any = None
-    info: dict[str, Any] | None = None
-    started_at: float = 0.0
-    index: int | None = None
-    attempt: int = 0
-    run_ref: Any = None
-    dealt_at: float = 0.0
-    sink: EpisodeSink | None = None
-    watch: LogWatch | None = None
-    pull_ref: Any = None
-    pull_offsets: dict[str, int] | None = None
-    pull_sent: float = 0.0
 
 
 class RayExecutor:
@@ -92,7 +71,7 @@ class RayExecutor:
                  hung_reset_sec: float | None = None,
                  episode_log: Callable[[int], Path]) -> None:
         self.checked, self.episodes = checked, episodes
-        self.slots = [_Slot(i) for i in range(worker_count)]
+        self.slots = [RaySlot(i) for i in range(worker_count)]
         self.address = address or "auto"
         self.given_shared = dict(shared)
         self.run_key = run_key
@@ -179,7 +158,7 @@ class RayExecutor:
             self.hosts[name] = actor
             self._shared_arg[name] = ("ray", actor)
 
-    def _spawn(self, slot: _Slot) -> None:
+    def _spawn(self, slot: RaySlot) -> None:
         import ray
 
         slot.actor = ray.remote(EpisodeWorkerActor).options(
@@ -199,7 +178,7 @@ class RayExecutor:
         lost = ",".join(sorted(self._lost_nodes))
         return {**self.placement, "label_selector": {"ray.io/node-id": f"!in({lost})"}}
 
-    def _kill(self, slot: _Slot) -> None:
+    def _kill(self, slot: RaySlot) -> None:
         import ray
 
         if slot.actor is not None:
@@ -244,7 +223,9 @@ class RayExecutor:
                                               "grace period"))
                 return
             self._check_placement()
-            self._pull_due(busy)
+            now = time.monotonic()
+            for slot in busy:
+                slot.pull_if_due(now, PULL_EVERY_SEC)
             waiting = {ref: (s, kind) for s in self.slots
                        for kind, ref in (("setup", s.setup_ref), ("run", s.run_ref),
                                          ("pull", s.pull_ref)) if ref is not None}
@@ -261,7 +242,7 @@ class RayExecutor:
                 if kind == "setup" and slot.setup_ref is ref:
                     self._on_setup(slot)
                 elif kind == "pull" and slot.pull_ref is ref:
-                    self._on_pull(slot)
+                    slot.on_pull()
                 elif kind == "run" and slot.run_ref is ref:
                     finished.append(replace_attempts(self._on_run(slot), attempts))
             if cancel_deadline is None:
@@ -279,22 +260,16 @@ class RayExecutor:
             if queue and slot.info is not None and slot.index is None:
                 index = queue.popleft()
                 attempts[index] += 1
-                slot.index, slot.attempt = index, attempts[index]
-                slot.dealt_at = time.monotonic()
-                slot.sink = EpisodeSink(self.episode_log(index).parent)
-                slot.watch = LogWatch(self.episode_log(index))
-                slot.run_ref = slot.actor.run_episode.remote(index, slot.attempt,
-                                                             self.episodes[index])
-                slot.pull_sent = time.monotonic()  # the first pull is due a slice later
+                slot.deal(index, attempts[index], self.episodes[index], self.episode_log(index))
 
-    def _on_setup(self, slot: _Slot) -> None:
+    def _on_setup(self, slot: RaySlot) -> None:
         import ray
 
         try:
             slot.info = ray.get(slot.setup_ref)
         except ray.exceptions.RayError as exc:
             self._kill(slot)
-            self._on_start_failure(slot, _remote_error(exc))
+            self._on_start_failure(slot, remote_error(exc))
             return
         slot.setup_ref = None
         self._ever_ready, self._start_failures = True, 0
@@ -303,7 +278,7 @@ class RayExecutor:
               f"{info['node_ip']} ({info['node_id'][:8]}), scratch {info['scratch']}",
               file=sys.stderr, flush=True)
 
-    def _on_start_failure(self, slot: _Slot, error: str) -> None:
+    def _on_start_failure(self, slot: RaySlot, error: str) -> None:
         if self.stop.is_set():
             return
         self._start_failures += 1
@@ -318,28 +293,7 @@ class RayExecutor:
             if slot.setup_ref is not None and now - slot.started_at > timeout:
                 raise unplaceable(f"worker actor {slot.worker_id}", WORKER_RESOURCES, timeout)
 
-    def _pull_due(self, busy: list[_Slot]) -> None:
-        now = time.monotonic()
-        for slot in busy:
-            if slot.pull_ref is None and now - slot.pull_sent >= PULL_EVERY_SEC:
-                assert slot.sink is not None
-                slot.pull_offsets = dict(slot.sink.offsets)
-                slot.pull_ref = slot.actor.read_since.remote(slot.index, slot.attempt,
-                                                             slot.pull_offsets)
-                slot.pull_sent = now
-
-    def _on_pull(self, slot: _Slot) -> None:
-        import ray
-
-        ref, slot.pull_ref = slot.pull_ref, None
-        try:
-            chunks = ray.get(ref)
-        except ray.exceptions.RayError:
-            return  # the actor died: its run ref says so
-        if chunks and slot.sink is not None and slot.pull_offsets == slot.sink.offsets:
-            slot.sink.append(chunks)
-
-    def _on_run(self, slot: _Slot) -> EpisodeResult:
+    def _on_run(self, slot: RaySlot) -> EpisodeResult:
         import ray
 
         assert slot.index is not None and slot.sink is not None
@@ -347,37 +301,20 @@ class RayExecutor:
         try:
             outcome: EpisodeOutcome = ray.get(slot.run_ref)
         except ray.exceptions.RayActorError as exc:
-            return self._died(slot, _death_cause(exc))
+            return self._died(slot, death_cause(exc))
         except ray.exceptions.RayError as exc:  # the body itself raised (not a node)
             outcome = EpisodeOutcome(status=EpisodeStatus.ERROR, step_count=0,
                                      elapsed_sec=time.monotonic() - slot.dealt_at,
-                                     error=_remote_error(exc))
+                                     error=remote_error(exc))
         else:
-            self._pull_rest(slot)
+            slot.pull_rest()
         slot.index, slot.run_ref = None, None
         if outcome.status is EpisodeStatus.ERROR and not self.stop.is_set():
             self._kill(slot)  # a node raised: its simulator may be in any state
             self._spawn(slot)
         return EpisodeResult(index, outcome, slot.worker_id, 0)
 
-    def _pull_rest(self, slot: _Slot) -> None:
-        """Everything the ended episode wrote that is not here yet, then its assets."""
-        import ray
-
-        assert slot.sink is not None
-        if slot.pull_ref is not None:
-            self._on_pull(slot)  # in flight: apply it before asking for the rest
-        while True:
-            chunks = ray.get(slot.actor.read_since.remote(slot.index, slot.attempt,
-                                                          dict(slot.sink.offsets)), timeout=60)
-            if not chunks:
-                break
-            slot.sink.append(chunks)
-        assets = ray.get(slot.actor.assets.remote(slot.index, slot.attempt), timeout=60)
-        if assets:
-            slot.sink.write_assets(assets)
-
-    def _died(self, slot: _Slot, cause: str) -> EpisodeResult:
+    def _died(self, slot: RaySlot, cause: str) -> EpisodeResult:
         info = slot.info or {}
         where = (f"node {info.get('node_ip', '?')} {str(info.get('node_id', '?'))[:8]}, "
                  f"pid {info.get('pid', '?')}")
@@ -388,7 +325,7 @@ class RayExecutor:
             error = f"run cancelled; {error}"
         return self._killed(slot, {}, status, error)
 
-    def _killed(self, slot: _Slot, attempts: Mapping[int, int], status: EpisodeStatus,
+    def _killed(self, slot: RaySlot, attempts: Mapping[int, int], status: EpisodeStatus,
                 error: str) -> EpisodeResult:
         """Kill the slot's actor, respawn it unless cancelling; the episode's result."""
         assert slot.index is not None
@@ -411,32 +348,16 @@ class RayExecutor:
                 results.append(self._died(slot, f"unreachable for {UNREACHABLE_SEC:.0f} s: "
                                                 "its node is lost"))
                 continue
-            phase, stalled = slot.watch.stall(now)
-            budget, what = ((self.hung_reset_sec, "reset_budget_sec") if phase == "reset"
-                            else (self.hung_step_sec, "per_step_budget_sec"))
-            if budget is None or stalled <= budget + HUNG_STEP_GRACE_SEC:
+            why = slot.watch.hung_reason(now, step_sec=self.hung_step_sec,
+                                         reset_sec=self.hung_reset_sec)
+            if why is None:
                 continue
-            info = slot.info or {}
-            results.append(self._killed(
-                slot, attempts, EpisodeStatus.TIMEOUT,
-                f"{'set_episode (env reset)' if phase == 'reset' else 'a step'} made no "
-                f"progress for {stalled:.1f} s, over {what} {budget} "
-                f"({'the env' if phase == 'reset' else 'a node'} is blocking); worker "
-                f"{slot.worker_id} (pid {info.get('pid', '?')}) was killed"))
+            pid = (slot.info or {}).get("pid", "?")
+            results.append(self._killed(slot, attempts, EpisodeStatus.TIMEOUT,
+                                        f"{why}; worker {slot.worker_id} (pid {pid}) was killed"))
         return [replace_attempts(r, attempts) for r in results]
 
 
 def replace_attempts(result: EpisodeResult, attempts: Mapping[int, int]) -> EpisodeResult:
     return EpisodeResult(result.index, result.outcome, result.worker_id,
                          attempts.get(result.index, 0))
-
-
-def _death_cause(exc: BaseException) -> str:
-    text = str(exc)
-    found = re.search(r"(?:Worker exit detail|exit_detail): ?([^\n]+)", text)
-    cause = found.group(1) if found else text.strip().splitlines()[0] if text.strip() else ""
-    return cause.strip()[:300] or type(exc).__name__
-
-
-def _remote_error(exc: BaseException) -> str:
-    return str(exc).strip() or type(exc).__name__

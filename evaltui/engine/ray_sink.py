@@ -20,8 +20,8 @@ class EpisodeSink:
     def __init__(self, ep_dir: Path) -> None:
         self.ep_dir = ep_dir
         ep_dir.mkdir(parents=True, exist_ok=True)
-        with open(ep_dir / PULLED_FILES[0], "wb"):
-            pass  # an earlier attempt's log must not pass for this one's
+        # An earlier attempt's log must not pass for this one's.
+        (ep_dir / PULLED_FILES[0]).write_bytes(b"")
         self.offsets = dict.fromkeys(PULLED_FILES, 0)
 
     def append(self, chunks: Mapping[str, bytes]) -> None:

@@ -29,11 +29,6 @@ class LogWatch:
 
     dealt_at: float = field(default_factory=time.monotonic)
 
-    def stalled_for(self, now: float) -> float:
-        """Seconds since the log last grew; 0 while it grows or before the first step."""
-        phase, stalled = self.stall(now)
-        return stalled if phase == "step" else 0.0
-
     def stall(self, now: float) -> tuple[str, float]:
         """(``"reset"``, seconds since the deal) while the env resets -- its log is still
         empty -- else (``"step"``, seconds since the log last grew)."""
@@ -50,3 +45,17 @@ class LogWatch:
             self.size, self.grew_at = size, now
             return "step", 0.0
         return "step", now - self.grew_at
+
+    def hung_reason(self, now: float, *, step_sec: float | None,
+                    reset_sec: float | None) -> str | None:
+        """Why the episode counts as hung -- the start of its ``timeout`` error -- or None
+        while it is within its budget (``reset_sec`` during the reset, else ``step_sec``)."""
+        phase, stalled = self.stall(now)
+        resetting = phase == "reset"
+        budget, what = ((reset_sec, "reset_budget_sec") if resetting
+                        else (step_sec, "per_step_budget_sec"))
+        if budget is None or stalled <= budget + HUNG_STEP_GRACE_SEC:
+            return None
+        return (f"{'set_episode (env reset)' if resetting else 'a step'} made no progress "
+                f"for {stalled:.1f} s, over {what} {budget} "
+                f"({'the env' if resetting else 'a node'} is blocking)")
