@@ -88,6 +88,9 @@ class ClusterProbe:
         self._entries: list[ClusterReservation] = []
         self.hosts: dict[str, HostSnapshot] = {}
         """Host RAM/CPU per node name, as of the last reading."""
+        self.lost: dict[str, float] = {}
+        """Nodes that were read and then left the cluster: name -> when (time.time()).
+        Shown as gone until a node of that name answers again."""
 
     # ---- GpuProbe ---------------------------------------------------------------------
     def read(self) -> GpuReading:
@@ -157,7 +160,7 @@ class ClusterProbe:
         except Exception as exc:
             return GpuReading(False, f"Ray cluster unreachable: {exc}", False, ())
         for gone in [n for n in self._actors if n not in nodes]:
-            self._forget(gone)
+            self._forget(gone, gone=True)
         for node_id in nodes:
             if node_id not in self._actors:
                 self._actors[node_id] = self._spawn(node_id)
@@ -187,6 +190,7 @@ class ClusterProbe:
                 continue
             name = data.get("name") or f"node-{node_id[:6]}"
             self.hosts[name] = HostSnapshot(**data["host"])
+            self.lost.pop(name, None)
             if not data["available"]:
                 reasons.append(f"{name}: {data['reason']}")
                 continue
@@ -206,10 +210,14 @@ class ClusterProbe:
             num_cpus=0, max_restarts=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
                 node_id, soft=False)).remote()
 
-    def _forget(self, node_id: str) -> None:
+    def _forget(self, node_id: str, gone: bool = False) -> None:
         actor = self._actors.pop(node_id, None)
         self._pending.pop(node_id, None)
-        self._last.pop(node_id, None)
+        last = self._last.pop(node_id, None)
+        if gone and last is not None:
+            name = last[1].get("name") or f"node-{node_id[:6]}"
+            self.lost[name] = time.time()
+            self.hosts.pop(name, None)
         if actor is not None:
             try:
                 self._ray.kill(actor, no_restart=True)
