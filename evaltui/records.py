@@ -67,6 +67,8 @@ class ReservationRecord(_Record):
 
     gpu: int | None = None
     """The GPU the run was put on; None for a run that needs none."""
+    node: str | None = None
+    """The Ray node of that GPU (``--ray``); None on one machine."""
     mb: int = 0
     """VRAM held on that GPU."""
     ram_mb: int = 0
@@ -107,6 +109,9 @@ class SchedulerRecord(_Record):
     """Where the estimate came from: ``calibrated``, ``declared``, ``partly calibrated``."""
     gpu: int | None = None
     """The GPU it was admitted on."""
+    node: str | None = None
+    """The Ray node it was admitted on (its display name; ``gpu`` is an index there), when
+    its scheduler admits across a cluster (``--ray``); None on one machine."""
     measured_peak_mb: int | None = None
     """Highest VRAM its processes were measured using."""
     measured_peak_ram_mb: int | None = None

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from evaltui.records import (
     SCHEDULER_FILENAME,
@@ -76,6 +76,14 @@ class Run(_View):
     spec: SpecBrief | None = None
     """From spec.json; None when it is unreadable."""
 
+    @property
+    def node(self) -> str | None:
+        """The Ray node it runs or ran on (scheduler.json's ``node``, ``--ray``); None on
+        one machine and while queued (a resumed run's record still names its last node)."""
+        record = self.scheduler
+        return record.node if record is not None and self.state is not RunState.QUEUED \
+            else None
+
 
 class QueueEntry(_View):
     """One entry of the queue in admission order, with why it waits: an eval run
@@ -126,6 +134,9 @@ class Gpu(_View):
     exclusive_run: str | None
     processes: list[GpuProcess] | None
     """None when the driver cannot attribute memory to processes."""
+    node: str | None = None
+    """The Ray node it is on (its display name, as scheduler.json's ``node``); None on
+    one machine. ``index`` is then the GPU's index on that node."""
 
 
 class Host(_View):
@@ -137,6 +148,24 @@ class Host(_View):
     cpu_percent: float
     cpu_count: int
     load_avg_1m: float | None
+
+
+class NodeHost(_View):
+    """One Ray node's host RAM (MiB) and CPU, as its probe last read them."""
+
+    name: str
+    ram_total_mb: int
+    ram_available_mb: int
+    cpu_percent: float
+    cpu_count: int
+
+
+class NodeLost(_View):
+    """A Ray node that was read and then left the cluster (until one of its name is back)."""
+
+    name: str
+    since: float
+    """``time.time()`` when it was seen gone, on the backend's clock (as ``taken_at``)."""
 
 
 class LedgerEntry(_View):
@@ -180,6 +209,11 @@ class Resources(_View):
     lock: Lock | None
     taken_at: float
     """``time.time()`` of the reading, on the backend's clock."""
+    nodes: list[NodeHost] = Field(default_factory=list)
+    """On a Ray cluster (``--ray``): each node's host RAM and CPU, by name; empty on one
+    machine (``host`` is then the only host). ``host`` stays the scheduler's machine."""
+    nodes_lost: list[NodeLost] = Field(default_factory=list)
+    """On a Ray cluster: nodes that left it, by name; empty on one machine."""
 
 
 class Nodeset(_View):

@@ -14,6 +14,7 @@ from evaltui.rundir import read_json
 from evaltui.scheduler import procs
 from evaltui.scheduler.admitentry import Entry
 from evaltui.scheduler.admits import AdmitQueue
+from evaltui.scheduler.cluster import split_key
 from evaltui.scheduler.core import Core, RunNotFound
 from evaltui.scheduler.jobs import Job
 from evaltui.scheduler.lock import LockInfo
@@ -95,12 +96,13 @@ class Reads:
             reserved = v.outstanding_mb if v else 0
             processes = None if g.processes is None else [
                 views.GpuProcess(pid=p.pid, used_mb=p.used_mb) for p in g.processes]
+            index, node = split_key(g.index)  # a NodeGpu on a Ray cluster
             gpus.append(views.Gpu(
-                index=g.index if isinstance(g.index, int) else g.index.index,  # NodeGpu
-                name=g.name, total_mb=g.total_mb, used_mb=g.used_mb,
+                index=index, name=g.name, total_mb=g.total_mb, used_mb=g.used_mb,
                 free_mb=g.free_mb, reserved_mb=reserved, available_mb=g.free_mb - reserved,
                 utilization_pct=g.utilization_pct, runs=v.runs if v else 0,
-                exclusive_run=v.exclusive_run if v else None, processes=processes))
+                exclusive_run=v.exclusive_run if v else None, processes=processes,
+                node=node))
         h = snap.host
         host = views.Host(ram_total_mb=h.ram_total_mb, ram_available_mb=h.ram_available_mb,
                           ram_reserved_mb=acct.host.outstanding_mb, cpu_percent=h.cpu_percent,
@@ -110,7 +112,8 @@ class Reads:
             gpu_available=snap.gpu.available, gpu_reason=snap.gpu.reason,
             fake_gpus=snap.gpu.fake, gpus=gpus, host=host,
             ledger=[views.LedgerEntry(**asdict(r)) for r in live],
-            lock=lock_view(held) if held is not None else None, taken_at=snap.taken_at)
+            lock=lock_view(held) if held is not None else None, taken_at=snap.taken_at,
+            nodes=node_hosts(c.gpu_probe), nodes_lost=nodes_lost(c.gpu_probe))
 
     def nodesets(self) -> list[views.Nodeset]:
         """Shared nodesets hosted by this scheduler, with refcounts."""
@@ -146,6 +149,23 @@ def _graph_name(spec: JobSpec | None) -> str | None:
         return None
     name = spec.eval.graph_name or spec.graph.get("name")
     return name if isinstance(name, str) else None
+
+
+def node_hosts(probe: object) -> list[views.NodeHost]:
+    """Each Ray node's host RAM and CPU, by name (a cluster probe's ``hosts``; none on one
+    machine)."""
+    # Duck-typed (not isinstance ClusterProbe): any probe that reads nodes may say this.
+    # dict() of a str-keyed dict is one step under the GIL: safe against the tick's read.
+    hosts = dict(getattr(probe, "hosts", None) or {})
+    return [views.NodeHost(name=name, ram_total_mb=h.ram_total_mb,
+                           ram_available_mb=h.ram_available_mb, cpu_percent=h.cpu_percent,
+                           cpu_count=h.cpu_count) for name, h in sorted(hosts.items())]
+
+
+def nodes_lost(probe: object) -> list[views.NodeLost]:
+    """Ray nodes that left the cluster, by name, with when (a cluster probe's ``lost``)."""
+    lost = dict(getattr(probe, "lost", None) or {})
+    return [views.NodeLost(name=name, since=since) for name, since in sorted(lost.items())]
 
 
 def lock_view(held: LockInfo) -> views.Lock:
