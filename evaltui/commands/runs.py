@@ -232,19 +232,26 @@ def state_text(state: str) -> str:
 def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = ()) -> Table:
     """Runs (and the admit entries waiting for admission, first) as a table."""
     table = Table(box=None, header_style="bold")
+    # A node column only when a run was placed on a Ray node (--ray): one machine's
+    # listing stays as it was.
+    nodes = [run.node for run in runs]
+    columns = [("run", "left", False), ("state", "left", False)]
+    if any(nodes):
+        columns.append(("node", "left", False))
+    columns += [("graph", "left", True), ("data", "left", True),
+                ("episodes", "right", False), ("SR", "right", False), ("note", "left", True)]
     # Ids, states and counts are what a user copies and scans: never wrap them; the free
     # text columns give way (ellipsis) in a narrow terminal.
-    for name, justify, flexible in (("run", "left", False), ("state", "left", False),
-                                    ("graph", "left", True), ("data", "left", True),
-                                    ("episodes", "right", False), ("SR", "right", False),
-                                    ("note", "left", True)):
+    for name, justify, flexible in columns:
         table.add_column(name, justify=justify,  # type: ignore[arg-type]
                          no_wrap=not flexible, overflow="ellipsis" if flexible else "fold",
                          min_width=None if flexible else len(name))
+    node_cell = ["-"] if any(nodes) else []
     for entry in admits:  # `evaltui run PROFILE CMD`: the profile, and the command it runs
-        table.add_row(entry.run_id, state_text(RunState.QUEUED.value), entry.label or "?",
-                      entry.command or "", "-", "-", entry.waiting_reason)
-    for run in runs:
+        table.add_row(entry.run_id, state_text(RunState.QUEUED.value), *node_cell,
+                      entry.label or "?", entry.command or "", "-", "-",
+                      entry.waiting_reason)
+    for run, node in zip(runs, nodes, strict=True):
         summary, spec = run.summary, run.spec
         graph = (summary and summary.graph_name) or (spec and spec.graph_name) or "?"
         dataset = (summary and summary.dataset) or (spec and spec.dataset) or "?"
@@ -254,7 +261,8 @@ def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = ()) -> Table:
         sr = summary.metrics.get("success") if summary else None
         note = run.waiting_reason if run.state is RunState.QUEUED else \
             (summary and summary.error) or run.error or ""
-        table.add_row(run.run_id, state_text(run.state.value), str(graph),
+        table.add_row(run.run_id, state_text(run.state.value),
+                      *([node or "-"] if node_cell else []), str(graph),
                       f"{dataset}/{split}" if split else str(dataset),
                       f"{done}/{total if total is not None else '?'}",
                       f"{sr:.3f}" if sr is not None else "-", str(note or ""))
@@ -275,7 +283,8 @@ def print_run(console: Console, run: Run) -> None:
         reserved = record.reservation.mb if record.reservation else None
         facts += [("priority", record.priority), ("queued", _when(record.queued_at)),
                   ("admitted", _when(record.admitted_at)),
-                  ("finished", _when(record.finished_at)), ("gpu", record.gpu),
+                  ("finished", _when(record.finished_at)), ("node", run.node),
+                  ("gpu", record.gpu),
                   ("reserved", _mb(reserved)), ("measured peak", _mb(record.measured_peak_mb)),
                   ("pid", record.pid)]
     facts += [("waiting", run.waiting_reason),

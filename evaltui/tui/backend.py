@@ -58,6 +58,9 @@ class RunInfo:
     """``admit``: a command ``evaltui run`` wraps (``graph`` is its profile), not a run."""
     command: str | None = None
     """An admit entry's command line."""
+    node: str | None = None
+    """The Ray node it runs or ran on (``--ray``); None on one machine and while queued
+    (a resumed run's record still names the node of its last attempt)."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,8 @@ def run_row(run: Run, queued: QueueEntry | None = None) -> RunInfo:
         vram_measured_mb=_mb(record.measured_peak_mb if record else None),
         estimate_source=source, vram_asked_mb=brief.marginal_vram_mb if run.spec else None,
         waiting_reason=queued.waiting_reason if queued else run.waiting_reason,
-        error=run.error or failure or None, file_error=run.error is not None)
+        error=run.error or failure or None, file_error=run.error is not None,
+        node=run.node)
 
 
 def admit_row(entry: QueueEntry) -> RunInfo:

@@ -7,6 +7,10 @@ admission then uses host RAM and CPU only.
 
 On tall terminals each GPU also shows a short history of its used and reserved memory
 (nvitop style), kept here from each new reading so the queue screen need not know.
+
+On a Ray cluster (``--ray``) the GPUs are grouped by node: a line per node (its host RAM
+and CPU) with its GPUs under it, then a dim line per node that left the cluster ("gone
+12 s ago"). The CPU and RAM lines at the bottom stay the scheduler's own machine's.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from evaltui.tui.display import duration
 from evaltui.tui.widgets.bars import level_variable, stacked_bar, theme_style
 from evaltui.tui.widgets.braille import stacked_columns
 from evaltui.units import gib
-from evaltui.views import Gpu, Host, Resources
+from evaltui.views import Gpu, Host, NodeHost, Resources
 
 LABEL_WIDTH = 22
 INFO_WIDTH = 56
@@ -49,8 +54,9 @@ class ResourceMeters(Widget):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.history: dict[int, deque[tuple[float, float, float]]] = {}
-        """Per GPU index: (monotonic time, used fraction, reserved fraction), oldest first."""
+        self.history: dict[int | tuple[str, int], deque[tuple[float, float, float]]] = {}
+        """Per GPU index ((node, index) on a cluster): (monotonic time, used fraction,
+        reserved fraction), oldest first."""
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
@@ -61,7 +67,7 @@ class ResourceMeters(Widget):
         now = time.monotonic()
         for gpu in res.gpus:
             total = max(gpu.total_mb, 1.0)
-            samples = self.history.setdefault(gpu.index, deque(maxlen=HISTORY_SAMPLES))
+            samples = self.history.setdefault(_key(gpu), deque(maxlen=HISTORY_SAMPLES))
             samples.append((now, gpu.used_mb / total, gpu.reserved_mb / total))
 
     @property
@@ -69,19 +75,17 @@ class ResourceMeters(Widget):
         return self.app.size.height >= HISTORY_MIN_HEIGHT
 
     def render(self) -> Group:
-        grid = Table.grid(padding=(0, 1), expand=True)
         bar_width = max(10, self.content_size.width - LABEL_WIDTH - INFO_WIDTH - 2)
-        grid.add_column(width=LABEL_WIDTH, no_wrap=True, overflow="ellipsis")
-        grid.add_column(width=bar_width, no_wrap=True)
-        grid.add_column(width=INFO_WIDTH, no_wrap=True, overflow="ellipsis")
+        grid = _grid(bar_width)
         res = self.resources
         if res is None:
             return Group(Text("probing resources…", style=theme_style(self.app,
                                                                       "foreground-muted")))
         lines: list[Text | Table] = []
+        cluster = bool(res.nodes or res.nodes_lost or any(g.node for g in res.gpus))
         if not res.gpus:
             note = (None if res.gpu_available else res.gpu_reason) or "no GPU found"
-            if not note.startswith("NVML"):
+            if not note.startswith("NVML") and not cluster:
                 note = f"NVML unavailable: {note}"
             line = Text("GPU".ljust(LABEL_WIDTH + 1),
                         style=theme_style(self.app, "warning", bold=True))
@@ -90,22 +94,62 @@ class ResourceMeters(Widget):
                         style=theme_style(self.app, "foreground-muted"))
             line.no_wrap, line.overflow = True, "ellipsis"
             lines.append(line)
-        for gpu in res.gpus:
-            grid.add_row(*self._gpu_row(gpu, res.fake_gpus, bar_width))
-            if self.shows_history:
-                for row in self._history_rows(gpu, bar_width):
-                    grid.add_row(*row)
+        if not cluster:
+            for gpu in res.gpus:
+                self._add_gpu(grid, gpu, res.fake_gpus, bar_width)
+        else:
+            hosts = {h.name: h for h in res.nodes}
+            names = sorted(set(hosts) | {g.node or "" for g in res.gpus})
+            for name in names:
+                if name:
+                    grid.add_row(*self._node_row(name, hosts.get(name), bar_width))
+                for gpu in sorted((g for g in res.gpus if (g.node or "") == name),
+                                  key=lambda g: g.index):
+                    self._add_gpu(grid, gpu, res.fake_gpus, bar_width)
+            if res.nodes_lost:  # one dim line each, between the nodes and this machine
+                lines.append(grid)
+                grid = _grid(bar_width)
+                muted = theme_style(self.app, "foreground-muted")  # the theme's dim
+                for lost in res.nodes_lost:
+                    ago = duration(max(0.0, res.taken_at - lost.since))
+                    lines.append(Text(f"{lost.name} — gone {ago} ago", style=muted,
+                                      no_wrap=True, overflow="ellipsis"))
         grid.add_row(*self._cpu_row(res.host, bar_width))
         grid.add_row(*self._ram_row(res.host, bar_width))
         return Group(*lines, grid)
+
+    def _add_gpu(self, grid: Table, gpu: Gpu, fake_gpus: bool, width: int) -> None:
+        grid.add_row(*self._gpu_row(gpu, fake_gpus, width))
+        if self.shows_history:
+            for row in self._history_rows(gpu, width):
+                grid.add_row(*row)
+
+    def _node_row(self, name: str, host: NodeHost | None,
+                  width: int) -> tuple[Text, Text, Text]:
+        """A node's heading: its name, and its host RAM and CPU when its probe said them."""
+        app = self.app
+        label = Text(name, style=theme_style(app, "primary", bold=True))
+        if host is None:
+            return label, Text(), Text()
+        total = max(host.ram_total_mb, 1.0)
+        used = host.ram_total_mb - host.ram_available_mb
+        style = theme_style(app, level_variable(used / total))
+        bar = stacked_bar(width, [(used, style)], total, theme_style(app, "panel"))
+        info = Text(f"{gib(used, unit=False)} used", style=style)
+        info.append(f" / {gib(host.ram_total_mb)} RAM")
+        info.append(f" · {host.cpu_count} cores {host.cpu_percent:.0f}%",
+                    style=theme_style(app, "foreground-muted"))
+        return label, bar, info
 
     def _gpu_row(self, gpu: Gpu, fake_gpus: bool, width: int) -> tuple[Text, Text, Text]:
         app = self.app
         total = max(gpu.total_mb, 1.0)
         committed = (gpu.used_mb + gpu.reserved_mb) / total
-        label = Text(f"GPU{gpu.index} ", style=theme_style(app, "primary", bold=True))
+        indent = "  " if gpu.node else ""  # under its node's heading
+        label = Text(f"{indent}GPU{gpu.index} ", style=theme_style(app, "primary", bold=True))
+        name = gpu.name.removeprefix(f"{gpu.node} · ") if gpu.node else gpu.name
         fake = fake_gpus and "fake" not in gpu.name.lower()
-        label.append(gpu.name + (" (fake)" if fake else ""),
+        label.append(name + (" (fake)" if fake else ""),
                      style=theme_style(app, "foreground-muted"))
         used_style = theme_style(app, level_variable(committed))
         bar = stacked_bar(width, [(gpu.used_mb, used_style),
@@ -122,7 +166,7 @@ class ResourceMeters(Widget):
     def _history_rows(self, gpu: Gpu, width: int) -> list[tuple[Text, Text, Text]]:
         """HISTORY_ROWS lines under a GPU's meter: used, and reserved stacked on it."""
         app = self.app
-        samples = list(self.history.get(gpu.index, ()))[-width:]
+        samples = list(self.history.get(_key(gpu), ()))[-width:]
         muted = theme_style(app, "foreground-muted")
         used = theme_style(app, level_variable((gpu.used_mb + gpu.reserved_mb) /
                                                max(gpu.total_mb, 1.0)))
@@ -165,3 +209,17 @@ class ResourceMeters(Widget):
 def _span(seconds: float) -> str:
     """``45s``, ``3m``: how far back the history reaches."""
     return f"{seconds:.0f}s" if seconds < 90 else f"{seconds / 60:.0f}m"
+
+
+def _grid(bar_width: int) -> Table:
+    """Label, bar and numbers: the same widths in every grid, so split ones line up."""
+    grid = Table.grid(padding=(0, 1), expand=True)
+    grid.add_column(width=LABEL_WIDTH, no_wrap=True, overflow="ellipsis")
+    grid.add_column(width=bar_width, no_wrap=True)
+    grid.add_column(width=INFO_WIDTH, no_wrap=True, overflow="ellipsis")
+    return grid
+
+
+def _key(gpu: Gpu) -> int | tuple[str, int]:
+    """A GPU's history key: its index, or (node, index) on a cluster (each has a GPU0)."""
+    return gpu.index if gpu.node is None else (gpu.node, gpu.index)

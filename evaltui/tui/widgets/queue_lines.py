@@ -143,6 +143,8 @@ class RunDetail(Static):
             detail.append(f"  {run.graph} on {run.dataset}/{run.split} · {run.state.value} · "
                           f"{run.episodes_finished}/{run.episodes_total} episodes · "
                           f"{workers} · priority {run.priority}", style=muted)
+            if run.node:
+                detail.append(f" · on {run.node}", style=muted)
             vram = vram_decision(run)
             if vram:
                 detail.append(f"\n{vram}", style=muted)

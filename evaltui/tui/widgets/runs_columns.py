@@ -40,6 +40,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("graph", "name", 12, 0, grows=True),
     Column("data", "data/split", 12, 9, grows=True),
     Column("state", "state", 11, 0),
+    Column("node", "node", 6, 4, grows=True),
     Column("progress", "progress", 11, 1),
     Column("sr", "SR", 5, 2),
     Column("spl", "SPL", 5, 6),
@@ -52,18 +53,23 @@ COLUMNS: tuple[Column, ...] = (
 )
 """In display order."""
 
+NODE_COLUMNS = frozenset({"node"})
+"""Shown only when some run has a Ray node (``--ray``): one machine looks as before."""
 
-def fit_columns(width: int, wanted: Mapping[str, int]) -> list[tuple[Column, int]]:
+
+def fit_columns(width: int, wanted: Mapping[str, int], *,
+                nodes: bool = False) -> list[tuple[Column, int]]:
     """The columns shown in ``width`` cells, each with its width, in display order.
 
     ``wanted``: the longest value of a growing column (it is not widened past that,
-    except the reason column, which takes whatever is left).
+    except the reason column, which takes whatever is left). ``nodes``: some run has a
+    node, so the node column is a candidate too.
     """
     def cost(column: Column, w: int | None = None) -> int:
         return (column.width if w is None else w) + 2 * CELL_PADDING
 
-    shown = list(COLUMNS)
-    for rank in sorted({c.rank for c in COLUMNS}, reverse=True):
+    shown = [c for c in COLUMNS if nodes or c.key not in NODE_COLUMNS]
+    for rank in sorted({c.rank for c in shown}, reverse=True):
         if sum(cost(c) for c in shown) <= width or rank == 0:
             break
         shown = [c for c in shown if c.rank < rank]

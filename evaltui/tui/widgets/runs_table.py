@@ -4,8 +4,9 @@ Rows are keyed by run_id: a poll updates the cells that changed, adds and remove
 and re-orders only when the order changed, so the row under the cursor stays selected
 and the view does not jump while runs progress. Which columns show, and how wide, depends
 on the width (:mod:`~evaltui.tui.widgets.runs_columns`): state, name, progress, SR and
-why a run waits or failed come first. Two runs can be marked (A and B) for a comparison,
-and ``o`` on the queue screen cycles the sort column (shown by an arrow in its header).
+why a run waits or failed come first; a node column joins them once a run has a Ray node
+(``--ray``). Two runs can be marked (A and B) for a comparison, and ``o`` on the queue
+screen cycles the sort column (shown by an arrow in its header).
 """
 
 from __future__ import annotations
@@ -86,8 +87,9 @@ class RunsTable(DataTable[Any]):
         if width <= 0:
             return
         wanted = {"graph": max((len(r.graph) for r in self._runs.values()), default=0),
-                  "data": max((len(_data(r)) for r in self._runs.values()), default=0)}
-        layout = fit_columns(width, wanted)
+                  "data": max((len(_data(r)) for r in self._runs.values()), default=0),
+                  "node": max((len(r.node or "") for r in self._runs.values()), default=0)}
+        layout = fit_columns(width, wanted, nodes=wanted["node"] > 0)
         labels = [self._label(c) for c, _ in layout]
         current = [(c, w) for c, w in self._layout]
         if layout == current and labels == [str(c.label) for c in self.columns.values()]:
@@ -163,7 +165,7 @@ class RunsTable(DataTable[Any]):
             return True
         haystack = " ".join([run.run_id, run.graph, run.dataset, run.split, run.state.value,
                              run.waiting_reason or "", run.error or "",
-                             run.command or ""]).lower()
+                             run.command or "", run.node or ""]).lower()
         return self.text_filter in haystack
 
     def _apply(self) -> None:
@@ -227,6 +229,7 @@ class RunsTable(DataTable[Any]):
         cells["state"] = state
         cells["run_id"] = run.run_id
         cells["graph"] = Text(run.graph, no_wrap=True, overflow="ellipsis")
+        cells["node"] = Text(run.node or "", no_wrap=True, overflow="ellipsis")
         if run.kind == "admit":  # a command `evaltui run` wraps: its profile and command
             cells["data"] = Text(run.command or "", no_wrap=True, overflow="ellipsis")
             cells["progress"] = Text("evaltui run", style=muted)
