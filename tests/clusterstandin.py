@@ -62,6 +62,9 @@ class StandInCluster(ClusterProbe):
     def holds(self) -> bool:
         return False
 
+    def displaced(self) -> list[ClusterReservation]:
+        return []
+
     def sync(self, live: set[str]) -> None:
         pass
 

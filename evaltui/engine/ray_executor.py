@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 import signal
 import sys
 import threading
@@ -38,10 +39,10 @@ from evaltui.engine.executor import ExecutorError
 from evaltui.engine.loop import EpisodeOutcome
 from evaltui.engine.pool import EpisodeResult, PoolError
 from evaltui.engine.ray_actor import EpisodeWorkerActor, NodesetActor
+from evaltui.engine.ray_placement import Placement, alive_nodes
 from evaltui.engine.ray_resources import (
     asked_text,
     host_resources,
-    node_placement,
     place_timeout_sec,
     unplaceable,
 )
@@ -56,6 +57,12 @@ PULL_EVERY_SEC = 0.1
 UNREACHABLE_SEC = 4.0
 """A pull unanswered this long means the actor's node is gone (a pull takes ~1 ms)."""
 WORKER_RESOURCES = {"num_cpus": 1}
+NODE_DEATH = re.compile(r"node (?:has |was )?(?:died|dead|removed|terminated)|node.{0,60}"
+                        r"(?:died|is dead|was terminated)", re.IGNORECASE)
+"""An actor-death error that blames the node (Ray may still list the node alive then)."""
+NODE_LOSS_RETRIES = 3
+"""Retries of an episode whose node left mid-episode, on top of ``max_episode_retries``:
+the episode did nothing wrong, so it is not scored as an error while nodes remain."""
 HOST_MAX_BATCH_SIZE = 64
 HOST_MAX_WAIT_MS = 2.0
 
@@ -84,6 +91,8 @@ class RayExecutor:
         self._ever_ready = False
         self._start_failures = 0
         self._lost_nodes: set[str] = set()
+        self._node_lost: set[int] = set()
+        """Episodes whose last attempt ended because its node left the cluster."""
         self._checked_ref: Any = None
         self._shared_arg: dict[str, tuple[str, Any]] = {}
 
@@ -104,7 +113,7 @@ class RayExecutor:
                 for sig, handler in handlers.items():
                     if handler is not None:
                         signal.signal(sig, handler)
-        self.placement = node_placement()
+        self.where = Placement()
         try:
             self._start_hosts(ray)
             self._checked_ref = ray.put(pickle.dumps(self.checked))
@@ -137,10 +146,10 @@ class RayExecutor:
             if name in self.given_shared:
                 self._shared_arg[name] = ("url", self.given_shared[name])
                 continue
-            asks = host_resources(self.checked, [name], "runtime_env" in self.placement)[name]
+            asks = host_resources(self.checked, [name], self.where.pinned)[name]
             actor = ray.remote(NodesetActor).options(
                 max_restarts=0, max_task_retries=0, max_concurrency=k + 4,
-                name=None, **asks, **self.placement).remote(
+                name=None, **asks, **self.where.options).remote(
                     ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
                     HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir)
             try:
@@ -159,8 +168,15 @@ class RayExecutor:
             self._shared_arg[name] = ("ray", actor)
 
     def _spawn(self, slot: RaySlot) -> None:
+        """Start the slot's actor, unless the run's node left and it was not moved yet
+        (the slot stays parked: ``_start_parked`` tries again)."""
         import ray
 
+        if not self.where.usable():
+            return
+        if self.where.moved:  # the run's node left: its hosts went with it
+            self.where.moved = False
+            self._restart_hosts(ray)
         slot.actor = ray.remote(EpisodeWorkerActor).options(
             **WORKER_RESOURCES, max_restarts=0, max_task_retries=0, max_concurrency=2,
             **self._placement()).remote(slot.worker_id, self.run_key)
@@ -173,10 +189,29 @@ class RayExecutor:
     def _placement(self) -> dict[str, Any]:
         """The run's placement, minus the nodes this run found lost: Ray still lists them
         (and SPREAD may pick them) until its own ~15 s death timeout."""
-        if not self._lost_nodes or self.placement.get("scheduling_strategy") != "SPREAD":
-            return self.placement
+        if not self._lost_nodes or self.where.pinned:
+            return self.where.options
         lost = ",".join(sorted(self._lost_nodes))
-        return {**self.placement, "label_selector": {"ray.io/node-id": f"!in({lost})"}}
+        return {**self.where.options, "label_selector": {"ray.io/node-id": f"!in({lost})"}}
+
+    def _restart_hosts(self, ray: Any) -> None:
+        """Host the shared nodesets again where the run was moved to."""
+        for actor in self.hosts.values():
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # gone with its node
+                pass
+        self._shared_arg = {k: v for k, v in self._shared_arg.items() if v[0] != "ray"}
+        self.hosts.clear()
+        self._start_hosts(ray)
+
+    def _start_parked(self) -> None:
+        """Slots left without an actor while the run waited to be moved."""
+        if self.stop.is_set():
+            return
+        for slot in self.slots:
+            if slot.actor is None:
+                self._spawn(slot)
 
     def _kill(self, slot: RaySlot) -> None:
         import ray
@@ -202,6 +237,7 @@ class RayExecutor:
         import ray
 
         retries: Counter[int] = Counter()
+        node_retries: Counter[int] = Counter()
         cancel_deadline: float | None = None
         while True:
             recorder.check()
@@ -223,6 +259,7 @@ class RayExecutor:
                                               "grace period"))
                 return
             self._check_placement()
+            self._start_parked()
             now = time.monotonic()
             for slot in busy:
                 slot.pull_if_due(now, PULL_EVERY_SEC)
@@ -247,12 +284,17 @@ class RayExecutor:
                     finished.append(replace_attempts(self._on_run(slot), attempts))
             if cancel_deadline is None:
                 finished.extend(self._lost_or_hung(attempts))
-            for result in finished:  # a lost node's episode is retried like a crash
-                if (result.outcome.status is EpisodeStatus.ERROR
-                        and retries[result.index] < self.max_episode_retries
-                        and not self.stop.is_set()):
-                    retries[result.index] += 1
-                    queue.appendleft(result.index)
+            for result in finished:
+                index = result.index
+                if result.outcome.status is not EpisodeStatus.ERROR or self.stop.is_set():
+                    pass
+                elif index in self._node_lost and node_retries[index] < NODE_LOSS_RETRIES:
+                    node_retries[index] += 1
+                    queue.appendleft(index)
+                elif retries[index] < self.max_episode_retries:
+                    retries[index] += 1
+                    queue.appendleft(index)
+                self._node_lost.discard(index)
                 recorder.put(result)
 
     def _deal_idle(self, queue: deque[int], attempts: Counter[int]) -> None:
@@ -281,6 +323,10 @@ class RayExecutor:
     def _on_start_failure(self, slot: RaySlot, error: str) -> None:
         if self.stop.is_set():
             return
+        self.where.suspect()
+        if self.where.lost_at is not None:  # not the actor's fault: its node left
+            self._spawn(slot)
+            return
         self._start_failures += 1
         limit = len(self.slots) if not self._ever_ready else 3 * len(self.slots)
         if self._start_failures >= limit:
@@ -301,7 +347,10 @@ class RayExecutor:
         try:
             outcome: EpisodeOutcome = ray.get(slot.run_ref)
         except ray.exceptions.RayActorError as exc:
-            return self._died(slot, death_cause(exc))
+            cause, node = death_cause(exc), (slot.info or {}).get("node_id")
+            alive = alive_nodes() if node else None
+            return self._died(slot, cause, node_lost=bool(NODE_DEATH.search(str(exc)))
+                              or (alive is not None and node not in alive))
         except ray.exceptions.RayError as exc:  # the body itself raised (not a node)
             outcome = EpisodeOutcome(status=EpisodeStatus.ERROR, step_count=0,
                                      elapsed_sec=time.monotonic() - slot.dealt_at,
@@ -314,7 +363,10 @@ class RayExecutor:
             self._spawn(slot)
         return EpisodeResult(index, outcome, slot.worker_id, 0)
 
-    def _died(self, slot: RaySlot, cause: str) -> EpisodeResult:
+    def _died(self, slot: RaySlot, cause: str, node_lost: bool) -> EpisodeResult:
+        self.where.suspect()
+        if node_lost and slot.index is not None:
+            self._node_lost.add(slot.index)
         info = slot.info or {}
         where = (f"node {info.get('node_ip', '?')} {str(info.get('node_id', '?'))[:8]}, "
                  f"pid {info.get('pid', '?')}")
@@ -345,8 +397,9 @@ class RayExecutor:
             if slot.pull_ref is not None and now - slot.pull_sent > UNREACHABLE_SEC:
                 if slot.info is not None:
                     self._lost_nodes.add(slot.info["node_id"])
+                    self.where.lost(slot.info["node_id"])
                 results.append(self._died(slot, f"unreachable for {UNREACHABLE_SEC:.0f} s: "
-                                                "its node is lost"))
+                                                "its node is lost", node_lost=True))
                 continue
             why = slot.watch.hung_reason(now, step_sec=self.hung_step_sec,
                                          reset_sec=self.hung_reset_sec)

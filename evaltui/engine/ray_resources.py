@@ -82,6 +82,12 @@ NODE_ID_ENV = "EVALTUI_RAY_NODE_ID"
 """Set by a cluster scheduler on a run it placed: the Ray node its actors are pinned to."""
 NODE_GPU_ENV = "EVALTUI_RAY_GPU"
 """Set with NODE_ID_ENV: the GPU index on that node (its actors' CUDA_VISIBLE_DEVICES)."""
+RUN_ID_ENV = "EVALTUI_RAY_RUN_ID"
+"""Set with NODE_ID_ENV: the run's id in the cluster ledger, where a run whose node left
+the cluster finds the node its scheduler moved it to (ray_placement.py)."""
+LEDGER_NAME = "evaltui-ledger"
+LEDGER_NAMESPACE = "evaltui"
+"""The cluster ledger actor (scheduler/cluster_ledger.py), by name and namespace."""
 
 
 def node_placement(env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -94,14 +100,19 @@ def node_placement(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """
     import os
 
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from evaltui.fakegpu import FAKE_GPU_INDEX_ENV
-
     env = os.environ if env is None else env  # set per run by its scheduler, not a setting
     node_id, gpu = env.get(NODE_ID_ENV), env.get(NODE_GPU_ENV, "")
     if not node_id or not gpu.isdigit():
         return {"scheduling_strategy": "SPREAD"}
+    return pinned_to(node_id, int(gpu))
+
+
+def pinned_to(node_id: str, gpu: int) -> dict[str, Any]:
+    """Actor options: on node ``node_id`` only, seeing its GPU ``gpu`` alone."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from evaltui.fakegpu import FAKE_GPU_INDEX_ENV
+
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
             "runtime_env": {"env_vars": {"CUDA_VISIBLE_DEVICES": str(gpu),
                                          FAKE_GPU_INDEX_ENV: str(gpu)}}}

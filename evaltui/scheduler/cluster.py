@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaltui.engine.ray_resources import NODE_GPU_ENV, NODE_ID_ENV
+from evaltui.engine.ray_resources import NODE_GPU_ENV, NODE_ID_ENV, RUN_ID_ENV
 from evaltui.scheduler.accounting import IDLE_GPU_MB, GpuView
 
 NODE_NAME_ENV = "EVALTUI_NODE_NAME"
@@ -56,9 +56,10 @@ def split_key(key: GpuKey | None) -> tuple[int | None, str | None]:
     return key, None
 
 
-def node_env(key: NodeGpu) -> dict[str, str]:
-    """What a run placed on ``key`` needs: its executor pins its actors with it."""
-    return {NODE_ID_ENV: key.node_id, NODE_GPU_ENV: str(key.index)}
+def node_env(key: NodeGpu, run_id: str) -> dict[str, str]:
+    """What a run placed on ``key`` needs: its executor pins its actors with it, and
+    finds by ``run_id`` in the cluster ledger where it was moved if that node leaves."""
+    return {NODE_ID_ENV: key.node_id, NODE_GPU_ENV: str(key.index), RUN_ID_ENV: run_id}
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,12 @@ class ClusterReservation:
     vram_mb: int
     exclusive: bool
     at: float
+    node: str = ""
+    """The node's display name (for messages; not part of any key)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ClusterReservation:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 def cluster_views(gpus: Iterable[Any], entries: Iterable[ClusterReservation]

@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
+from evaltui.engine.ray_resources import LEDGER_NAME, LEDGER_NAMESPACE
 from evaltui.scheduler.cluster import ClusterReservation, NodeGpu, gpu_label
 
-LEDGER_NAME = "evaltui-ledger"
-NAMESPACE = "evaltui"
+NAMESPACE = LEDGER_NAMESPACE
 LEASE_SEC = 10.0
 GRACE_SEC = 3.0
 """A reservation this young survives a sync that does not list its run (spawn in flight)."""
@@ -79,7 +79,10 @@ class LedgerActor:
         if vram_mb > left:
             return (f"needs {vram_mb / 1024:.1f} GiB; {label} has "
                     f"{max(0, left) / 1024:.1f} GiB free after reservations")
-        r = ClusterReservation(scheduler, run_id, node_id, index, vram_mb, exclusive, now)
+        if (scheduler, run_id) in self._res:  # moved: its node left the cluster
+            self._drop((scheduler, run_id), "release", now)
+        r = ClusterReservation(scheduler, run_id, node_id, index, vram_mb, exclusive, now,
+                               name)
         self._res[(scheduler, run_id)] = r
         self._record("admit", r, now)
         return None
@@ -89,6 +92,11 @@ class LedgerActor:
         for run_id in run_ids:
             if (scheduler, run_id) in self._res:
                 self._drop((scheduler, run_id), "release", now)
+
+    def placement(self, run_id: str) -> dict[str, Any] | None:
+        """Where ``run_id`` is reserved now (the run follows it when its node leaves)."""
+        here = [r for r in self._res.values() if r.run_id == run_id]
+        return asdict(max(here, key=lambda r: r.at)) if here else None
 
     def entries(self) -> list[dict[str, Any]]:
         return [asdict(r) for r in self._res.values()]
@@ -121,7 +129,22 @@ class LedgerActor:
 
 
 def connect(ray: Any) -> Any:
-    """The cluster's ledger actor, created (detached) by the first scheduler to ask."""
+    """The cluster's ledger actor, created (detached) by the first scheduler to ask.
+
+    It lives on the head node when Ray says which that is: a worker node may leave, and
+    a ledger restarted elsewhere would start empty (the schedulers' syncs restore their
+    reservations, but the audit kept so far would be lost)."""
     return ray.remote(LedgerActor).options(
         name=LEDGER_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-        num_cpus=0, max_restarts=-1, max_concurrency=1).remote()
+        num_cpus=0, max_restarts=-1, max_concurrency=1, **_on_head(ray)).remote()
+
+
+def _on_head(ray: Any) -> dict[str, Any]:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    try:
+        head = next(n["NodeID"] for n in ray.nodes() if n.get("Alive")
+                    and "node:__internal_head__" in n.get("Resources", {}))
+    except Exception:  # StopIteration, or an older Ray: anywhere will do
+        return {}
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(head, soft=True)}

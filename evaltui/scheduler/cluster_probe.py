@@ -88,6 +88,11 @@ class ClusterProbe:
         self._entries: list[ClusterReservation] = []
         self.hosts: dict[str, HostSnapshot] = {}
         """Host RAM/CPU per node name, as of the last reading."""
+        self.alive: set[str] | None = None
+        """Ids of the nodes Ray listed alive at the last read (None: not read yet)."""
+        self.unplaced: dict[str, ClusterReservation] = {}
+        """Runs of this scheduler whose node left and that no GPU could take yet: their
+        reservation there, released (scheduler/replacing.py)."""
         self.lost: dict[str, float] = {}
         """Nodes that were read and then left the cluster: name -> when (time.time()).
         Shown as gone until a node of that name answers again."""
@@ -119,6 +124,7 @@ class ClusterProbe:
         with self._lock:
             self._held = {k: r for k, r in self._held.items()
                           if k in live or time.time() - r.at < 3.0}
+            self.unplaced = {k: r for k, r in self.unplaced.items() if k in live}
             try:
                 raw = self._ray.get(self.ledger.sync.remote(
                     self.scheduler_id, [asdict(r) for r in self._held.values()],
@@ -129,8 +135,28 @@ class ClusterProbe:
             self._entries = [ClusterReservation.from_json(r) for r in raw]
 
     def holds(self) -> bool:
-        """This scheduler still has reservations on the cluster (to release by ``sync``)."""
-        return bool(self._held)
+        """This scheduler still has reservations on the cluster (to release by ``sync``),
+        or runs to move off a node that left."""
+        return bool(self._held or self.unplaced)
+
+    def displaced(self) -> list[ClusterReservation]:
+        """This scheduler's runs on nodes that left the cluster, and those still waiting
+        for another GPU (oldest reservation first)."""
+        with self._lock:
+            if self.alive is None:
+                return []
+            gone = [r for r in self._held.values() if r.node_id not in self.alive]
+            return sorted([*gone, *self.unplaced.values()], key=lambda r: r.at)
+
+    def unplace(self, r: ClusterReservation) -> None:
+        """Release ``r`` (its node left) and keep the run in ``unplaced`` until moved."""
+        with self._lock:
+            self._held.pop(r.run_id, None)
+            self.unplaced.setdefault(r.run_id, r)
+        try:
+            self._ray.get(self.ledger.release.remote(self.scheduler_id, [r.run_id]), timeout=5)
+        except Exception as exc:  # the next sync drops it: the run is no longer held
+            log.warning("cluster ledger: release of %s failed: %s", r.run_id, exc)
 
     def entries(self) -> list[ClusterReservation]:
         return list(self._entries)
@@ -146,10 +172,12 @@ class ClusterProbe:
             return f"cluster ledger unreachable: {exc}"
         if refused is None:
             r = ClusterReservation(self.scheduler_id, run_id, key.node_id, key.index, vram_mb,
-                                   exclusive, time.time())
+                                   exclusive, time.time(), key.node)
             with self._lock:
                 self._held[run_id] = r
-                self._entries.append(r)
+                self.unplaced.pop(run_id, None)
+                self._entries = [e for e in self._entries if (e.scheduler, e.run_id) !=
+                                 (self.scheduler_id, run_id)] + [r]
         return refused
 
     # ---- reading ----------------------------------------------------------------------
@@ -159,6 +187,7 @@ class ClusterProbe:
             nodes = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
         except Exception as exc:
             return GpuReading(False, f"Ray cluster unreachable: {exc}", False, ())
+        self.alive = set(nodes)
         for gone in [n for n in self._actors if n not in nodes]:
             self._forget(gone, gone=True)
         for node_id in nodes:

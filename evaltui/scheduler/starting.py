@@ -172,7 +172,7 @@ class Starter:
                      **placed)
         env = c.run_env(gpu)
         if isinstance(key, NodeGpu):
-            env.update(node_env(key))
+            env.update(node_env(key, job.run_id))
             probe = c.gpu_probe
             if isinstance(probe, ClusterProbe):
                 env["RAY_ADDRESS"] = probe.address  # the spec's ray_address still wins

@@ -26,6 +26,7 @@ from evaltui.scheduler.core import Core
 from evaltui.scheduler.jobs import Job
 from evaltui.scheduler.ledger import LedgerTxn
 from evaltui.scheduler.lifecycle import Lifecycle
+from evaltui.scheduler.replacing import move_displaced
 from evaltui.scheduler.restore import read_record
 from evaltui.scheduler.sampling import Sampler
 from evaltui.scheduler.starting import Starter
@@ -82,6 +83,8 @@ class Ticker:
             with c.lock:
                 live = set(c.running) | set(c.loading)
             cluster.sync(live)  # the lease, and every scheduler's reservations
+            if cluster.displaced():
+                move_displaced(c, cluster, self.sampler.account(c.ledger.entries()))
         lock_reason = c.lock_reason()
         if waiting and lock_reason is None:
             with c.ledger.transaction() as txn:

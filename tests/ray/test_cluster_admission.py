@@ -1,5 +1,6 @@
 """Measured GPU admission across a Ray cluster (issue 12), on a two-node local cluster
-with fake GPUs declared per node (node-a 1x24 GiB, node-b 1x24 GiB).
+with fake GPUs declared per node (node-a 1x24 GiB, node-b 1x24 GiB), and a third node
+(node-c) added and removed mid-run.
 
 Schedulers run in their own processes (cluster_driver.py: a JobScheduler on a
 ClusterProbe, runs that hold a few seconds); the cluster ledger's audit (every admit,
@@ -113,3 +114,151 @@ def test_two_schedulers_never_over_commit_a_gpu(fake_cluster: RayCluster, tmp_pa
     check_audit(audit)
     # Two 10 GiB runs fit on one 24 GiB GPU, three never do: both schedulers shared GPUs.
     assert max(a["holders_after"] for a in audit) == 2
+
+
+LEDGER_AUDIT = """
+import json, sys, ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+ledger = ray.get_actor("evaltui-ledger", namespace="evaltui")
+print(json.dumps({"audit": ray.get(ledger.audit.remote()),
+                  "entries": ray.get(ledger.entries.remote())}))
+"""
+
+
+def ledger_now(cluster: RayCluster) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-c", LEDGER_AUDIT, cluster.address],
+                         env={**os.environ, **cluster.env()}, capture_output=True,
+                         text=True, timeout=60, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def serve(cluster: RayCluster, tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
+    """``evaltui serve --ray ADDRESS`` on an ephemeral loopback port."""
+    import re
+
+    with open(tmp_path / "serve.err", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "evaltui.cli", "serve", "--port", "0",
+                                 "--ray", cluster.address],
+                                env={**os.environ, **cluster.env()}, stdout=subprocess.PIPE,
+                                stderr=err, text=True, start_new_session=True)
+    line = proc.stdout.readline() if proc.stdout else ""
+    found = re.search(r"listening on (http://\S+)", line)
+    if not found:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise AssertionError((line, (tmp_path / "serve.err").read_text()))
+    return proc, found.group(1)
+
+
+@pytest.mark.parametrize("others", ["free", "full"])
+def test_a_run_whose_node_leaves_is_moved_and_completes_elsewhere(
+        fake_cluster: RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        others: str) -> None:
+    """Node-c (1x20 GiB: the best fit for 16 GiB, so the run lands there) is removed
+    mid-run: the scheduler moves the run's reservation to node-a or node-b, the run
+    follows (its lost episodes retried there, without any max_episode_retries), ends
+    ``done``, and the ledger holds nothing on node-c. ``full``: both other GPUs are
+    taken by 16 GiB runs when node-c goes, so the run's node-c reservation is released,
+    it says why it waits, and it moves when one of them ends."""
+    from raycluster import OBJECT_STORE_BYTES, _env
+    from runhelpers import episode_rows, wait_until
+    from test_ray_faults import corridor_spec
+
+    from evaltui.api.client import ApiClient
+    from evaltui.rundir import read_json
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "engine"))
+    cluster: Any = fake_cluster.cluster
+    node_dir = fake_cluster.temp_root / "node-c"
+    with _env({"EVALTUI_FAKE_GPUS": "1x20480", "EVALTUI_NODE_NAME": "node-c",
+               "EVALTUI_STATE_DIR": str(node_dir / "state")}):
+        node_c = cluster.add_node(num_cpus=2, object_store_memory=OBJECT_STORE_BYTES,
+                                  temp_dir=str(node_dir))
+    server: subprocess.Popen[str] | None = None
+    try:
+        cluster.wait_for_nodes(timeout=60)
+        server, url = serve(fake_cluster, tmp_path)
+        spec = corridor_spec(tmp_path, [25] * 8, fake_cluster.address,
+                             env={"step_sleep_sec": 0.06}, worker_count=2)
+        spec["scheduling"] = {"marginal_vram_mb": 16384}
+        with ApiClient(url) as client:
+            run_id = client.submit(spec).run_id
+            run_dir = Path(client.get_run(run_id).run_dir)
+
+        def on_node_c_running_episodes() -> bool:
+            record = read_json(run_dir / "scheduler.json")
+            logs = [p for p in run_dir.glob("episodes/ep*/log.jsonl") if p.stat().st_size]
+            return record.get("node") == "node-c" and len(logs) >= 2
+        try:
+            wait_until(on_node_c_running_episodes, timeout=90,
+                       what="the run placed on node-c with episodes running")
+        except AssertionError:
+            log = run_dir / "run.log"
+            raise AssertionError((read_json(run_dir / "scheduler.json"),
+                                  log.read_text()[-3000:] if log.exists() else "no run.log",
+                                  (tmp_path / "serve.err").read_text()[-3000:])) from None
+        if others == "full":
+            blocker = corridor_spec(tmp_path, [60], fake_cluster.address, executor="local",
+                                    env={"step_sleep_sec": 0.1})
+            blocker["scheduling"] = {"marginal_vram_mb": 16384}
+            with ApiClient(url) as client:
+                blockers = [Path(client.get_run(client.submit(blocker).run_id).run_dir)
+                            for _ in range(2)]
+            wait_until(lambda: {read_json(b / "scheduler.json").get("node")
+                                for b in blockers} == {"node-a", "node-b"}, timeout=60,
+                       what="a 16 GiB run on node-a and one on node-b")
+        lost_at = time.time()
+        cluster.remove_node(node_c)  # graceful: the raylet stops, its workers die
+        if others == "full":
+            reason = wait_until(lambda: read_json(run_dir / "scheduler.json")
+                                .get("waiting_reason"), timeout=30,
+                                what="the run to say why it waits")
+            assert reason.startswith("its node node-c left the Ray cluster; waiting for "
+                                     "another GPU: needs 16.0 GiB; node-"), reason
+            entries = ledger_now(fake_cluster)["entries"]
+            assert not [e for e in entries if e["run_id"] == run_id], entries
+
+        def ended() -> bool:
+            return (run_dir / "summary.json").exists() and \
+                read_json(run_dir / "summary.json")["status"] in ("done", "failed")
+        wait_until(ended, timeout=150, what="the run to end")
+        log = (run_dir / "run.log").read_text()
+        summary = read_json(run_dir / "summary.json")
+        assert summary["status"] == "done", log[-3000:]
+        rows = episode_rows(run_dir)
+        assert [r["status"] for r in rows] == ["ok"] * 8, [(r["attempts"], r.get("error"))
+                                                           for r in rows]
+        retried = [r for r in rows if r["attempts"] >= 2]  # the episodes lost with node-c
+        assert retried
+        first = min(float(json.loads((run_dir / "episodes" / f"ep{r['episode_index']:04d}" /
+                                      "log.jsonl").read_text().splitlines()[0])["t"])
+                    for r in retried)
+        print(f"node-c removed -> first retried episode's first record: {first - lost_at:.2f} s")
+        assert "the run moved from node" in log, log[-3000:]
+        record = read_json(run_dir / "scheduler.json")
+        assert record["node"] in ("node-a", "node-b") and record["moved_from"] == ["node-c"]
+
+        def released() -> bool:
+            return not [e for e in ledger_now(fake_cluster)["entries"] if e["run_id"] == run_id]
+        wait_until(released, timeout=30, what="the run's reservation released at its end")
+        ops = [(a["op"], a["node"]) for a in ledger_now(fake_cluster)["audit"]
+               if a["run_id"] == run_id]
+        # "restore" instead of "admit" only if the ledger actor itself was restarted.
+        assert ops[0][0] in ("admit", "restore") and ops[0][1] == "node-c", ops
+        assert ops[1] == ("release", "node-c"), ops
+        assert ops[2][0] == "admit" and ops[2][1] in ("node-a", "node-b"), ops
+        assert len(ops) == 4, ops
+        assert ops[-1][0] == "release" and ops[-1][1] == ops[2][1], ops
+    finally:
+        if server is not None:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+            if server.stdout is not None:
+                server.stdout.close()
+        if node_c in cluster.worker_nodes:
+            cluster.remove_node(node_c, allow_graceful=False)
+        cluster.wait_for_nodes(timeout=40)

@@ -78,3 +78,18 @@ def test_a_ledger_restarted_empty_learns_the_live_reservations_again() -> None:
             "vram_mb": 8192, "exclusive": False, "at": time.time()}
     assert [e["run_id"] for e in ledger.sync("s1", [held])] == ["r1"]
     assert ledger.reserve("s2", "r2", A0.node_id, 0, 20000, False, 24576) is not None
+
+
+def test_a_moved_run_is_released_on_its_old_gpu_and_found_by_its_id() -> None:
+    """What a run whose node left reads back (engine/ray_placement.py): the ledger's
+    current entry for its id; the move is audited as a release then an admit."""
+    ledger = LedgerActor()
+    assert ledger.placement("r1") is None
+    assert ledger.reserve("s1", "r1", A0.node_id, 0, 16384, False, 24576, "node-a") is None
+    assert ledger.reserve("s1", "r1", B0.node_id, 0, 16384, False, 24576, "node-b") is None
+    assert [(e["node_id"], e["node"]) for e in ledger.entries()] == [(B0.node_id, "node-b")]
+    where = ledger.placement("r1")
+    assert where is not None and (where["node_id"], where["index"]) == (B0.node_id, 0)
+    ops = [(a["op"], a["node"], a["reserved_after"]) for a in ledger.audit()]
+    assert ops == [("admit", "node-a", 16384), ("release", "node-a", 0),
+                   ("admit", "node-b", 16384)]
