@@ -3,31 +3,30 @@
 The run itself is a detached subprocess writing its run dir (the same one the scheduler
 spawns); this command only prepares the run dir, follows summary.json, prints the
 results and turns Ctrl-C into a clean cancel (SIGTERM to the run's process group).
+
+Before the spawn it imports only what validating the spec needs; the progress bar, the
+result tables and the record models are imported after it, while the run starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-from evaltui.engine.summary import now_iso
 from evaltui.graphs import builtin_graph_names
-from evaltui.launch import prepare_run, spawn_run, spawned_ref, update_scheduler_record
-from evaltui.process import terminate_group
-from evaltui.records import SUMMARY_FILENAME, SummaryHeader, parse
-from evaltui.results.richtables import metrics_table
-from evaltui.rundir import outputs_root, read_json, read_run_status
 from evaltui.spec import DEFAULT_STEP_BUDGET, SpecError
-from evaltui.specbuild import build_spec
 from evaltui.states import RunState
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from evaltui.records import SummaryHeader
+
+POLL_SEC = 0.25
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -74,6 +73,8 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The JobSpec dict that ``eval``/``submit`` options describe."""
+    from evaltui.specbuild import build_spec
+
     return build_spec(args.target, demo=args.demo, dataset=args.dataset, split=args.split,
                       episodes=args.episodes, start=args.start, indices=args.indices,
                       workers=args.workers, step_budget=args.step_budget,
@@ -83,7 +84,9 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(stderr=True)
+    from evaltui.launch import prepare_run, spawn_run, spawned_ref, update_scheduler_record
+    from evaltui.rundir import outputs_root, read_run_status
+
     try:
         spec = spec_from_args(args)
         workspace = spec.get("active_workspace_dir")
@@ -91,16 +94,24 @@ def run(args: argparse.Namespace) -> int:
             sys.path.insert(0, workspace)  # so user nodesets import during validation
         run_dir, checked = prepare_run(spec, outputs_root(args.outputs))
     except SpecError as exc:
-        console.print(f"[bold red]error[/]: {escape(str(exc))}")  # "evaltui[ray]" is no tag
+        from rich.markup import escape
+
+        # "evaltui[ray]" is no tag
+        _console().print(f"[bold red]error[/]: {escape(str(exc))}")
         return 2
+    # Spawn first: the imports and prints below overlap with the run's own start.
+    proc = spawn_run(run_dir)
+    ref = spawned_ref(proc)
+    from evaltui.engine.summary import now_iso
+    from evaltui.process import terminate_group
+
+    console = _console()
     total = len(checked.episode_indices)
     for warning in checked.warnings:
         console.print(f"[yellow]warning[/]: {warning}", highlight=False)
     console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on "
                   f"{checked.spec.eval.dataset}/{checked.split}, {total} episodes, "
                   f"step budget {checked.spec.eval.step_budget} -> {run_dir}")
-    proc = spawn_run(run_dir)
-    ref = spawned_ref(proc)
     cancelled = False
     try:
         follow(run_dir, proc, total, console)
@@ -118,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"run_id": run_dir.name, "state": state.value, "summary": summary},
                          indent=2))
     else:
+        from rich.console import Console
+
         print_results(Console(), run_dir, state, summary)
     if cancelled or state is RunState.CANCELLED:
         return 130
@@ -144,14 +157,30 @@ def exit_code(state: RunState, summary: SummaryHeader | None, console: Console) 
     return 0
 
 
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
 def _header(summary: dict[str, Any] | None) -> SummaryHeader | None:
     """summary.json's header as its record (None if absent or not fitting the schema)."""
+    from evaltui.records import SUMMARY_FILENAME, SummaryHeader, parse
+
     rows_left_out = {k: v for k, v in (summary or {}).items() if k != "episodes"}
     return parse(SummaryHeader, rows_left_out or None, SUMMARY_FILENAME)[0]
 
 
 def follow(run_dir: Path, proc: Any, total: int, console: Console) -> None:
     """A progress bar over the run's summary.json until the subprocess exits."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.fields[live]}"),
                   TimeRemainingColumn(), console=console, transient=False) as progress:
@@ -168,10 +197,16 @@ def follow(run_dir: Path, proc: Any, total: int, console: Console) -> None:
                 progress.update(task, completed=summary.get("episodes_finished", 0), live=live)
             if exited:
                 return
-            time.sleep(0.25)
+            try:
+                proc.wait(POLL_SEC)  # returns as soon as the run exits, not up to 0.25 s later
+            except subprocess.TimeoutExpired:
+                pass
 
 
 def _read_summary(run_dir: Path) -> dict[str, Any] | None:
+    from evaltui.records import SUMMARY_FILENAME
+    from evaltui.rundir import read_json
+
     try:
         data = read_json(run_dir / SUMMARY_FILENAME)
     except (OSError, ValueError):
@@ -188,6 +223,8 @@ def print_results(console: Console, run_dir: Path, state: RunState,
         return
     if summary.get("error"):
         console.print(f"[red]{summary['error']}[/]")
+    from evaltui.results.richtables import metrics_table
+
     console.print(metrics_table(summary))
     counts = ", ".join(f"{k} {v}" for k, v in summary.get("counts_by_status", {}).items())
     console.print(f"episodes {summary.get('episodes_finished')}/{summary.get('episodes_total')}"

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from evaltui.engine.pdeathsig import arm_pdeathsig
+from evaltui.engine.quickexit import exit_now
 from evaltui.engine.zygote import WorkerZygote, preload_modules
 
 
@@ -59,4 +60,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # summary.json and _DONE are written: whoever waits for this process (`evaltui eval`,
+    # the scheduler) need not wait for the interpreter's teardown as well.
+    exit_now(main())
