@@ -112,6 +112,7 @@ class SummaryWriter:
     def finish(self, status: SummaryStatus, error: str | None = None) -> None:
         """Stop the flusher and write the final summary (before ``_DONE`` is touched)."""
         self._closed.set()
+        self._dirty.set()  # wakes the flusher now, not at the end of its 0.2 s wait
         if self._thread.is_alive():
             self._thread.join()
         self.status, self.error = status, error
