@@ -69,6 +69,8 @@ class ReservationRecord(_Record):
     """The GPU the run was put on; None for a run that needs none."""
     node: str | None = None
     """The Ray node of that GPU (``--ray``); None on one machine."""
+    node_id: str | None = None
+    """That node's Ray id: a restarted scheduler holds the reservation again by it."""
     mb: int = 0
     """VRAM held on that GPU."""
     ram_mb: int = 0

@@ -17,6 +17,7 @@ from typing import Any
 from evaltui.launch import scheduler_record_lock
 from evaltui.records import SCHEDULER_FILENAME, SHARED_URLS_FILENAME, SUMMARY_FILENAME
 from evaltui.rundir import PidRef, derive_run_state, read_json, write_json_atomic
+from evaltui.scheduler.cluster_probe import ClusterProbe
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.handles import RunHandle
 from evaltui.scheduler.jobs import Job, parse_iso
@@ -162,12 +163,19 @@ class Claims:
         c.transition(job, derive_run_state(job.run_dir), write=Write.ALREADY)
 
     def _rereserve(self, job: Job, record: dict[str, Any], ref: PidRef, txn: LedgerTxn) -> None:
+        res = record.get("reservation") or {}
+        gpu = res.get("gpu")
+        if res.get("node_id"):  # on a Ray node: the cluster ledger holds its GPU
+            probe = self.core.gpu_probe
+            if isinstance(probe, ClusterProbe) and isinstance(gpu, int):
+                probe.adopt(job.run_id, str(res["node_id"]), gpu, int(res.get("mb") or 0),
+                            job.exclusive, str(res.get("node") or ""))
+            gpu = None  # this machine's ledger keeps only its host RAM
         key = holder_key(ref.pid, ref.create_time, job.run_id)
         if txn.get(key) is not None:
             return
-        res = record.get("reservation") or {}
         txn.add(Reservation(job.run_id, ref.pid, ref.create_time, os.getpid(),
-                            str(self.core.outputs), res.get("gpu"), int(res.get("mb") or 0),
+                            str(self.core.outputs), gpu, int(res.get("mb") or 0),
                             int(res.get("ram_mb") or 0), job.exclusive, time.time()))
 
     def _rehold_shared(self, job: Job) -> None:

@@ -10,7 +10,11 @@ Reservations are keyed by (scheduler id, run id). A scheduler renews its lease o
 tick (:meth:`LedgerActor.sync`, which also drops its reservations of runs no longer
 live); the reservations of a scheduler whose lease expired (it died, or lost the
 cluster) are purged by the next call of anyone, as stale entries are on one machine.
-Every admit, release and purge is kept in an in-actor audit list (``audit()``).
+A scheduler that adopts a live run from one that died (``evaltui serve`` restarted) lists
+it in its next sync: the dead scheduler's entry for that run is handed over (op
+``handover`` then ``restore``) rather than counted twice until its lease runs out.
+Every admit, release, handover, restore and purge is kept in an in-actor audit list
+(``audit()``).
 """
 
 from __future__ import annotations
@@ -53,6 +57,9 @@ class LedgerActor:
                 self._drop(key, "release", now)
         for run_id, raw in held.items():
             if (scheduler, run_id) not in self._res:
+                # A run adopted from a scheduler that died: one run, one reservation.
+                for key in [k for k in self._res if k[1] == run_id]:
+                    self._drop(key, "handover", now)
                 r = ClusterReservation.from_json({**raw, "scheduler": scheduler})
                 self._res[(scheduler, run_id)] = r
                 self._record("restore", r, now)

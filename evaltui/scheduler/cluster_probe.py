@@ -139,6 +139,16 @@ class ClusterProbe:
         or runs to move off a node that left."""
         return bool(self._held or self.unplaced)
 
+    def adopt(self, run_id: str, node_id: str, index: int, vram_mb: int, exclusive: bool,
+              node: str) -> None:
+        """Hold the reservation of a run adopted from a scheduler that died: the next
+        sync puts it back in the ledger (op ``restore``) before that scheduler's lease
+        runs out, so the GPU is never free to others meanwhile."""
+        with self._lock:
+            self._held.setdefault(run_id, ClusterReservation(
+                self.scheduler_id, run_id, node_id, index, vram_mb, exclusive, time.time(),
+                node))
+
     def displaced(self) -> list[ClusterReservation]:
         """This scheduler's runs on nodes that left the cluster, and those still waiting
         for another GPU (oldest reservation first)."""

@@ -54,7 +54,7 @@ def move_displaced(core: Core, cluster: ClusterProbe, acct: Accounting) -> None:
                 log.info("run %s moved from %s (left the cluster) to %s", r.run_id, lost, key)
                 with core.lock:
                     reservation = {**(job.record.get("reservation") or {}), "gpu": index,
-                                   "node": node}
+                                   "node": node, "node_id": key.node_id}
                     job.set(gpu=index, node=node, reservation=reservation,
                             waiting_reason=None, waiting_kind=None,
                             moved_from=[*job.record.get("moved_from", []), lost])

@@ -153,6 +153,7 @@ class Starter:
         gpu = key if not isinstance(key, NodeGpu) else None
         index, node = split_key(key)
         placed: dict[str, Any] = {"node": node} if node is not None else {}
+        held = {"node_id": key.node_id} if isinstance(key, NodeGpu) else {}
         for part, ns in fresh:
             mb = job.estimate.per_nodeset_mb.get(part.name, 0) if job.estimate else 0
             ref = ns.hosted.ref
@@ -167,7 +168,8 @@ class Starter:
         # On disk before the spawn: a crash in between reads as aborted (resumable), never
         # as a job still queued that a restarted scheduler would start a second time.
         c.transition(job, RunState.STARTING, admitted_at=now_iso(), gpu=index,
-                     reservation={"gpu": index, "mb": vram, "ram_mb": ram, **placed},
+                     reservation={"gpu": index, "mb": vram, "ram_mb": ram, **placed,
+                                  **held},
                      waiting_reason=None, waiting_kind=None, scheduler_pid=os.getpid(),
                      **placed)
         env = c.run_env(gpu)

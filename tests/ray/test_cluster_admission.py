@@ -262,3 +262,60 @@ def test_a_run_whose_node_leaves_is_moved_and_completes_elsewhere(
         if node_c in cluster.worker_nodes:
             cluster.remove_node(node_c, allow_graceful=False)
         cluster.wait_for_nodes(timeout=40)
+
+
+def test_a_restarted_scheduler_holds_its_adopted_runs_gpus_again(
+        fake_cluster: RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve #1 admits a run on a node's GPU and is SIGKILLed; serve #2 adopts the run and
+    holds its reservation in the cluster ledger again before #1's lease runs out, so the
+    GPU is never free to other schedulers while the run still runs on it."""
+    from runhelpers import wait_until
+    from test_ray_faults import corridor_spec
+
+    from evaltui.api.client import ApiClient
+    from evaltui.rundir import read_json
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "engine"))
+    first, url = serve(fake_cluster, tmp_path)
+    second: subprocess.Popen[str] | None = None
+    try:
+        spec = corridor_spec(tmp_path, [40] * 6, fake_cluster.address,
+                             env={"step_sleep_sec": 0.1}, worker_count=1)
+        spec["scheduling"] = {"marginal_vram_mb": 16384}
+        with ApiClient(url) as client:
+            run_id = client.submit(spec).run_id
+            run_dir = Path(client.get_run(run_id).run_dir)
+        wait_until(lambda: read_json(run_dir / "scheduler.json").get("state") == "running",
+                   timeout=60, what="the run running")
+        node = read_json(run_dir / "scheduler.json")["node"]
+        os.kill(first.pid, signal.SIGKILL)  # the API process only: the run lives on
+        first.wait()
+        second, _ = serve(fake_cluster, tmp_path)
+
+        def restored() -> list[dict[str, Any]]:
+            audit = [a for a in ledger_now(fake_cluster)["audit"] if a["run_id"] == run_id]
+            return audit if any(a["op"] == "restore" for a in audit) else []
+        audit = wait_until(restored, timeout=40, what="serve #2 to hold the run's GPU")
+        assert [a["op"] for a in audit] == ["admit", "handover", "restore"], audit
+        assert audit[0]["scheduler"] == audit[1]["scheduler"] != audit[2]["scheduler"]
+        assert audit[2]["node"] == node
+        assert (audit[2]["reserved_after"], audit[2]["holders_after"]) == (16384, 1)
+        time.sleep(12)  # serve #1's lease (10 s) runs out: nothing of the run is purged
+        audit = [a for a in ledger_now(fake_cluster)["audit"] if a["run_id"] == run_id]
+        assert [a["op"] for a in audit] == ["admit", "handover", "restore"], audit
+        held = [e for e in ledger_now(fake_cluster)["entries"] if e["run_id"] == run_id]
+        assert [e["scheduler"] for e in held] == [audit[2]["scheduler"]], held
+        check_audit(audit)
+        wait_until(lambda: (run_dir / "summary.json").exists() and read_json(
+            run_dir / "summary.json")["status"] == "done", timeout=90, what="the run done")
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            if proc is not None and proc.stdout is not None:
+                proc.stdout.close()

@@ -93,3 +93,14 @@ def test_a_moved_run_is_released_on_its_old_gpu_and_found_by_its_id() -> None:
     ops = [(a["op"], a["node"], a["reserved_after"]) for a in ledger.audit()]
     assert ops == [("admit", "node-a", 16384), ("release", "node-a", 0),
                    ("admit", "node-b", 16384)]
+
+
+def test_an_adopted_run_is_handed_over_not_counted_twice() -> None:
+    ledger = LedgerActor()
+    assert ledger.reserve("s1", "r1", A0.node_id, 0, 16384, False, 24576, "node-a") is None
+    held = {"scheduler": "s1", "run_id": "r1", "node_id": A0.node_id, "index": 0,
+            "vram_mb": 16384, "exclusive": False, "at": time.time(), "node": "node-a"}
+    assert [(e["scheduler"], e["run_id"]) for e in ledger.sync("s2", [held])] == [("s2", "r1")]
+    assert [(a["op"], a["scheduler"], a["reserved_after"]) for a in ledger.audit()] == [
+        ("admit", "s1", 16384), ("handover", "s1", 0), ("restore", "s2", 16384)]
+    assert ledger.reserve("s3", "r2", A0.node_id, 0, 8192, False, 24576, "node-a") is None
