@@ -7,12 +7,16 @@ CPU reserved, pinned to its node) runs the same ``make_gpu_probe()`` as a one-ma
 scheduler in that node's environment: NVML where present, fake GPUs when the node's
 raylet was started with ``EVALTUI_FAKE_GPUS`` (a test declares them per node that way).
 
-A read never stalls the tick: it asks every node, waits at most ``timeout_sec`` for the
-answers, and uses each node's last answer while it is younger than ``stale_sec``; a
+A read never stalls the tick: it takes the answers that came since the last read and asks
+again (so a reading is at most one tick old; only the first read waits, at most
+``first_timeout_sec``), and uses each node's last answer while it is younger than
+``stale_sec``; a
 node gone from the cluster (or whose actor died) drops out of the reading at once, so
 nothing new is admitted there. Per-process usage is not reported (PIDs of other
 machines mean nothing here). The probe also holds this scheduler's handle on the
-cluster ledger (cluster_ledger.py): ``sync`` once per tick, ``reserve`` per admission.
+cluster ledger (cluster_ledger.py): ``sync`` once per tick (answered by the next tick:
+the entries it brings may be a tick old, which never over-commits because ``reserve``
+checks again in the ledger), ``reserve`` per admission.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ class NodeProbe:
 class ClusterProbe:
     """Per-node readings merged into one GpuReading (see the module docstring)."""
 
-    def __init__(self, address: str, *, timeout_sec: float = 0.25, first_timeout_sec: float
+    def __init__(self, address: str, *, timeout_sec: float = 0.0, first_timeout_sec: float
                  = 20.0, stale_sec: float = 5.0, lease_sec: float = LEASE_SEC,
                  scheduler_id: str | None = None) -> None:
         import ray
@@ -86,6 +90,9 @@ class ClusterProbe:
         self._last: dict[str, tuple[float, dict[str, Any]]] = {}
         self._held: dict[str, ClusterReservation] = {}
         self._entries: list[ClusterReservation] = []
+        self._sync_ref: Any = None
+        self._sync_sent = 0.0
+        self._synced = False
         self.hosts: dict[str, HostSnapshot] = {}
         """Host RAM/CPU per node name, as of the last reading."""
         self.alive: set[str] | None = None
@@ -125,14 +132,36 @@ class ClusterProbe:
             self._held = {k: r for k, r in self._held.items()
                           if k in live or time.time() - r.at < 3.0}
             self.unplaced = {k: r for k, r in self.unplaced.items() if k in live}
-            try:
-                raw = self._ray.get(self.ledger.sync.remote(
+            if self._sync_ref is not None:
+                self._collect_sync(wait=0.0 if self._synced else 5.0)
+            if self._sync_ref is None:
+                self._sync_sent = time.time()
+                self._sync_ref = self.ledger.sync.remote(
                     self.scheduler_id, [asdict(r) for r in self._held.values()],
-                    self.lease_sec), timeout=5)
-            except Exception as exc:  # cannot see the ledger: keep the last entries
-                log.warning("cluster ledger: sync failed: %s", exc)
-                return
-            self._entries = [ClusterReservation.from_json(r) for r in raw]
+                    self.lease_sec)
+                if not self._synced:  # the first tick decides on every scheduler's entries
+                    self._collect_sync(wait=5.0)
+
+    def _collect_sync(self, wait: float) -> None:
+        """Take the sync's answer if it came (lock held): every scheduler's entries as of
+        its sending, plus this scheduler's reservations made since."""
+        ready, _ = self._ray.wait([self._sync_ref], timeout=wait)
+        if not ready:
+            if time.time() - self._sync_sent > 5.0:
+                log.warning("cluster ledger: no answer to a sync for 5 s; asking again")
+                self._sync_ref = None
+            return
+        ref, self._sync_ref = self._sync_ref, None
+        try:
+            raw = self._ray.get(ref)
+        except Exception as exc:  # cannot see the ledger: keep the last entries
+            log.warning("cluster ledger: sync failed: %s", exc)
+            return
+        entries = [ClusterReservation.from_json(r) for r in raw]
+        have = {(e.scheduler, e.run_id) for e in entries}
+        self._entries = entries + [r for r in self._held.values() if r.at >= self._sync_sent
+                                   and (self.scheduler_id, r.run_id) not in have]
+        self._synced = True
 
     def holds(self) -> bool:
         """This scheduler still has reservations on the cluster (to release by ``sync``),

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 def queue_order(jobs: list[Job], entries: list[Entry]) -> list[Job | Entry]:
     """Queued jobs and waiting admit entries (each list already sorted) in one order."""
+    if not entries:  # always so on a cluster: the queue is in order already
+        return list(jobs)
     keyed: list[tuple[Any, Job | Entry]] = [(j.sort_key(), j) for j in jobs]
     others: list[tuple[Any, Job | Entry]] = [(e.sort_key(), e) for e in entries]
     return [item for _, item in heapq.merge(keyed, others, key=lambda pair: pair[0])]
