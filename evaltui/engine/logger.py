@@ -2,7 +2,9 @@
 
 Each episode has its own logger writing only into its own ``ep{NNNN}/`` dir, so logs are
 never interleaved and a copied episode dir replays standalone. Records are appended one
-JSON object per line and flushed at each step's end, so a reader sees whole steps.
+JSON object per line; a step's records are written at its end, or together with the
+next steps within :data:`~evaltui.engine.logflush.FLUSH_INTERVAL_SEC` (50 ms) of it
+(:mod:`evaltui.engine.logflush`), so a reader sees whole steps, each soon after its end.
 
 Frames: a :class:`~evaltui.engine.tiles.TiledFrame` (the BabyAI env's) is appended to
 ``frames.bin`` as tile ids, synchronously and before the log line that refers to it
@@ -16,31 +18,33 @@ frame: a new file costs ~0.3-0.6 ms on an ext4 VM, a real share of a short episo
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import orjson
 
+from evaltui.engine.logflush import FLUSH_INTERVAL_SEC, StepWriter
 from evaltui.engine.logsummary import summarise
 from evaltui.engine.nodes import Frame
 from evaltui.engine.pngwriter import PngWriter
 from evaltui.engine.tiles import TiledFrame
 from evaltui.framefile import FrameFileWriter
+from evaltui.records import LOG_FILENAME
+
+_DUMPS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 
 
 class ExecutionLogger:
     """Appends firing records to ``ep_dir/log.jsonl``; tiled frames go to ``frames.bin``,
     plain ones to PNGs under ``assets/``."""
 
-    def __init__(self, ep_dir: Path) -> None:
+    def __init__(self, ep_dir: Path, *, flush_interval_sec: float = FLUSH_INTERVAL_SEC) -> None:
         self.ep_dir = ep_dir
         self.assets = ep_dir / "assets"
-        ep_dir.mkdir(parents=True, exist_ok=True)
-        # Truncate: a retried episode starts its log afresh (the attempt count is kept
-        # in episode.json).
-        self._fh: BinaryIO | None = open(ep_dir / "log.jsonl", "wb")  # noqa: SIM115
+        self._log: StepWriter | None = StepWriter(_open_log(ep_dir), flush_interval_sec)
         self._tiled = FrameFileWriter(ep_dir)
         self._png: PngWriter | None = None
         self._frames = 0
@@ -59,7 +63,7 @@ class ExecutionLogger:
         outputs: Any = None,
         error: str | None = None,
     ) -> None:
-        if self._fh is None:
+        if self._log is None:
             raise RuntimeError(f"logger of {self.ep_dir} is closed")
         self._step, self._node = step, node or event
         rec = {
@@ -73,11 +77,12 @@ class ExecutionLogger:
             "outputs": summarise(outputs, self._save_frame),
             "error": error,
         }
-        self._fh.write(orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        self._log.append(orjson.dumps(rec, option=_DUMPS))
 
     def flush(self) -> None:
-        if self._fh is not None:
-            self._fh.flush()
+        """A step's end: its records are whole (written now or within the interval)."""
+        if self._log is not None:
+            self._log.end_step()
 
     def close(self) -> None:
         """Wait for the frames still being encoded, then close every file."""
@@ -85,10 +90,9 @@ class ExecutionLogger:
             self._png.close()
             self._png = None
         self._tiled.close()
-        if self._fh is not None:
-            self._fh.flush()
-            self._fh.close()
-            self._fh = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def _save_frame(self, frame: Frame | TiledFrame) -> dict[str, Any]:
         if isinstance(frame, TiledFrame):
@@ -106,3 +110,26 @@ class ExecutionLogger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _open_log(ep_dir: Path) -> int:
+    """A write fd of ``ep_dir/log.jsonl``, the file empty (made if missing).
+
+    The pool's recorder has usually made the dir and the empty file already (a new file
+    costs ~0.15-1 ms here). A retried episode starts its log afresh (the attempt count
+    is kept in episode.json), so a log with content is truncated; an empty one is not:
+    ext4 writes back at close a file that was truncated to zero, ~0.2 ms.
+    """
+    path = ep_dir / LOG_FILENAME
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+    except FileNotFoundError:
+        ep_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+    try:
+        if os.fstat(fd).st_size:
+            os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -6,21 +6,31 @@ journal is busy, up to ~80 ms measured on the shared VM; while the dealing threa
 it, every worker that finished meanwhile sat idle. Here results are recorded in the
 order they came, on one thread; the dealing thread only hands them over.
 
-The recorder also makes the episode dirs of the episodes about to be dealt (a mkdir is
-~0.3-1 ms here, on the worker's critical path otherwise; the worker's own
-``mkdir(exist_ok=True)`` then finds the dir there). An empty ep dir means nothing to
-the run dir's readers, which look for episode.json.
+The recorder also makes the episode dirs of the episodes about to be dealt, each with an
+empty ``log.jsonl``: creating a dir or a file is ~0.15-1 ms on the development VM's
+ext4, on the worker's critical path otherwise (a GoToLocal episode's own work is ~3 ms);
+the worker's logger then only opens the file, truncating it (~0.02 ms). The file is
+made with ``O_EXCL``, so a slow recorder never truncates a log a worker has begun. An
+ep dir with an empty log means nothing more to the run dir's readers than an empty ep
+dir did: they look for episode.json, and the hung-episode watch reads an empty log as
+an env still resetting. Dirs are made before any result still queued is recorded: a
+worker may be about to need one, while a result waits for nobody (on a busy disk the
+results fell behind by tens of episodes, and the workers made their dirs themselves).
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-_STOP = object()
+from evaltui.records import LOG_FILENAME
+
+_STOP, _DIRS = object(), object()
 
 
 class Recorder:
@@ -31,6 +41,7 @@ class Recorder:
         self.error: BaseException | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._made: set[Path] = set()
+        self._dirs: deque[Path] = deque()
         self._thread = threading.Thread(target=self._loop, name="pool-recorder", daemon=True)
         self._thread.start()
 
@@ -38,11 +49,13 @@ class Recorder:
         self._queue.put(("result", result))
 
     def make_dirs(self, dirs: Iterable[Path]) -> None:
-        """Create these dirs ahead of use (each at most once)."""
+        """Create these episode dirs, each with an empty log.jsonl, ahead of use (each at
+        most once)."""
         new = [d for d in dirs if d not in self._made]
         if new:
             self._made.update(new)
-            self._queue.put(("dirs", new))
+            self._dirs.extend(new)
+            self._queue.put(_DIRS)
 
     def check(self) -> None:
         """Re-raise, on the caller's thread, what ``on_result`` raised."""
@@ -59,19 +72,24 @@ class Recorder:
     def _loop(self) -> None:
         while True:
             item = self._queue.get()
+            while self._dirs:  # ahead of every queued result
+                _make_episode_dir(self._dirs.popleft())
             if item is _STOP:
                 return
-            kind, value = item
-            if kind == "dirs":
-                for path in value:
-                    try:
-                        path.mkdir(parents=True, exist_ok=True)
-                    except OSError:
-                        pass  # the worker's own mkdir reports it
+            if item is _DIRS:
                 continue
+            _, value = item
             if self.error is not None:
                 continue  # the run is failing; the pool raises it
             try:
                 self.on_result(value)
             except BaseException as exc:
                 self.error = exc
+
+
+def _make_episode_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path / LOG_FILENAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except OSError:
+        pass  # there already (a log begun, or an earlier attempt's); else the worker reports it

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HUNG_STEP_GRACE_SEC = 1.0  # logging and scheduling slack on top of the step budget
+MTIME_SLACK_SEC = 0.02
+"""A file's mtime comes from the kernel's coarse clock, up to a tick (4 ms here) behind
+``time.time()``: a log written just after the deal can carry an mtime before it."""
 
 
 @dataclass
@@ -38,7 +41,7 @@ class LogWatch:
             return "reset", now - self.dealt_at
         # A log older than the deal is an earlier attempt's (retry, resume); an empty one
         # means the env is still resetting (episode_start is logged once set_episode returns).
-        size = st.st_size if st.st_mtime >= self.dealt_wall else 0
+        size = st.st_size if st.st_mtime >= self.dealt_wall - MTIME_SLACK_SEC else 0
         if size == 0:
             return "reset", now - self.dealt_at
         if size != self.size:

@@ -1,7 +1,9 @@
-"""The pool deals while results are recorded: a slow on_result holds up no worker."""
+"""The pool deals while results are recorded: a slow on_result holds up no worker; the
+recorder makes the next episodes' dirs and empty logs ahead."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -10,7 +12,9 @@ from pool_helpers import walk_graph, walk_spec
 from runhelpers import ENGINE_TESTS
 
 from evaltui.engine.pool import EnvWorkerPool, EpisodeResult
+from evaltui.engine.recorder import Recorder
 from evaltui.engine.specchecks import check_spec
+from evaltui.engine.watchdog import LogWatch
 from evaltui.engine.worker import WorkerConfig
 from evaltui.rundir import episode_dir
 from evaltui.spec import parse_spec
@@ -43,3 +47,43 @@ def test_a_slow_recording_holds_up_no_dealing(tmp_path: Path) -> None:
     # Every episode was dealt and started while the first result was still being written.
     assert started[-1] < recorded[0][1]
     assert all(episode_dir(run_dir, i).is_dir() for i in range(8))
+
+
+def test_dirs_made_ahead_hold_an_empty_log_and_never_truncate_one(tmp_path: Path) -> None:
+    begun = episode_dir(tmp_path, 2)
+    begun.mkdir(parents=True)
+    (begun / "log.jsonl").write_bytes(b'{"event": "episode_start"}\n')
+    watch = LogWatch(episode_dir(tmp_path, 0) / "log.jsonl")
+    recorder = Recorder(lambda result: None)
+    recorder.make_dirs(episode_dir(tmp_path, i) for i in range(3))
+    recorder.close()
+    for i in (0, 1):  # the worker's logger only opens (and truncates) it
+        log = episode_dir(tmp_path, i) / "log.jsonl"
+        assert log.is_file() and log.stat().st_size == 0
+    assert (begun / "log.jsonl").read_bytes() == b'{"event": "episode_start"}\n'
+    # The hung-episode watch reads the empty log as the env still resetting.
+    assert watch.stall(time.monotonic())[0] == "reset"
+
+
+def test_dirs_are_made_before_the_results_queued_ahead_of_them(tmp_path: Path) -> None:
+    # The disk is busy: recording the first result takes a while, more are queued, and
+    # then the pool asks for the next episode's dir, which a worker is about to need.
+    entered, release = threading.Event(), threading.Event()
+    seen: list[tuple[int, bool]] = []
+    ahead = episode_dir(tmp_path, 9)
+
+    def on_result(result: int) -> None:
+        if result == 0:
+            entered.set()
+            release.wait(10)
+        seen.append((result, (ahead / "log.jsonl").is_file()))
+
+    recorder = Recorder(on_result)
+    recorder.put(0)
+    assert entered.wait(10)
+    for result in (1, 2):
+        recorder.put(result)
+    recorder.make_dirs([ahead])
+    release.set()
+    recorder.close()
+    assert seen == [(0, False), (1, True), (2, True)]
