@@ -105,7 +105,7 @@ class Placement:
               f"{name or 'node ' + node_id[:8]} GPU{gpu} ({node_id[:8]})",
               file=sys.stderr, flush=True)
         self.node_id, self.gpu = node_id, gpu
-        self.options = pinned_to(node_id, gpu)
+        self.options = pinned_to(node_id, gpu, self.run_id)
         self.lost_at, self.moved = None, True
 
     def _ask_ledger(self) -> tuple[str, int, str] | None:

@@ -104,15 +104,18 @@ def node_placement(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     node_id, gpu = env.get(NODE_ID_ENV), env.get(NODE_GPU_ENV, "")
     if not node_id or not gpu.isdigit():
         return {"scheduling_strategy": "SPREAD"}
-    return pinned_to(node_id, int(gpu))
+    return pinned_to(node_id, int(gpu), env.get(RUN_ID_ENV))
 
 
-def pinned_to(node_id: str, gpu: int) -> dict[str, Any]:
-    """Actor options: on node ``node_id`` only, seeing its GPU ``gpu`` alone."""
+def pinned_to(node_id: str, gpu: int, run_id: str | None) -> dict[str, Any]:
+    """Actor options: on node ``node_id`` only, seeing its GPU ``gpu`` alone, with the
+    run's id in their environment (the node's probe attributes their GPU memory by it)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from evaltui.fakegpu import FAKE_GPU_INDEX_ENV
 
+    env = {"CUDA_VISIBLE_DEVICES": str(gpu), FAKE_GPU_INDEX_ENV: str(gpu)}
+    if run_id:
+        env[RUN_ID_ENV] = run_id
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
-            "runtime_env": {"env_vars": {"CUDA_VISIBLE_DEVICES": str(gpu),
-                                         FAKE_GPU_INDEX_ENV: str(gpu)}}}
+            "runtime_env": {"env_vars": env}}

@@ -7,7 +7,10 @@ that every scheduler on the cluster agrees on keys whatever names they show).
 readings the way accounting.py does on one machine, except that usage on another
 machine cannot be attributed to a run's processes: a reservation counts whole until its
 run ends (conservative: never over-commits, may under-use a GPU whose run already
-allocated what it reserved).
+allocated what it reserved) — unless the node attributes usage to runs: its probe groups
+GPU processes by the run id in their environment (a pinned run's actors carry
+``EVALTUI_RAY_RUN_ID``), and then a reservation holds back only what its run does not
+use yet, as on one machine, and the run's measured peak calibrates its estimate.
 """
 
 from __future__ import annotations
@@ -83,7 +86,9 @@ class ClusterReservation:
 
 def cluster_views(gpus: Iterable[Any], entries: Iterable[ClusterReservation]
                   ) -> tuple[GpuView, ...]:
-    """GpuViews keyed by NodeGpu: measured free minus every reservation on that GPU."""
+    """GpuViews keyed by NodeGpu: measured free minus what each reservation on that GPU
+    still holds back (all of it, or less what its run's processes use where the node
+    attributes usage to runs: ``GpuSnapshot.runs``)."""
     on: dict[tuple[str, int], list[ClusterReservation]] = {}
     for r in entries:
         on.setdefault((r.node_id, r.index), []).append(r)
@@ -92,8 +97,15 @@ def cluster_views(gpus: Iterable[Any], entries: Iterable[ClusterReservation]
         key: NodeGpu = g.index
         here = on.get(key.ledger_key, [])
         idle = max(IDLE_GPU_MB, g.total_mb // 50)
-        foreign = 1 if g.used_mb > idle and not here else 0
+        runs = g.runs
+        if runs is None:
+            outstanding = sum(r.vram_mb for r in here)
+            foreign = 1 if g.used_mb > idle and not here else 0
+        else:
+            outstanding = sum(max(0, r.vram_mb - runs.get(r.run_id, 0)) for r in here)
+            seen = sum(runs.get(r.run_id, 0) for r in here)
+            foreign = 1 if g.used_mb - seen > idle else 0
         holder = next((r.run_id for r in here if r.exclusive), None)
-        views.append(GpuView(key, g.total_mb, g.free_mb, sum(r.vram_mb for r in here),
-                             len(here) + foreign, foreign, holder))
+        views.append(GpuView(key, g.total_mb, g.free_mb, outstanding, len(here) + foreign,
+                             foreign, holder))
     return tuple(views)

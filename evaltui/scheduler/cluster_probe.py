@@ -29,6 +29,7 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
+from evaltui.engine.ray_resources import RUN_ID_ENV
 from evaltui.scheduler.cluster import (
     NODE_NAME_ENV,
     ClusterReservation,
@@ -54,8 +55,35 @@ class NodeProbe:
         return {"name": os.environ.get(NODE_NAME_ENV), "available": reading.available,
                 "reason": reading.reason, "fake": reading.fake,
                 "gpus": [(g.index, g.name, g.total_mb, g.used_mb, g.free_mb,
-                          g.utilization_pct) for g in reading.gpus],
+                          g.utilization_pct, runs_on(g)) for g in reading.gpus],
                 "host": asdict(self.host.read())}
+
+
+def runs_on(gpu: GpuSnapshot) -> dict[str, int] | None:
+    """MiB per run id on ``gpu``: its processes grouped by the ``EVALTUI_RAY_RUN_ID`` in
+    their environment (a pinned run's actors carry it). None if the GPU cannot attribute
+    memory to processes."""
+    if gpu.processes is None:
+        return None
+    runs: dict[str, int] = {}
+    for p in gpu.processes:
+        run_id = _run_id_of(p.pid)
+        if run_id:
+            runs[run_id] = runs.get(run_id, 0) + p.used_mb
+    return runs
+
+
+def _run_id_of(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            environ = fh.read()
+    except OSError:  # gone, or another user's
+        return None
+    prefix = RUN_ID_ENV.encode() + b"="
+    for item in environ.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
+    return None
 
 
 class ClusterProbe:
@@ -263,9 +291,10 @@ class ClusterProbe:
                 reasons.append(f"{name}: {data['reason']}")
                 continue
             fake = fake or bool(data["fake"])
-            for index, gname, total, used, free, util in data["gpus"]:
+            for index, gname, total, used, free, util, runs in data["gpus"]:
                 gpus.append(GpuSnapshot(NodeGpu(node_id, index, name),
-                                        f"{name} · {gname}", total, used, free, util, None))
+                                        f"{name} · {gname}", total, used, free, util, None,
+                                        runs))
         if not gpus:
             why = "; ".join(reasons) or "no node of the Ray cluster answered"
             return GpuReading(False, f"no GPU on the cluster ({why})", False, ())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -51,6 +52,9 @@ class GpuSnapshot:
     utilization_pct: float | None
     processes: tuple[GpuProcess, ...] | None
     """Per-process usage; None when the driver cannot attribute memory to processes."""
+    runs: Mapping[str, int] | None = None
+    """On a Ray node (cluster_probe.py): usage per run id of the processes that carry
+    one (``EVALTUI_RAY_RUN_ID``); None where processes cannot be attributed."""
 
 
 @dataclass(frozen=True)

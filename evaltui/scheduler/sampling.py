@@ -7,9 +7,9 @@ import dataclasses
 import threading
 import time
 
-from evaltui.scheduler.accounting import Accounting, account
+from evaltui.scheduler.accounting import Accounting, Usage, account
 from evaltui.scheduler.calibration import NodesetPart
-from evaltui.scheduler.cluster import cluster_views
+from evaltui.scheduler.cluster import ClusterReservation, NodeGpu, cluster_views
 from evaltui.scheduler.cluster_probe import ClusterProbe
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.jobs import Job
@@ -20,6 +20,23 @@ from evaltui.states import RunState
 
 MIN_CALIBRATION_SAMPLES = 5
 """Usage readings a run must have had while running before its peak calibrates."""
+
+
+def _cluster_usage(usage: dict[str, Usage], entries: list[Reservation],
+                   snap: ResourceSnapshot, held: list[ClusterReservation]
+                   ) -> dict[str, Usage]:
+    """Usage of this machine's entries with their runs' GPU memory on the nodes added,
+    where those nodes attribute it (``GpuSnapshot.runs``): what calibrates them."""
+    gpus = {g.index.ledger_key: g for g in snap.gpu.gpus if isinstance(g.index, NodeGpu)}
+    where = {r.run_id: gpus.get((r.node_id, r.index)) for r in held}
+    out = dict(usage)
+    for r in entries:
+        g = where.get(r.run_id)
+        if g is None or g.runs is None or r.key not in out:
+            continue
+        mb = g.runs.get(r.run_id, 0)
+        out[r.key] = dataclasses.replace(out[r.key], vram_mb=mb, vram_by_gpu={g.index: mb})
+    return out
 
 
 class Sampler:
@@ -53,7 +70,9 @@ class Sampler:
             # Node GPUs are held by the cluster ledger; this machine's ledger keeps only
             # its runs' host RAM (their entries carry no GPU).
             acct = dataclasses.replace(acct, gpus=cluster_views(snap.gpu.gpus,
-                                                                probe.entries()))
+                                                                probe.entries()),
+                                       usage=_cluster_usage(acct.usage, entries, snap,
+                                                            probe.entries()))
         return acct
 
     def _fresh(self) -> ResourceSnapshot:

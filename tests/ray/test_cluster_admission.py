@@ -319,3 +319,48 @@ def test_a_restarted_scheduler_holds_its_adopted_runs_gpus_again(
                     proc.wait()
             if proc is not None and proc.stdout is not None:
                 proc.stdout.close()
+
+
+def test_a_cluster_run_s_measured_peak_calibrates_the_next_one(
+        fake_cluster: RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's actor allocates 3,000 MiB of node-a's or node-b's fake GPU; the node's
+    probe attributes it to the run (by the run id in the actor's environment), the
+    scheduler records it as the run's measured peak, and the same job submitted again is
+    admitted on that calibrated estimate instead of the 8,000 MiB it declares."""
+    from runhelpers import wait_until
+
+    from evaltui.api.client import ApiClient
+    from evaltui.rundir import read_json
+
+    sched_tests = Path(__file__).resolve().parents[1] / "scheduler"
+    monkeypatch.syspath_prepend(str(sched_tests))
+    from schedhelpers import line_spec, write_dataset
+
+    dataset = write_dataset(tmp_path / "line.jsonl", [20] * 4)
+    spec = line_spec(dataset, marginal_vram_mb=8000, vram_mb=3000, sleep_sec=0.1)
+    spec["eval"].update(executor="ray", ray_address=fake_cluster.address, worker_count=1)
+    server, url = serve(fake_cluster, tmp_path)
+    try:
+        with ApiClient(url) as client:
+            first = Path(client.get_run(client.submit(spec).run_id).run_dir)
+            wait_until(lambda: read_json(first / "scheduler.json")["state"] == "done",
+                       timeout=120, what="the first run done")
+            record = read_json(first / "scheduler.json")
+            assert (record["estimate_source"], record["estimate_mb"]) == ("declared", 8000)
+            assert record["measured_peak_mb"] == 3000, record
+            second = Path(client.get_run(client.submit(spec).run_id).run_dir)
+            wait_until(lambda: read_json(second / "scheduler.json").get("estimate_source")
+                       == "calibrated", timeout=30, what="the second run calibrated")
+            record = read_json(second / "scheduler.json")
+            assert 3000 <= record["estimate_mb"] < 8000, record
+            wait_until(lambda: read_json(second / "scheduler.json")["state"] == "done",
+                       timeout=120, what="the second run done")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        if server.stdout is not None:
+            server.stdout.close()

@@ -104,3 +104,16 @@ def test_an_adopted_run_is_handed_over_not_counted_twice() -> None:
     assert [(a["op"], a["scheduler"], a["reserved_after"]) for a in ledger.audit()] == [
         ("admit", "s1", 16384), ("handover", "s1", 0), ("restore", "s2", 16384)]
     assert ledger.reserve("s3", "r2", A0.node_id, 0, 8192, False, 24576, "node-a") is None
+
+
+def test_where_a_node_attributes_usage_a_reservation_holds_back_only_what_its_run_lacks(
+        ) -> None:
+    entries = [ClusterReservation("s1", "r1", A0.node_id, 0, 10240, False, 0.0),
+               ClusterReservation("s1", "r2", B0.node_id, 0, 10240, False, 0.0)]
+    gpus = [GpuSnapshot(A0, "fake", 24576, 6000, 18576, None, None, {"r1": 6000}),
+            GpuSnapshot(B0, "fake", 24576, 6000, 18576, None, None, None)]
+    a, b = cluster_views(gpus, entries)
+    assert (a.outstanding_mb, a.available_mb, a.foreign) == (4240, 18576 - 4240, 0)
+    assert (b.outstanding_mb, b.available_mb) == (10240, 18576 - 10240)  # counted whole
+    stray = [GpuSnapshot(A0, "fake", 24576, 9000, 15576, None, None, {"r1": 6000})]
+    assert cluster_views(stray, entries[:1])[0].foreign == 1  # 3,000 MiB nobody's
