@@ -96,3 +96,13 @@ def test_frames_find_their_tiles_along_the_chain(tmp_path: Path) -> None:
     refs = write(tmp_path, frames)
     for frame, ref in zip(frames, refs, strict=True):
         assert np.array_equal(read_frame(tmp_path / FRAMES_FILENAME, ref["at"]), frame.pixels)
+
+
+def test_a_file_made_ahead_empty_is_written_in_place(tmp_path: Path) -> None:
+    path = tmp_path / FRAMES_FILENAME
+    path.touch()  # as the pool's recorder makes it
+    made = path.stat().st_ino
+    frame = TiledFrame(atlas_of(3), np.array([[2, 0, 1]], np.uint16))
+    (ref,) = write(tmp_path, [frame])
+    assert path.stat().st_ino == made and path.read_bytes().startswith(b"EVTFRAM2")
+    assert np.array_equal(read_frame(path, ref["at"]), frame.pixels)

@@ -18,7 +18,6 @@ frame: a new file costs ~0.3-0.6 ms on an ext4 VM, a real share of a short episo
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from evaltui.engine.logsummary import summarise
 from evaltui.engine.nodes import Frame
 from evaltui.engine.pngwriter import PngWriter
 from evaltui.engine.tiles import TiledFrame
-from evaltui.framefile import FrameFileWriter
+from evaltui.framefile import FrameFileWriter, open_fresh
 from evaltui.records import LOG_FILENAME
 
 _DUMPS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
@@ -113,23 +112,10 @@ class ExecutionLogger:
 
 
 def _open_log(ep_dir: Path) -> int:
-    """A write fd of ``ep_dir/log.jsonl``, the file empty (made if missing).
-
-    The pool's recorder has usually made the dir and the empty file already (a new file
-    costs ~0.15-1 ms here). A retried episode starts its log afresh (the attempt count
-    is kept in episode.json), so a log with content is truncated; an empty one is not:
-    ext4 writes back at close a file that was truncated to zero, ~0.2 ms.
-    """
-    path = ep_dir / LOG_FILENAME
+    """A write fd of ``ep_dir/log.jsonl``, empty (an earlier attempt's log is truncated:
+    the attempt count is kept in episode.json); usually the pool's recorder made it."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+        return open_fresh(ep_dir / LOG_FILENAME)
     except FileNotFoundError:
         ep_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
-    try:
-        if os.fstat(fd).st_size:
-            os.ftruncate(fd, 0)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return open_fresh(ep_dir / LOG_FILENAME)

@@ -13,7 +13,9 @@ the worker's logger then only opens the file, truncating it (~0.02 ms). The file
 made with ``O_EXCL``, so a slow recorder never truncates a log a worker has begun. An
 ep dir with an empty log means nothing more to the run dir's readers than an empty ep
 dir did: they look for episode.json, and the hung-episode watch reads an empty log as
-an env still resetting. Dirs are made before any result still queued is recorded: a
+an env still resetting. Once an episode of the run has written a ``frames.bin``, the next
+episodes get an empty one too (the frame writer opens it the same way); a run without
+tiled frames never gets one. Dirs are made before any result still queued is recorded: a
 worker may be about to need one, while a result waits for nobody (on a busy disk the
 results fell behind by tens of episodes, and the workers made their dirs themselves).
 """
@@ -28,6 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from evaltui.framefile import FRAMES_FILENAME, FRAMES_MODE
 from evaltui.records import LOG_FILENAME
 
 _STOP, _DIRS = object(), object()
@@ -42,6 +45,8 @@ class Recorder:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._made: set[Path] = set()
         self._dirs: deque[Path] = deque()
+        self._recent: deque[Path] = deque(maxlen=8)  # the dirs made last
+        self._files = {LOG_FILENAME: 0o666}  # made empty in each dir: name -> mode
         self._thread = threading.Thread(target=self._loop, name="pool-recorder", daemon=True)
         self._thread.start()
 
@@ -73,7 +78,7 @@ class Recorder:
         while True:
             item = self._queue.get()
             while self._dirs:  # ahead of every queued result
-                _make_episode_dir(self._dirs.popleft())
+                self._make_episode_dir(self._dirs.popleft())
             if item is _STOP:
                 return
             if item is _DIRS:
@@ -86,10 +91,17 @@ class Recorder:
             except BaseException as exc:
                 self.error = exc
 
-
-def _make_episode_dir(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(path / LOG_FILENAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    except OSError:
-        pass  # there already (a log begun, or an earlier attempt's); else the worker reports it
+    def _make_episode_dir(self, path: Path) -> None:
+        if FRAMES_FILENAME not in self._files and any(
+                (d / FRAMES_FILENAME).exists() for d in self._recent):
+            self._files[FRAMES_FILENAME] = FRAMES_MODE  # this run's episodes write frames
+        self._recent.append(path)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return  # the worker's own mkdir reports it
+        for name, mode in self._files.items():
+            try:
+                os.close(os.open(path / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+            except OSError:
+                pass  # there already: a file begun, or an earlier attempt's

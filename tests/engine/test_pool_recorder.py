@@ -3,6 +3,7 @@ recorder makes the next episodes' dirs and empty logs ahead."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -87,3 +88,27 @@ def test_dirs_are_made_before_the_results_queued_ahead_of_them(tmp_path: Path) -
     release.set()
     recorder.close()
     assert seen == [(0, False), (1, True), (2, True)]
+
+
+def test_frames_files_are_made_ahead_once_the_run_has_written_one(tmp_path: Path) -> None:
+    recorder = Recorder(lambda result: None)
+    recorder.make_dirs(episode_dir(tmp_path, i) for i in range(2))
+    recorder.close()
+    assert not list(tmp_path.glob("episodes/*/frames.bin"))  # no frames seen yet
+    # Episode 1 wrote tiled frames; the dirs made from now on get an empty frames.bin.
+    (episode_dir(tmp_path, 1) / "frames.bin").write_bytes(b"EVTFRAM2")
+    recorder = Recorder(lambda result: None)
+    recorder.make_dirs(episode_dir(tmp_path, i) for i in (1, 2))
+    recorder.make_dirs([episode_dir(tmp_path, 3)])
+    recorder.close()
+    assert (episode_dir(tmp_path, 1) / "frames.bin").read_bytes() == b"EVTFRAM2"
+    for i in (2, 3):
+        frames = episode_dir(tmp_path, i) / "frames.bin"
+        assert frames.stat().st_size == 0 and frames.stat().st_mode & 0o777 == 0o644 & ~umask()
+    assert not (episode_dir(tmp_path, 0) / "frames.bin").exists()
+
+
+def umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
