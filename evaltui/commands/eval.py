@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -84,7 +86,9 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaltui.launch import prepare_run, spawn_run, spawned_ref, update_scheduler_record
+    # The run process starts now and imports while the spec is validated here.
+    early = _prestart_run()
+    from evaltui.launch import prepare_run, spawned_ref, update_scheduler_record
     from evaltui.rundir import outputs_root, read_run_status
 
     try:
@@ -93,15 +97,18 @@ def run(args: argparse.Namespace) -> int:
         if workspace and workspace not in sys.path:
             sys.path.insert(0, workspace)  # so user nodesets import during validation
         run_dir, checked = prepare_run(spec, outputs_root(args.outputs))
-    except SpecError as exc:
+    except BaseException as exc:
+        _discard(early)
+        if not isinstance(exc, SpecError):
+            raise
         from rich.markup import escape
 
         # "evaltui[ray]" is no tag
         _console().print(f"[bold red]error[/]: {escape(str(exc))}")
         return 2
-    # Spawn first: the imports and prints below overlap with the run's own start.
-    proc = spawn_run(run_dir)
+    proc = _hand_over(early, run_dir)
     ref = spawned_ref(proc)
+    # Imported and printed after the start: all of it overlaps with the run's own start.
     from evaltui.engine.summary import now_iso
     from evaltui.process import terminate_group
 
@@ -137,6 +144,58 @@ def run(args: argparse.Namespace) -> int:
     if state is RunState.ABORTED:
         console.print(f"[red]aborted[/]: {status.note}", highlight=False)
     return exit_code(state, _header(summary), console)
+
+
+def _prestart_run() -> subprocess.Popen[bytes] | None:
+    """The run process, started before there is a run dir (``--run-dir-from-stdin``)."""
+    env = dict(os.environ)
+    env["EVALTUI_PARENT_PID"] = str(os.getpid())  # as spawn_run sets them
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "evaltui.engine.main", "--run-dir-from-stdin"],
+            # stderr ours until it has its run.log: an import error shows here.
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
+            env=env)
+    except OSError:
+        return None  # _hand_over spawns the run the usual way
+
+
+def _hand_over(early: subprocess.Popen[bytes] | None, run_dir: Path
+               ) -> subprocess.Popen[bytes]:
+    """Give the early process its run dir and record it as the run's (as spawn_run does);
+    if it is gone, spawn the run the usual way."""
+    from evaltui.engine.summary import now_iso
+    from evaltui.launch import spawn_run, spawned_ref, update_scheduler_record
+
+    if early is not None and early.poll() is None and early.stdin is not None:
+        try:
+            early.stdin.write(f"{run_dir}\n".encode())
+            early.stdin.close()
+        except OSError:
+            pass  # it died just now: poll() below says so
+        else:
+            ref = spawned_ref(early)
+            update_scheduler_record(run_dir, state=RunState.STARTING.value,
+                                    admitted_at=now_iso(), pid=early.pid,
+                                    pid_create_time=ref.create_time)
+            return early
+    _discard(early)
+    return spawn_run(run_dir)
+
+
+def _discard(early: subprocess.Popen[bytes] | None) -> None:
+    """Stop an early run process that will get no run dir (it has done nothing yet)."""
+    if early is None:
+        return
+    if early.stdin is not None:
+        try:
+            early.stdin.close()  # on its own it exits at this end of input
+        except OSError:
+            pass
+    if early.poll() is None:
+        os.killpg(early.pid, signal.SIGKILL)  # rather than wait for its imports
+    early.wait()
 
 
 def exit_code(state: RunState, summary: SummaryHeader | None, console: Console) -> int:
