@@ -12,8 +12,10 @@ Frames: a :class:`~evaltui.engine.tiles.TiledFrame` (the BabyAI env's) is append
 :class:`~evaltui.engine.nodes.Frame` becomes ``assets/step..._node_N.png``, encoded on a
 background thread (:mod:`evaltui.engine.pngwriter`) that ``close`` waits for, so the
 episode's frames are all on disk before the worker reports the episode (and the run
-writes its episode.json). ``frames.bin`` and ``assets/`` are created at their first
-frame: a new file costs ~0.3-0.6 ms on an ext4 VM, a real share of a short episode.
+writes its episode.json). ``frames.bin`` is opened at the first frame and ``assets/``
+created then: a new file costs ~0.15-0.6 ms on an ext4 VM, a real share of a short
+episode, so the pool's recorder makes log.jsonl (and frames.bin, once the run has shown
+it writes them) ahead of the episode, empty.
 """
 
 from __future__ import annotations
