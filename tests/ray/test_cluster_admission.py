@@ -150,6 +150,21 @@ def serve(cluster: RayCluster, tmp_path: Path) -> tuple[subprocess.Popen[str], s
     return proc, found.group(1)
 
 
+def stop(server: subprocess.Popen[str] | None) -> None:
+    """End a ``serve`` by its process group (SIGTERM, then SIGKILL after 20 s)."""
+    if server is None:
+        return
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    if server.stdout is not None:
+        server.stdout.close()
+
+
 @pytest.mark.parametrize("others", ["free", "full"])
 def test_a_run_whose_node_leaves_is_moved_and_completes_elsewhere(
         fake_cluster: RayCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -250,15 +265,7 @@ def test_a_run_whose_node_leaves_is_moved_and_completes_elsewhere(
         assert len(ops) == 4, ops
         assert ops[-1][0] == "release" and ops[-1][1] == ops[2][1], ops
     finally:
-        if server is not None:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait()
-            if server.stdout is not None:
-                server.stdout.close()
+        stop(server)
         if node_c in cluster.worker_nodes:
             cluster.remove_node(node_c, allow_graceful=False)
         cluster.wait_for_nodes(timeout=40)
@@ -309,16 +316,8 @@ def test_a_restarted_scheduler_holds_its_adopted_runs_gpus_again(
         wait_until(lambda: (run_dir / "summary.json").exists() and read_json(
             run_dir / "summary.json")["status"] == "done", timeout=90, what="the run done")
     finally:
-        for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-            if proc is not None and proc.stdout is not None:
-                proc.stdout.close()
+        stop(first)
+        stop(second)
 
 
 def test_a_cluster_run_s_measured_peak_calibrates_the_next_one(
@@ -356,11 +355,4 @@ def test_a_cluster_run_s_measured_peak_calibrates_the_next_one(
             wait_until(lambda: read_json(second / "scheduler.json")["state"] == "done",
                        timeout=120, what="the second run done")
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        if server.stdout is not None:
-            server.stdout.close()
+        stop(server)
