@@ -66,13 +66,18 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     # The workers' template process imports while this process imports the runner (or,
     # started with --run-dir-from-stdin, while it checks the spec).
-    zygote = WorkerZygote(preload_modules(spec)).start()
+    # A Ray run's workers are actors on the cluster: a local template would only take
+    # CPU from this process's imports and the actors' start.
+    on_ray = isinstance(spec, dict) and isinstance(spec.get("eval"), dict) \
+        and spec["eval"].get("executor") == "ray"
+    zygote = None if on_ray else WorkerZygote(preload_modules(spec)).start()
     try:
         from evaltui.engine.runner import BatchEvalRunner
 
         return BatchEvalRunner(run_dir, stop=stop, zygote=zygote).run()
     finally:
-        zygote.close()
+        if zygote is not None:
+            zygote.close()
 
 
 def await_run_dir() -> Path | None:

@@ -143,3 +143,18 @@ def test_without_ray_submit_exits_2_before_asking_the_backend(tmp_path: Path) ->
             backend.accept()[0].close()
     assert proc.returncode == 2, proc.stderr
     assert "install evaltui[ray]" in proc.stderr
+
+
+def test_a_ray_run_starts_no_local_worker_template(ray_cluster: RayCluster,
+                                                   tmp_path: Path) -> None:
+    """The local pool's zygote would only compete with the run's imports and the actors'
+    start for this machine's CPUs: a Ray run has none among its processes."""
+    import psutil
+
+    spec = corridor_spec(tmp_path, [30], ray_cluster.address, env={"step_sleep_sec": 0.05})
+    with running(spec, tmp_path / "out") as (run_dir, proc):
+        wait_until(lambda: started(run_dir), timeout=60, what="the episode running")
+        children = psutil.Process(proc.pid).children(recursive=True)
+        lines = [" ".join(c.cmdline()) for c in children if c.is_running()]
+        assert not [line for line in lines if "zygote" in line], lines
+        assert proc.wait(timeout=60) == 0
