@@ -95,7 +95,8 @@ def logged_steps(log_path: Path, step_node: str) -> Iterator[LoggedStep]:
     """The fires of ``step_node`` in log order (``log_path``: ``RUN/episodes/epNNNN/log.jsonl``,
     opened without following a symlink out of RUN)."""
     try:
-        log = open_inside(log_path.parents[2], log_path)
+        run = log_path.parents[2]
+        log = open_inside(run, log_path.relative_to(run))
     except LeavesRoot:
         raise VerifyInputError(f"{log_path} is a symlink that leaves the run dir; not read"
                                ) from None

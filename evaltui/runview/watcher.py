@@ -56,7 +56,8 @@ def read_episode_file(path: Path, root: str | os.PathLike[str] | None = None
     without following a symlink out of ``root`` (default: its ep dir's run dir)."""
     name = f"{path.parent.name}/{path.name}"
     try:
-        row = read_json_inside(root if root is not None else path.parents[2], path)
+        # Absolute: a relative ``path`` would be read as relative to the root.
+        row = read_json_inside(root if root is not None else path.parents[2], path.absolute())
     except (FileNotFoundError, NotADirectoryError):
         return None, None  # replaced or removed in between: a later event says more
     except LeavesRoot:

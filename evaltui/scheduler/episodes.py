@@ -106,7 +106,7 @@ class EpisodeWatcher:
 
 def _status(path: Path) -> str | None:
     try:  # never through a symlink out of the run dir (DESIGN §11): it would reach /events
-        row = read_json_inside(path.parents[2], path)
+        row = read_json_inside(path.parents[2], path.absolute())
     except (OSError, ValueError):
         return None
     status = row.get("status") if isinstance(row, dict) else None

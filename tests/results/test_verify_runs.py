@@ -147,3 +147,13 @@ def test_replay_reports_the_first_divergence(runs, tmp_path: Path) -> None:
     assert second["episode"] == "ep0004 (GoToLocal-0004)"
     k = len(traj["positions"]) - 1
     assert second["what"].startswith(f"position #{k}: replay")
+
+
+def test_verify_replay_takes_a_run_dir_relative_to_the_working_dir(
+        runs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a user types it (``evaltui verify outputs/eval_runs/RUN --replay``)."""
+    run_dir = runs["bot", 1]
+    monkeypatch.chdir(run_dir.parents[2])
+    code, report = verify(run_dir.relative_to(run_dir.parents[2]), "--replay")
+    assert code == 0, report
+    assert report["replay"]["episodes_replayed"] == 6

@@ -202,3 +202,18 @@ def test_headless_modules_do_not_import_textual(module: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_run_dir_given_relative_to_the_working_dir_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``evaltui open outputs/eval_runs/RUN`` as typed: the episode files are read, and the
+    scheduler's episode watch reads their status the same way."""
+    from evaltui.runview.watcher import read_episode_file
+    from evaltui.scheduler.episodes import _status
+
+    rows = [write_episode(tmp_path / "runs" / "20260101_000000", i) for i in range(2)]
+    monkeypatch.chdir(tmp_path)
+    path = Path("runs/20260101_000000/episodes/ep0001/episode.json")
+    row, why = read_episode_file(path)
+    assert why is None and row == rows[1]
+    assert _status(path) == rows[1]["status"]
