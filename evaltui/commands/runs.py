@@ -241,10 +241,11 @@ def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = ()) -> Table:
     columns += [("graph", "left", True), ("data", "left", True),
                 ("episodes", "right", False), ("SR", "right", False), ("note", "left", True)]
     # Ids, states and counts are what a user copies and scans: never wrap them; the free
-    # text columns give way (ellipsis) in a narrow terminal.
+    # text columns give way (ellipsis, one line a run: `show RUN` has the whole reason)
+    # in a narrow terminal.
     for name, justify, flexible in columns:
         table.add_column(name, justify=justify,  # type: ignore[arg-type]
-                         no_wrap=not flexible, overflow="ellipsis" if flexible else "fold",
+                         no_wrap=True, overflow="ellipsis" if flexible else "fold",
                          min_width=None if flexible else len(name))
     node_cell = ["-"] if any(nodes) else []
     for entry in admits:  # `evaltui run PROFILE CMD`: the profile, and the command it runs

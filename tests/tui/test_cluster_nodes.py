@@ -164,3 +164,23 @@ def test_one_machine_ls_has_no_node_column(runs, make_backend, capsys, monkeypat
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:3] == ["run", "state", "graph"]
     assert "node" not in out[0].split()
+
+
+def test_ls_at_80_columns_is_one_line_a_run(runs, make_backend, capsys, monkeypatch
+                                            ) -> None:
+    """A long waiting reason is cut with an ellipsis (``show`` has it whole), not wrapped
+    into a column one word wide."""
+    backend = make_backend()
+    monkeypatch.setenv("EVALTUI_TOKEN", TOKEN)
+    monkeypatch.setenv("COLUMNS", "80")
+    server = ApiServer(make_api(backend.scheduler, TOKEN), port=0).start()
+    try:
+        assert cli.main(["ls", "--url", server.url]) == 0
+        out = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+        listed = cli.main(["ls", "--url", server.url, "--json"]) == 0 and \
+            json.loads(capsys.readouterr().out)
+    finally:
+        server.stop()
+    assert len(out) == 1 + len(listed), out
+    assert any(line.rstrip().endswith("…") for line in out), out
+    assert all(len(line) <= 80 for line in out)
