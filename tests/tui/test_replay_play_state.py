@@ -44,7 +44,9 @@ async def test_play_ends_paused_at_the_last_step(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
         screen = await opened(app)
-        await pilot.press("right_square_bracket", "right_square_bracket", "space")
+        # At the default speed: sped up, a loaded machine renders too few frames between
+        # steps for the loop below to see three of them (seen {3, 4} once in CI).
+        await pilot.press("space")
         await wait_for(lambda: screen.step == screen.last_step and not screen.playing,
                        timeout=5, what="the end of the episode")
         await pilot.pause()
@@ -74,7 +76,9 @@ async def test_step_header_and_panel_title_agree_while_playing(runs, app_factory
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
         screen = await opened(app)
-        await pilot.press("right_square_bracket", "right_square_bracket", "space")
+        # At the default speed: sped up, a loaded machine renders too few frames between
+        # steps for the loop below to see three of them (seen {3, 4} once in CI).
+        await pilot.press("space")
         seen = set()
         while screen.playing or not seen:
             await pilot.pause(0.01)
