@@ -116,7 +116,8 @@ class Placement:
 
         try:
             ledger = ray.get_actor(LEDGER_NAME, namespace=LEDGER_NAMESPACE)
-            entry = ray.get(ledger.placement.remote(self.run_id), timeout=2.0)
+            entry: dict[str, Any] | None = ray.get(ledger.placement.remote(self.run_id),
+                                                   timeout=2.0)
         except Exception:  # no ledger (yet), or it is restarting: ask again later
             return None
         if not entry:

@@ -97,6 +97,7 @@ class Reads:
             processes = None if g.processes is None else [
                 views.GpuProcess(pid=p.pid, used_mb=p.used_mb) for p in g.processes]
             index, node = split_key(g.index)  # a NodeGpu on a Ray cluster
+            assert index is not None  # a reading's GPU always has one
             gpus.append(views.Gpu(
                 index=index, name=g.name, total_mb=g.total_mb, used_mb=g.used_mb,
                 free_mb=g.free_mb, reserved_mb=reserved, available_mb=g.free_mb - reserved,
