@@ -116,8 +116,7 @@ class Placement:
 
         try:
             ledger = ray.get_actor(LEDGER_NAME, namespace=LEDGER_NAMESPACE)
-            entry: dict[str, Any] | None = ray.get(ledger.placement.remote(self.run_id),
-                                                   timeout=2.0)
+            entry: Any = ray.get(ledger.placement.remote(self.run_id), timeout=2.0)
         except Exception:  # no ledger (yet), or it is restarting: ask again later
             return None
         if not entry:
