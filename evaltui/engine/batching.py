@@ -36,6 +36,12 @@ Reply = Callable[[bool, Any], None]
 METHODS = frozenset({"set_episode", "begin_episode", "trajectory"})
 
 
+HOST_MAX_BATCH_SIZE = 64
+HOST_MAX_WAIT_MS = 2.0
+"""The batching of a run's own hosts of its shared nodesets (local processes or Ray
+actors)."""
+
+
 class _Request:
     __slots__ = ("op", "inputs", "reply", "is_method", "submitted", "deadline")
 

@@ -11,7 +11,8 @@ writer: while an episode runs, its actor's node-local log.jsonl/frames.bin bytes
 pulled every :data:`PULL_EVERY_SEC` and appended to the real ep dir
 (:class:`~evaltui.engine.ray_sink.EpisodeSink`), so the live view and the hung-step
 watch (:class:`~evaltui.engine.watchdog.LogWatch`) work as locally. Shared nodesets
-without a given URL are hosted by :class:`~evaltui.engine.ray_actor.NodesetActor`.
+without a given URL are hosted by NodesetActors (ray_hosts.py); where actors go, and
+following the run when its node leaves, is ray_placement.py.
 
 Faults: an actor that dies, or stops answering pulls for :data:`UNREACHABLE_SEC` (its
 node is gone: Ray would take ~15 s to say so), is killed and its episode is ``error``
@@ -38,14 +39,10 @@ from typing import Any
 from evaltui.engine.executor import ExecutorError
 from evaltui.engine.loop import EpisodeOutcome
 from evaltui.engine.pool import EpisodeResult, PoolError
-from evaltui.engine.ray_actor import EpisodeWorkerActor, NodesetActor
+from evaltui.engine.ray_actor import EpisodeWorkerActor
+from evaltui.engine.ray_hosts import RayHosts
 from evaltui.engine.ray_placement import Placement, alive_nodes
-from evaltui.engine.ray_resources import (
-    asked_text,
-    host_resources,
-    place_timeout_sec,
-    unplaceable,
-)
+from evaltui.engine.ray_resources import place_timeout_sec, unplaceable
 from evaltui.engine.ray_slot import RaySlot, death_cause, remote_error
 from evaltui.engine.recorder import Recorder
 from evaltui.engine.specchecks import CheckedSpec
@@ -63,8 +60,6 @@ NODE_DEATH = re.compile(r"node (?:has |was )?(?:died|dead|removed|terminated)|no
 NODE_LOSS_RETRIES = 3
 """Retries of an episode whose node left mid-episode, on top of ``max_episode_retries``:
 the episode did nothing wrong, so it is not scored as an error while nodes remain."""
-HOST_MAX_BATCH_SIZE = 64
-HOST_MAX_WAIT_MS = 2.0
 
 
 class RayExecutor:
@@ -80,21 +75,19 @@ class RayExecutor:
         self.checked, self.episodes = checked, episodes
         self.slots = [RaySlot(i) for i in range(worker_count)]
         self.address = address or "auto"
-        self.given_shared = dict(shared)
+        self.hosts = RayHosts(checked, shared, worker_count)
         self.run_key = run_key
         self.max_episode_retries = max_episode_retries
         self.stop = stop or threading.Event()
         self.cancel_grace_sec = cancel_grace_sec
         self.hung_step_sec, self.hung_reset_sec = hung_step_sec, hung_reset_sec
         self.episode_log = episode_log
-        self.hosts: dict[str, Any] = {}
         self._ever_ready = False
         self._start_failures = 0
         self._lost_nodes: set[str] = set()
         self._node_lost: set[int] = set()
         """Episodes whose last attempt ended because its node left the cluster."""
         self._checked_ref: Any = None
-        self._shared_arg: dict[str, tuple[str, Any]] = {}
 
     # ---- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> RayExecutor:
@@ -115,7 +108,7 @@ class RayExecutor:
                         signal.signal(sig, handler)
         self.where = Placement()
         try:
-            self._start_hosts(ray)
+            self.hosts.start(self.where)
             self._checked_ref = ray.put(pickle.dumps(self.checked))
             for slot in self.slots:
                 self._spawn(slot)
@@ -131,41 +124,12 @@ class RayExecutor:
         closing = [a.close.remote() for a in actors]
         if closing:
             ray.wait(closing, num_returns=len(closing), timeout=2.0)
-        for actor in [*actors, *self.hosts.values()]:
+        for actor in actors:
             ray.kill(actor, no_restart=True)
         for slot in self.slots:
             slot.actor = None
-        self.hosts.clear()
+        self.hosts.kill()
         ray.shutdown()
-
-    def _start_hosts(self, ray: Any) -> None:
-        k = len(self.slots)
-        for name, ns in self.checked.graph.nodesets.items():
-            if ns.parallelism != "shared":
-                continue
-            if name in self.given_shared:
-                self._shared_arg[name] = ("url", self.given_shared[name])
-                continue
-            asks = host_resources(self.checked, [name], self.where.pinned)[name]
-            actor = ray.remote(NodesetActor).options(
-                max_restarts=0, max_task_retries=0, max_concurrency=k + 4,
-                name=None, **asks, **self.where.options).remote(
-                    ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
-                    HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir)
-            try:
-                where = ray.get(actor.ping.remote(), timeout=place_timeout_sec())
-            except ray.exceptions.GetTimeoutError:
-                ray.kill(actor)
-                raise unplaceable(f"the host actor of shared nodeset {name!r}", asks,
-                                  place_timeout_sec()) from None
-            except ray.exceptions.RayError as exc:
-                ray.kill(actor)
-                raise PoolError(f"the shared nodeset {name!r} cannot start: {exc}") from exc
-            print(f"evaltui: shared nodeset {name} is Ray actor pid {where['pid']} on node "
-                  f"{where['node_id'][:8]}, asking {asked_text(asks)}", file=sys.stderr,
-                  flush=True)
-            self.hosts[name] = actor
-            self._shared_arg[name] = ("ray", actor)
 
     def _spawn(self, slot: RaySlot) -> None:
         """Start the slot's actor, unless the run's node left and it was not moved yet
@@ -176,12 +140,12 @@ class RayExecutor:
             return
         if self.where.moved:  # the run's node left: its hosts went with it
             self.where.moved = False
-            self._restart_hosts(ray)
+            self.hosts.restart(self.where)
         slot.actor = ray.remote(EpisodeWorkerActor).options(
             **WORKER_RESOURCES, max_restarts=0, max_task_retries=0, max_concurrency=2,
             **self._placement()).remote(slot.worker_id, self.run_key)
         slot.setup_ref = slot.actor.setup.remote(
-            self._checked_ref, self.checked.spec.active_workspace_dir, self._shared_arg,
+            self._checked_ref, self.checked.spec.active_workspace_dir, self.hosts.arg(),
             self.checked.spec.eval.per_step_budget_sec)
         slot.info, slot.started_at = None, time.monotonic()
         slot.index = slot.run_ref = slot.pull_ref = None
@@ -193,17 +157,6 @@ class RayExecutor:
             return self.where.options
         lost = ",".join(sorted(self._lost_nodes))
         return {**self.where.options, "label_selector": {"ray.io/node-id": f"!in({lost})"}}
-
-    def _restart_hosts(self, ray: Any) -> None:
-        """Host the shared nodesets again where the run was moved to."""
-        for actor in self.hosts.values():
-            try:
-                ray.kill(actor, no_restart=True)
-            except Exception:  # gone with its node
-                pass
-        self._shared_arg = {k: v for k, v in self._shared_arg.items() if v[0] != "ray"}
-        self.hosts.clear()
-        self._start_hosts(ray)
 
     def _start_parked(self) -> None:
         """Slots left without an actor while the run waited to be moved."""
@@ -285,17 +238,25 @@ class RayExecutor:
             if cancel_deadline is None:
                 finished.extend(self._lost_or_hung(attempts))
             for result in finished:
-                index = result.index
-                if result.outcome.status is not EpisodeStatus.ERROR or self.stop.is_set():
-                    pass
-                elif index in self._node_lost and node_retries[index] < NODE_LOSS_RETRIES:
-                    node_retries[index] += 1
-                    queue.appendleft(index)
-                elif retries[index] < self.max_episode_retries:
-                    retries[index] += 1
-                    queue.appendleft(index)
-                self._node_lost.discard(index)
+                if self._retried(result, retries, node_retries):
+                    queue.appendleft(result.index)
                 recorder.put(result)
+
+    def _retried(self, result: EpisodeResult, retries: Counter[int],
+                 node_retries: Counter[int]) -> bool:
+        """Whether an ended attempt is run again: an ``error`` whose node left gets up to
+        NODE_LOSS_RETRIES retries first, any ``error`` then ``max_episode_retries``."""
+        index = result.index
+        node_lost = index in self._node_lost
+        self._node_lost.discard(index)
+        if result.outcome.status is not EpisodeStatus.ERROR or self.stop.is_set():
+            return False
+        for counter, limit in ((node_retries, NODE_LOSS_RETRIES if node_lost else 0),
+                               (retries, self.max_episode_retries)):
+            if counter[index] < limit:
+                counter[index] += 1
+                return True
+        return False
 
     def _deal_idle(self, queue: deque[int], attempts: Counter[int]) -> None:
         for slot in self.slots:

@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from evaltui.engine.batching import HOST_MAX_BATCH_SIZE, HOST_MAX_WAIT_MS
 from evaltui.engine.channel import ChannelError, host_secret, new_secret, parse_url
 from evaltui.engine.datasets import load_episodes
 from evaltui.engine.executor import EpisodeExecutor, ExecutorError
@@ -56,8 +57,6 @@ from evaltui.spec import SpecError, parse_spec
 from evaltui.states import EpisodeStatus, SummaryStatus
 
 EXIT_OK, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 3
-HOST_MAX_BATCH_SIZE = 64
-HOST_MAX_WAIT_MS = 2.0
 
 
 def reset_budget(ev: Any) -> float | None:
