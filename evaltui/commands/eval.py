@@ -191,7 +191,7 @@ def _discard(early: subprocess.Popen[bytes] | None) -> None:
     if early.stdin is not None:
         try:
             early.stdin.close()  # on its own it exits at this end of input
-        except OSError:
+        except OSError:  # a broken pipe: it is gone already, or the kill below ends it
             pass
     if early.poll() is None:
         os.killpg(early.pid, signal.SIGKILL)  # rather than wait for its imports

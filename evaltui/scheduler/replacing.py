@@ -19,18 +19,17 @@ import time
 
 from evaltui.scheduler.accounting import Accounting
 from evaltui.scheduler.admission import Candidate, decide
-from evaltui.scheduler.cluster import NodeGpu, split_key
+from evaltui.scheduler.cluster import ClusterReservation, NodeGpu, split_key
 from evaltui.scheduler.cluster_probe import ClusterProbe
 from evaltui.scheduler.core import Core
 
 log = logging.getLogger(__name__)
 
 
-def move_displaced(core: Core, cluster: ClusterProbe, acct: Accounting) -> None:
-    """Re-place this scheduler's runs whose node left (see the module docstring)."""
-    displaced = cluster.displaced()
-    if not displaced:
-        return
+def move_displaced(core: Core, cluster: ClusterProbe, displaced: list[ClusterReservation],
+                   acct: Accounting) -> None:
+    """Re-place ``displaced`` (``cluster.displaced()``: this scheduler's runs whose node
+    left; see the module docstring)."""
     alive = cluster.alive or set()
     gpus = [g for g in acct.gpus or () if isinstance(g.index, NodeGpu)
             and g.index.node_id in alive]

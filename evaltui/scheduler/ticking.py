@@ -85,8 +85,10 @@ class Ticker:
             with c.lock:
                 live = set(c.running) | set(c.loading)
             cluster.sync(live)  # the lease, and every scheduler's reservations
-            if cluster.displaced():
-                move_displaced(c, cluster, self.sampler.account(c.ledger.entries()))
+            displaced = cluster.displaced()
+            if displaced:
+                move_displaced(c, cluster, displaced,
+                               self.sampler.account(c.ledger.entries()))
         lock_reason = c.lock_reason()
         if waiting and lock_reason is None:
             with c.ledger.transaction() as txn:
