@@ -11,8 +11,12 @@ per-episode log all live here, so CPU-bound simulators scale with the worker cou
 Control pipe protocol (pickled tuples; the pipe is inherited, so it needs no secret):
 run -> worker ``("episode", index)`` | ``("stop",)``;
 worker -> run ``("ready", pid)`` | ``("failed", traceback)`` | ``("outcome", index,
-EpisodeOutcome)``. SIGTERM (or SIGINT) ends the episode in flight as ``cancelled`` at its
-next step boundary, reports it, and exits.
+EpisodeOutcome)`` | ``("skipped", index)``. Episodes run in the order dealt; the run may
+deal one ahead, which waits in the pipe. SIGTERM (or SIGINT) ends the episode in flight
+as ``cancelled`` at its next step boundary, reports it, reports every episode still in
+the pipe ``skipped``, and exits. After an ``error`` outcome (a node raised, so the
+nodesets may be in any state) the worker starts nothing more: the run gives the episode
+dealt ahead to a fresh worker.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from evaltui.engine.proxy import RemoteNodeset
 from evaltui.engine.session import WorkerSession
 from evaltui.engine.specchecks import CheckedSpec
 from evaltui.rundir import episode_dir
+from evaltui.states import EpisodeStatus
 
 IDLE_POLL_SEC = 0.1
 
@@ -83,9 +88,24 @@ def run_worker(conn: Connection, config: WorkerConfig, stop: threading.Event) ->
             index = message[1]
             outcome = session.run_episode(episodes[index], episode_dir(config.run_dir, index))
             conn.send(("outcome", index, outcome))
+            if outcome.status is EpisodeStatus.ERROR:
+                break
+        if stop.is_set():
+            _skip_dealt(conn)
     finally:
         _close(session, shared)
     return 0
+
+
+def _skip_dealt(conn: Connection) -> None:
+    """Report the episodes dealt ahead, still in the pipe, as never started."""
+    try:
+        while conn.poll(0):
+            message = conn.recv()
+            if message[0] == "episode":
+                conn.send(("skipped", message[1]))
+    except (EOFError, OSError):
+        pass  # the run is gone: nobody to tell
 
 
 def _close(session: WorkerSession | None, shared: Mapping[str, RemoteNodeset]) -> None:
