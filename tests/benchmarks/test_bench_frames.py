@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from harness_parts import SessionParts, first_episode_latency
 from PIL import Image
 
 from evaltui.launch import prepare_run, spawn_run
@@ -76,7 +77,8 @@ def run(tmp_path: Path, split: str, n: int, **env: Any) -> dict[str, float]:
     assert summary["status"] == "done", summary.get("error")
     rows = summary["episodes"]
     return {"in_run": summary["elapsed_sec"], "episodes": sum(r["elapsed_sec"] for r in rows),
-            "steps": sum(r["step_count"] for r in rows), "wall": wall, "cpu": cpu}
+            "steps": sum(r["step_count"] for r in rows), "wall": wall, "cpu": cpu,
+            "first": first_episode_latency(run_dir)}
 
 
 def medians(samples: list[dict[str, float]]) -> dict[str, float]:
@@ -90,10 +92,16 @@ def test_harness_ratios_frames_off_and_on(tmp_path: Path) -> None:
     plain: list[float] = []
     off: list[dict[str, float]] = []
     on: list[dict[str, float]] = []
+    parts = SessionParts("GoToLocal", n)
+    inproc: dict[str, list[float]] = {"bare": [], "score": [], "log": [], "full": []}
     for rep in range(REPS):  # interleaved, so load changes hit every variant alike
         plain.append(plain_loop("GoToLocal", n)[0])
         off.append(run(tmp_path / f"off{rep}", "GoToLocal", n, frame_stride=0))
         on.append(run(tmp_path / f"on{rep}", "GoToLocal", n, frame_stride=1))
+        inproc["bare"].append(parts.seconds(log=False, score=False))
+        inproc["score"].append(parts.seconds(log=False))
+        inproc["log"].append(parts.seconds(score=False))
+        inproc["full"].append(parts.seconds())
     p = statistics.median(plain)
     m_off, m_on = medians(off), medians(on)
     print(f"\nharness vs plain env+bot loop, {n} GoToLocal bot episodes, K = 1, "
@@ -108,6 +116,19 @@ def test_harness_ratios_frames_off_and_on(tmp_path: Path) -> None:
     print(f"  CPU: plain loop {cpu:.3f} s; run + worker processes {m_off['cpu']:.3f} s "
           f"{m_off['cpu'] / cpu:5.2f}    {m_on['cpu']:.3f} s {m_on['cpu'] / cpu:5.2f}")
     print("  targets: in-run elapsed ratio <= 1.15 (frames off), <= 1.5 (frames on)")
+    print("  where the frames-off in-run time goes, over the plain loop (ms an episode, and "
+          "ratio points):")
+    q = {k: statistics.median(v) for k, v in inproc.items()}
+    rows = [("the worker's episode body in-process, no log, no scoring", q["bare"] - p),
+            ("+ scoring (metrics, trajectory record)", q["score"] - q["bare"]),
+            ("+ the episode log (log.jsonl records, file, writes)", q["full"] - q["score"]),
+            ("  (log without scoring, for reference)", q["log"] - q["bare"]),
+            ("first episode: run clock start -> its first record",
+             m_off["first"]),
+            ("the rest: processes, pipes, results, between and after episodes",
+             m_off["in_run"] - m_off["first"] - (q["full"] - p) - p)]
+    for label, seconds in rows:
+        print(f"    {label:66s} {seconds / n * 1e3:6.3f} ms  {seconds / p:+5.2f}")
     per_step = (m_on["episodes"] - m_off["episodes"]) / m_on["steps"] * 1e3
     print(f"  frames on - off: sum of episodes {per_step:.3f} ms a step, CPU "
           f"{(m_on['cpu'] - m_off['cpu']) / m_on['steps'] * 1e3:.3f} ms a step "
