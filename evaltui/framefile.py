@@ -17,16 +17,19 @@ Layout (little-endian): the 8-byte magic ``EVTFRAM2``, then records of two kinds
 A reader finds a frame's tiles by following the chain back from its ``tiles`` offset
 (one short read per record that brought new tiles, a few dozen in an episode), never by
 scanning the file. log.jsonl refers to a frame as ``{"$frame": "frames.bin", "at":
-<offset of its record>, "shape": [H, W, 3]}``. The writer appends with unbuffered writes,
-a frame's new tiles and the frame in one write, before the log line that refers to it is
-written, so a process killed at any point leaves every logged reference resolvable. This
-module depends on numpy only: the run's workers write it and the replay viewer reads it.
+<offset of its record>, "shape": [H, W, 3]}``. The writer keeps the records of the frames
+since its last ``flush`` in memory; the episode's log writer calls ``flush`` right before
+it writes log lines (:mod:`evaltui.engine.logflush`), so the frames go to disk in the
+same ~50 ms batches as the lines, always ahead of any line that refers to them: a
+process killed at any point leaves every logged reference resolvable. This module
+depends on numpy only: the run's workers write it and the replay viewer reads it.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -60,7 +63,8 @@ class _Atlas:
 class FrameFileWriter:
     """Appends the tiled frames of one episode to ``ep_dir/frames.bin`` (opened at the
     first, made if the pool's recorder has not made it; a retried episode's first frame
-    truncates it)."""
+    truncates it). ``write`` keeps a frame's bytes until ``flush`` (or ``close``), which
+    another thread may call: the log's flusher."""
 
     def __init__(self, ep_dir: Path) -> None:
         self.path = Path(ep_dir) / FRAMES_FILENAME
@@ -68,12 +72,15 @@ class FrameFileWriter:
         self._pos = 0
         self._last_tiles = 0
         self._atlases: dict[int, _Atlas] = {}
+        self._pending: list[bytes] = []
+        self._lock = threading.Lock()
 
     def write(self, frame: Any) -> dict[str, Any]:
-        """Store a TiledFrame; returns its log.jsonl stand-in."""
+        """Store a TiledFrame (on disk at the next ``flush``); returns its log.jsonl
+        stand-in."""
         if self._fd is None:
             self._fd = open_fresh(self.path, FRAMES_MODE)
-            _write_all(self._fd, MAGIC)
+            self._pending.append(MAGIC)
             self._pos = len(MAGIC)
         atlas = self._atlases.get(frame.atlas.uid)
         if atlas is None:
@@ -99,14 +106,26 @@ class FrameFileWriter:
         chunks += [_FRAME.pack(b"F", atlas.number, rows, cols, self._last_tiles),
                    index.tobytes()]
         data = b"".join(chunks)
-        _write_all(self._fd, data)
+        with self._lock:
+            self._pending.append(data)
         self._pos += len(data)
         return {"$frame": FRAMES_FILENAME, "at": at, "shape": list(frame.shape)}
 
+    def flush(self) -> None:
+        """Write the frames stored since the last flush, in order, in one write."""
+        with self._lock:
+            if self._pending and self._fd is not None:
+                data = b"".join(self._pending)
+                self._pending.clear()
+                _write_all(self._fd, data)
+
     def close(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+            try:
+                self.flush()
+            finally:
+                os.close(self._fd)
+                self._fd = None
 
 
 def open_fresh(path: Path, mode: int = 0o666) -> int:

@@ -12,6 +12,8 @@ So a reader (the live viewer, the hung-step watch) still sees only whole steps, 
 within ~``interval`` of its end, and the log is complete when the logger's ``close``
 returns. A worker killed loses the steps still waiting as well as the step in progress;
 a frame already in frames.bin is then referenced by no line, as for the step in progress.
+``before_write`` (the episode's frames.bin writer's ``flush``) runs before every write of
+lines, so a frame is on disk before any line that refers to it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 
 FLUSH_INTERVAL_SEC = 0.05
 
@@ -31,8 +34,10 @@ class StepWriter:
     flusher thread only writes steps already ended.
     """
 
-    def __init__(self, fd: int, interval: float = FLUSH_INTERVAL_SEC) -> None:
+    def __init__(self, fd: int, interval: float = FLUSH_INTERVAL_SEC,
+                 before_write: Callable[[], None] | None = None) -> None:
         self.interval = interval
+        self._before_write = before_write
         self.closed = False
         self._fd = fd
         self._step: list[bytes] = []
@@ -84,6 +89,8 @@ class StepWriter:
                 self._error = exc
 
     def _write(self) -> None:
+        if self._before_write is not None:
+            self._before_write()
         view = memoryview(b"".join(self._waiting))
         self._waiting.clear()
         while view:

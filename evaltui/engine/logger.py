@@ -7,7 +7,7 @@ next steps within :data:`~evaltui.engine.logflush.FLUSH_INTERVAL_SEC` (50 ms) of
 (:mod:`evaltui.engine.logflush`), so a reader sees whole steps, each soon after its end.
 
 Frames: a :class:`~evaltui.engine.tiles.TiledFrame` (the BabyAI env's) is appended to
-``frames.bin`` as tile ids, synchronously and before the log line that refers to it
+``frames.bin`` as tile ids, written with the log's batch of lines, just before them
 (:mod:`evaltui.framefile`); no image is encoded during the run. A plain
 :class:`~evaltui.engine.nodes.Frame` becomes ``assets/step..._node_N.png``, encoded on a
 background thread (:mod:`evaltui.engine.pngwriter`) that ``close`` waits for, so the
@@ -45,8 +45,9 @@ class ExecutionLogger:
     def __init__(self, ep_dir: Path, *, flush_interval_sec: float = FLUSH_INTERVAL_SEC) -> None:
         self.ep_dir = ep_dir
         self.assets = ep_dir / "assets"
-        self._log: StepWriter | None = StepWriter(_open_log(ep_dir), flush_interval_sec)
         self._tiled = FrameFileWriter(ep_dir)
+        self._log: StepWriter | None = StepWriter(_open_log(ep_dir), flush_interval_sec,
+                                                  before_write=self._tiled.flush)
         self._png: PngWriter | None = None
         self._frames = 0
         self._step = 0
@@ -90,10 +91,12 @@ class ExecutionLogger:
         if self._png is not None:
             self._png.close()
             self._png = None
-        self._tiled.close()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        try:
+            if self._log is not None:
+                self._log.close()  # the frames first, then the lines
+                self._log = None
+        finally:
+            self._tiled.close()
 
     def _save_frame(self, frame: Frame | TiledFrame) -> dict[str, Any]:
         if isinstance(frame, TiledFrame):
