@@ -5,7 +5,9 @@
 arms PR_SET_PDEATHSIG against the run and reads ``sys.path`` and its config from its
 inherited control pipe). It imports the worker code, numpy and the graph's nodeset modules
 once, then forks a worker per request: a fork of a warm, single-threaded interpreter
-starts in milliseconds where a fresh ``python -m`` pays ~0.4 s of imports.
+starts in milliseconds where a fresh ``python -m`` pays ~0.4 s of imports. A run process
+that has imported all that itself and has no thread yet forks its zygote instead
+(:func:`serve_forked`): ``evaltui eval``'s, right after its spec check.
 
 Control pipe protocol (pickled tuples):
 run -> zygote ``("fork", token, pickled WorkerConfig)`` followed by one byte carrying
@@ -192,6 +194,21 @@ def _reseed_numpy() -> None:
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed()
+
+
+def serve_forked(fd: int, parent: int) -> int:
+    """The zygote forked from its run (no exec): the run has imported the worker code and
+    the nodesets already; ``fd`` is this end of the control socketpair. Returns the exit
+    code, to be passed to ``os._exit`` (the run's atexit handlers are not this process's)."""
+    arm_pdeathsig(signal.SIGKILL, expected_parent=parent)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    set_process_name("evt-zygote")
+    preload(())  # what the run had not imported (nothing, normally)
+    # No gc.collect() first (~35 ms of the run's heap, while the pool waits for this
+    # process): what garbage there is stays frozen with the rest, shared by the workers.
+    gc.freeze()
+    return Zygote(Connection(fd)).serve()
 
 
 def main() -> int:
