@@ -15,12 +15,10 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from evaltui.engine.specchecks import CheckedSpec, validate_spec
-from evaltui.engine.summary import now_iso
 from evaltui.records import (
     RUN_LOG_FILENAME,
     SCHEDULER_FILENAME,
@@ -31,10 +29,17 @@ from evaltui.records import (
 from evaltui.rundir import PidRef, allocate_run_dir, read_json, write_json_atomic
 from evaltui.states import RunState
 
+if TYPE_CHECKING:
+    from evaltui.engine.specchecks import CheckedSpec
+
 
 def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUEUED,
                 record_extra: Mapping[str, Any] | None = None) -> tuple[Path, CheckedSpec]:
     """Validate (raising SpecError), then allocate the run dir and write its records."""
+    # Imported here: the spec check imports the nodeset modules; ``evaltui eval`` uses
+    # this module's record helpers without it.
+    from evaltui.engine.specchecks import validate_spec
+
     checked = validate_spec(spec_data)
     return write_run(checked, outputs, state=state, record_extra=record_extra), checked
 
@@ -42,17 +47,21 @@ def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUE
 def write_run(checked: CheckedSpec, outputs: Path, *, state: RunState = RunState.QUEUED,
               record_extra: Mapping[str, Any] | None = None) -> Path:
     """Allocate the run dir of a validated spec; write spec.json, shared_urls.json and
-    scheduler.json (plus ``record_extra`` fields, e.g. the scheduler's estimate)."""
+    scheduler.json (plus ``record_extra`` fields, e.g. the scheduler's estimate, or the
+    PID of a run process that writes its own run dir)."""
+    from evaltui.engine.summary import now_iso
+
     run_dir = allocate_run_dir(outputs)
     spec_json = checked.spec.to_json_dict()
     write_json_atomic(run_dir / SPEC_FILENAME, spec_json)
     write_json_atomic(run_dir / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
     # Through the record's model, so a mistyped field fails here and not in a reader;
     # only the fields given are written (later updates merge theirs in).
-    record = SchedulerRecord(
-        state=state, priority=checked.spec.scheduling.priority, queued_at=now_iso(),
-        admitted_at=None, pid=None, pid_create_time=None, reservation=None,
-        cancel_requested_at=None, exit_code=None, **(record_extra or {}))
+    fields: dict[str, Any] = {
+        "queued_at": now_iso(), "admitted_at": None, "pid": None, "pid_create_time": None,
+        "reservation": None, "cancel_requested_at": None, "exit_code": None,
+        **(record_extra or {})}
+    record = SchedulerRecord(state=state, priority=checked.spec.scheduling.priority, **fields)
     write_json_atomic(run_dir / SCHEDULER_FILENAME,
                       record.model_dump(mode="json", exclude_unset=True))
     return run_dir
@@ -66,6 +75,8 @@ def spawn_run(run_dir: Path, env: Mapping[str, str] | None = None, *, record: bo
     with ``CUDA_VISIBLE_DEVICES`` set. With ``record`` the PID is merged into
     scheduler.json here; the scheduler passes False and writes its own record.
     """
+    from evaltui.engine.summary import now_iso
+
     child_env = dict(os.environ if env is None else env)
     child_env["EVALTUI_PARENT_PID"] = str(os.getpid())
     child_env.setdefault("PYTHONUNBUFFERED", "1")

@@ -41,8 +41,18 @@ def test_parsing_eval_imports_its_module_alone() -> None:
                           "build_parser([MODULE_OF['eval']]).parse_args(['eval', 'bot'])")
     commands = {m for m in loaded if m.startswith("evaltui.commands.")}
     assert commands == {"evaltui.commands.tui", "evaltui.commands.eval"}
-    # What validating needs (pydantic for the spec) may load; tables, clients, numpy not.
-    assert [m for m in heavy(loaded) if not m.startswith("pydantic")] == []
+    # Not even pydantic: eval starts its run process right after parsing.
+    assert heavy(loaded) == []
+
+
+def test_eval_help_still_names_the_spec_s_default_step_budget(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from evaltui.spec import DEFAULT_STEP_BUDGET
+
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"576 on GoTo/GoToObjMaze -- else {DEFAULT_STEP_BUDGET})" in help_text
 
 
 @pytest.mark.parametrize(("argv", "command"), [

@@ -1,31 +1,31 @@
 """``evaltui eval``: run one eval in the foreground with a live progress bar.
 
 The run itself is a detached subprocess writing its run dir (the same one the scheduler
-spawns); this command only prepares the run dir, follows summary.json, prints the
-results and turns Ctrl-C into a clean cancel (SIGTERM to the run's process group).
+spawns). This command starts it first, builds the spec and hands it over; the run process
+checks the spec (this process never imports a nodeset module), writes the run dir and
+answers with it or with the one-line refusal (:mod:`evaltui.commands.evalstart`). Then
+this command follows summary.json, prints the results and turns Ctrl-C into a clean
+cancel (SIGTERM to the run's process group).
 
-Before the spawn it imports only what validating the spec needs; the progress bar, the
-result tables and the record models are imported after it, while the run starts.
+The progress bar, the result tables and the record models are imported after the
+hand-over, while the run starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaltui.graphs import builtin_graph_names
-from evaltui.spec import DEFAULT_STEP_BUDGET, SpecError
 from evaltui.states import RunState
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from evaltui.commands.evalstart import DeferredInterrupt, RunProcess
     from evaltui.records import SummaryHeader
 
 POLL_SEC = 0.25
@@ -53,10 +53,11 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start", type=int, help="first episode index (default 0)")
     p.add_argument("--indices", help="explicit episode indices, comma separated")
     p.add_argument("--workers", type=int, help="worker count K")
-    p.add_argument("--step-budget", type=int,
-                   help="max steps per episode (default: the env's own limit -- BabyAI's "
-                   f"max_steps, 64 on GoToLocal, 576 on GoTo/GoToObjMaze -- else "
-                   f"{DEFAULT_STEP_BUDGET})")
+    budget = p.add_argument(
+        "--step-budget", type=int,
+        help="max steps per episode (default: the env's own limit -- BabyAI's max_steps, 64 "
+        "on GoToLocal, 576 on GoTo/GoToObjMaze -- else %(spec_default)s)")
+    budget.spec_default = _SpecDefaultBudget()  # type: ignore[attr-defined]
     p.add_argument("--step-timeout", type=float, help="per_step_budget_sec")
     p.add_argument("--max-error-rate", type=float, metavar="F",
                    help="share of episodes that may end error/timeout before the command "
@@ -73,6 +74,16 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: the current dir)")
 
 
+class _SpecDefaultBudget:
+    """The spec's default step budget, read only when a help text prints it: importing
+    evaltui.spec (pydantic) would delay every ``evaltui eval`` before its run starts."""
+
+    def __str__(self) -> str:
+        from evaltui.spec import DEFAULT_STEP_BUDGET
+
+        return str(DEFAULT_STEP_BUDGET)
+
+
 def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The JobSpec dict that ``eval``/``submit`` options describe."""
     from evaltui.specbuild import build_spec
@@ -86,47 +97,42 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    # The run process starts now and imports while the spec is validated here.
-    early = _prestart_run()
-    from evaltui.launch import prepare_run, spawned_ref, update_scheduler_record
-    from evaltui.rundir import outputs_root, read_run_status
+    from evaltui.commands.evalstart import DeferredInterrupt, start_run_process
 
-    try:
-        spec = spec_from_args(args)
-        workspace = spec.get("active_workspace_dir")
-        if workspace and workspace not in sys.path:
-            sys.path.insert(0, workspace)  # so user nodesets import during validation
-        run_dir, checked = prepare_run(spec, outputs_root(args.outputs))
-    except BaseException as exc:
-        _discard(early)
-        if not isinstance(exc, SpecError):
-            raise
-        from rich.markup import escape
+    with DeferredInterrupt() as interrupt:
+        try:
+            early = start_run_process()  # first: its imports overlap with the rest of ours
+        except OSError as exc:
+            _console().print(f"[bold red]error[/]: cannot start the run process: {exc}",
+                             highlight=False)
+            return 1
+        interrupt.watch(early.proc)
+        answer = _start(args, early, interrupt)
+        if isinstance(answer, int):
+            return answer
+        # Imported before Ctrl-C raises again; all of it overlaps with the run's start.
+        import rich.progress  # noqa: F401  (follow's)
 
-        # "evaltui[ray]" is no tag
-        _console().print(f"[bold red]error[/]: {escape(str(exc))}")
-        return 2
-    proc = _hand_over(early, run_dir)
-    ref = spawned_ref(proc)
-    # Imported and printed after the start: all of it overlaps with the run's own start.
-    from evaltui.engine.summary import now_iso
-    from evaltui.process import terminate_group
+        import evaltui.records  # noqa: F401  (follow's)
+        from evaltui.launch import update_scheduler_record
+        from evaltui.rundir import read_run_status
 
-    console = _console()
-    total = len(checked.episode_indices)
-    for warning in checked.warnings:
-        console.print(f"[yellow]warning[/]: {warning}", highlight=False)
-    console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on "
-                  f"{checked.spec.eval.dataset}/{checked.split}, {total} episodes, "
-                  f"step budget {checked.spec.eval.step_budget} -> {run_dir}")
-    cancelled = False
-    try:
-        follow(run_dir, proc, total, console)
-    except KeyboardInterrupt:
-        cancelled = True
-        console.print("[yellow]cancelling[/] (SIGTERM to the run; Ctrl-C again waits anyway)")
-        update_scheduler_record(run_dir, cancel_requested_at=now_iso())
-        terminate_group(ref)
+        proc, run_dir = early.proc, Path(answer["run_dir"])
+        console = _console()
+        total = int(answer["episodes"])
+        for warning in answer["warnings"]:
+            console.print(f"[yellow]warning[/]: {warning}", highlight=False)
+        console.print(f"run [bold]{run_dir.name}[/]: {answer['graph_name']} on "
+                      f"{answer['dataset']}/{answer['split']}, {total} episodes, "
+                      f"step budget {answer['step_budget']} -> {run_dir}")
+    cancelled = interrupt.seen
+    if not cancelled:
+        try:
+            follow(run_dir, proc, total, console)
+        except KeyboardInterrupt:
+            cancelled = True
+    if cancelled:
+        _cancel(run_dir, proc, console)
     proc.wait()
     update_scheduler_record(run_dir, exit_code=proc.returncode)
     status = read_run_status(run_dir)
@@ -146,56 +152,60 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(state, _header(summary), console)
 
 
-def _prestart_run() -> subprocess.Popen[bytes] | None:
-    """The run process, started before there is a run dir (``--run-dir-from-stdin``)."""
-    env = dict(os.environ)
-    env["EVALTUI_PARENT_PID"] = str(os.getpid())  # as spawn_run sets them
-    env.setdefault("PYTHONUNBUFFERED", "1")
+def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInterrupt
+           ) -> dict[str, Any] | int:
+    """Build the spec and hand it over: the run process's answer, or the exit code (2: the
+    spec was refused, here or by the run process; 130: Ctrl-C before the run existed)."""
+    from evaltui.commands.evalstart import discard, hand_over
+    from evaltui.spec import SpecError
+
     try:
-        return subprocess.Popen(
-            [sys.executable, "-m", "evaltui.engine.main", "--run-dir-from-stdin"],
-            # stderr ours until it has its run.log: an import error shows here.
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
-            env=env)
-    except OSError:
-        return None  # _hand_over spawns the run the usual way
+        spec = spec_from_args(args)
+    except BaseException as exc:
+        discard(early)
+        if not isinstance(exc, SpecError):
+            raise
+        return _refused(str(exc))
+    if interrupt.seen:
+        discard(early)
+        return _cancelled_before_start()
+    answer = hand_over(early, spec, args.outputs)
+    if answer is None:
+        code = early.proc.wait()
+        if interrupt.seen:
+            return _cancelled_before_start()
+        _console().print(f"[bold red]error[/]: the run process ended (exit code {code}) "
+                         "before it took the spec; its output is above", highlight=False)
+        return 1
+    if "refused" in answer:
+        early.proc.wait()  # it wrote nothing and exits at once
+        return _refused(answer["refused"])
+    return answer
 
 
-def _hand_over(early: subprocess.Popen[bytes] | None, run_dir: Path
-               ) -> subprocess.Popen[bytes]:
-    """Give the early process its run dir and record it as the run's (as spawn_run does);
-    if it is gone, spawn the run the usual way."""
+def _cancel(run_dir: Path, proc: subprocess.Popen[bytes], console: Console) -> None:
+    """Ctrl-C: record the cancel request, SIGTERM the run's group, SIGKILL it after a
+    grace period; the run ends ``cancelled``."""
     from evaltui.engine.summary import now_iso
-    from evaltui.launch import spawn_run, spawned_ref, update_scheduler_record
+    from evaltui.launch import spawned_ref, update_scheduler_record
+    from evaltui.process import terminate_group
 
-    if early is not None and early.poll() is None and early.stdin is not None:
-        try:
-            early.stdin.write(f"{run_dir}\n".encode())
-            early.stdin.close()
-        except OSError:
-            pass  # it died just now: poll() below says so
-        else:
-            ref = spawned_ref(early)
-            update_scheduler_record(run_dir, state=RunState.STARTING.value,
-                                    admitted_at=now_iso(), pid=early.pid,
-                                    pid_create_time=ref.create_time)
-            return early
-    _discard(early)
-    return spawn_run(run_dir)
+    console.print("[yellow]cancelling[/] (SIGTERM to the run; Ctrl-C again waits anyway)")
+    update_scheduler_record(run_dir, cancel_requested_at=now_iso())
+    terminate_group(spawned_ref(proc))
 
 
-def _discard(early: subprocess.Popen[bytes] | None) -> None:
-    """Stop an early run process that will get no run dir (it has done nothing yet)."""
-    if early is None:
-        return
-    if early.stdin is not None:
-        try:
-            early.stdin.close()  # on its own it exits at this end of input
-        except OSError:  # a broken pipe: it is gone already, or the kill below ends it
-            pass
-    if early.poll() is None:
-        os.killpg(early.pid, signal.SIGKILL)  # rather than wait for its imports
-    early.wait()
+def _cancelled_before_start() -> int:
+    _console().print("[yellow]cancelled[/] before the run started (no run dir)")
+    return 130
+
+
+def _refused(message: str) -> int:
+    from rich.markup import escape
+
+    # "evaltui[ray]" is no tag
+    _console().print(f"[bold red]error[/]: {escape(message)}")
+    return 2
 
 
 def exit_code(state: RunState, summary: SummaryHeader | None, console: Console) -> int:

@@ -4,10 +4,11 @@ Spawned detached (its own session) by the scheduler or ``evaltui eval``; it owns
 dir until ``_DONE``. SIGTERM or SIGINT asks it to stop: the episode in flight ends
 ``cancelled`` at its next step boundary, the summary says ``cancelled``, and it exits.
 
-``--run-dir-from-stdin`` (what ``evaltui eval`` starts, before it has validated the spec):
-import the runner first, then read the run dir from stdin; nothing on stdin (the spec
-was refused, or ``eval`` is gone) means exit at once. From the run dir on, it is the same
-run process, its output in ``run.log``.
+``--spec-from-stdin --reply-fd N`` (what ``evaltui eval`` starts, before it has built its
+spec): import the runner first, then read the spec from stdin, check it, write the run
+dir and answer on fd N (:mod:`evaltui.engine.intake`); from the run dir on, it is the same
+run process, its output in ``run.log``, and its workers' zygote a fork of it. The spec is
+checked once, here: the CLI never imports the nodeset modules.
 """
 
 from __future__ import annotations
@@ -19,27 +20,31 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from evaltui.engine.pdeathsig import arm_pdeathsig
 from evaltui.engine.quickexit import exit_now
 from evaltui.engine.zygote import WorkerZygote, preload_modules
 
+EXIT_INTERRUPTED = 130
+"""``--spec-from-stdin``: stopped (SIGTERM/SIGINT) before its run dir was written."""
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaltui.engine.main")
     parser.add_argument("run_dir", type=Path, nargs="?")
-    parser.add_argument("--run-dir-from-stdin", action="store_true",
-                        help="import first, then read the run dir from stdin")
+    parser.add_argument("--spec-from-stdin", action="store_true",
+                        help="read the spec from stdin, check it, write the run dir, run it")
+    parser.add_argument("--reply-fd", type=int,
+                        help="with --spec-from-stdin: where to answer (the run dir, or why not)")
     args = parser.parse_args(argv)
-    if args.run_dir_from_stdin:
-        given = await_run_dir()
-        if given is None:
-            return 0
-        run_dir = given
-    elif args.run_dir is None:
-        parser.error("a run dir, or --run-dir-from-stdin")
-    else:
-        run_dir = args.run_dir.resolve()
+    if args.spec_from_stdin:
+        if args.reply_fd is None:
+            parser.error("--spec-from-stdin needs --reply-fd")
+        return run_from_stdin(args.reply_fd)
+    if args.run_dir is None:
+        parser.error("a run dir, or --spec-from-stdin")
+    run_dir = args.run_dir.resolve()
     if not (run_dir / "spec.json").is_file():
         print(f"error: {run_dir} has no spec.json", file=sys.stderr)
         return 2
@@ -48,29 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         spec = json.loads((run_dir / "spec.json").read_bytes())
     except (OSError, ValueError):
         spec = {}  # the runner reports the broken spec in summary.json
-    if isinstance(spec, dict):
-        if spec.get("scheduling", {}).get("tie_to_backend"):
-            # settings().parent_pid, read directly: importing pydantic-settings here would
-            # delay the zygote's start below by ~0.2 s.
-            parent = os.environ.get("EVALTUI_PARENT_PID")
-            arm_pdeathsig(expected_parent=int(parent) if parent else None)
-        workspace = spec.get("active_workspace_dir")
-        if isinstance(workspace, str) and workspace:
-            sys.path.insert(0, workspace)
-    stop = threading.Event()
-
-    def request_stop(signum: int, _frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    # The workers' template process imports while this process imports the runner (or,
-    # started with --run-dir-from-stdin, while it checks the spec).
-    # A Ray run's workers are actors on the cluster: a local template would only take
-    # CPU from this process's imports and the actors' start.
-    on_ray = isinstance(spec, dict) and isinstance(spec.get("eval"), dict) \
-        and spec["eval"].get("executor") == "ray"
-    zygote = None if on_ray else WorkerZygote(preload_modules(spec)).start()
+    adopt(spec)
+    stop = stop_on_signals()
+    # The workers' template process imports while this process imports the runner.
+    zygote = None if on_ray(spec) else WorkerZygote(preload_modules(spec)).start()
     try:
         from evaltui.engine.runner import BatchEvalRunner
 
@@ -80,31 +66,66 @@ def main(argv: list[str] | None = None) -> int:
             zygote.close()
 
 
-def await_run_dir() -> Path | None:
-    """Import the runner, then take the run dir from stdin and its run.log as stdout/stderr.
+def run_from_stdin(reply_fd: int) -> int:
+    """``evaltui eval``'s run process: the spec from stdin, checked here, then the run."""
+    stop = stop_on_signals()
+    # Imported while the CLI builds the spec.
+    from evaltui.engine.intake import REFUSED_EXIT, read_request, take_spec
+    from evaltui.engine.runner import BatchEvalRunner
 
-    ``evaltui eval`` starts this process before it validates the spec, so that these
-    imports (~0.6 s) overlap with its validation; None if stdin ends first.
-    """
-    import evaltui.engine.runner  # noqa: F401  (the point: imported while eval validates)
-    from evaltui.records import RUN_LOG_FILENAME
+    request = read_request(sys.stdin.buffer)
+    if request is None:
+        return 0
+    spec, outputs = request
+    adopt(spec)
+    taken = take_spec(spec, outputs, reply_fd, stop=stop)
+    if taken is None:
+        return EXIT_INTERRUPTED if stop.is_set() else REFUSED_EXIT
+    run_dir, checked = taken
+    # The check imported the graph's nodesets, the runner the worker code and numpy: the
+    # zygote is a fork of this process (no thread yet), not a second cold interpreter
+    # doing the same imports on the same cores.
+    zygote = None if on_ray(spec) else WorkerZygote(preload_modules(spec)).start_by_fork()
+    try:
+        return BatchEvalRunner(run_dir, stop=stop, zygote=zygote, checked=checked).run()
+    finally:
+        if zygote is not None:
+            zygote.close()
 
-    line = sys.stdin.readline().strip()
-    if not line:
-        return None
-    run_dir = Path(line).resolve()
-    if sys.path and sys.path[0] == os.getcwd():
-        sys.path[0] = str(run_dir)  # as if started in the run dir, like spawn_run does
-    # What spawn_run gives a run process: run.log as stdout and stderr, stdin from
-    # /dev/null, the run dir as cwd.
-    log = os.open(run_dir / RUN_LOG_FILENAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    null = os.open(os.devnull, os.O_RDONLY)
-    for fd, target in ((log, 1), (log, 2), (null, 0)):
-        os.dup2(fd, target)
-    os.close(log)
-    os.close(null)
-    os.chdir(run_dir)
-    return run_dir
+
+def adopt(spec: Any) -> None:
+    """What a spec asks of the run process itself: dying with its backend
+    (``tie_to_backend``) and its workspace on ``sys.path``."""
+    if not isinstance(spec, dict):
+        return
+    scheduling = spec.get("scheduling")
+    if isinstance(scheduling, dict) and scheduling.get("tie_to_backend"):
+        # settings().parent_pid, read directly: importing pydantic-settings here would
+        # delay the zygote's start by ~0.2 s.
+        parent = os.environ.get("EVALTUI_PARENT_PID")
+        arm_pdeathsig(expected_parent=int(parent) if parent else None)
+    workspace = spec.get("active_workspace_dir")
+    if isinstance(workspace, str) and workspace:
+        sys.path.insert(0, workspace)
+
+
+def on_ray(spec: Any) -> bool:
+    """A Ray run's workers are actors on the cluster: a local zygote would only take CPU
+    from this process's imports and the actors' start."""
+    return isinstance(spec, dict) and isinstance(spec.get("eval"), dict) \
+        and spec["eval"].get("executor") == "ray"
+
+
+def stop_on_signals() -> threading.Event:
+    """SIGTERM and SIGINT set the returned event: the run ends ``cancelled``."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    return stop
 
 
 if __name__ == "__main__":

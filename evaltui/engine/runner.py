@@ -75,20 +75,23 @@ class BatchEvalRunner:
     """
 
     def __init__(self, run_dir: Path, stop: threading.Event | None = None, *,
-                 cancel_grace_sec: float = 5.0, zygote: WorkerZygote | None = None) -> None:
+                 cancel_grace_sec: float = 5.0, zygote: WorkerZygote | None = None,
+                 checked: CheckedSpec | None = None) -> None:
         self.run_dir = run_dir
         self.run_id = run_dir.name
         self.stop = stop or threading.Event()
         self.cancel_grace_sec = cancel_grace_sec
         self.zygote = zygote  # the workers' template process, started early by main
+        self.checked = checked
+        """The spec, checked already by this process (it wrote spec.json from it)."""
 
     def run(self) -> int:
         """Run every selected episode; returns the process exit code."""
         header = {"run_id": self.run_id, "graph_name": None, "dataset": None, "split": None,
                   "worker_count": 1}
         try:
-            spec_data = read_json(self.run_dir / SPEC_FILENAME)
-            checked = check_spec(parse_spec(spec_data))
+            checked = self.checked or check_spec(parse_spec(
+                read_json(self.run_dir / SPEC_FILENAME)))
         except (OSError, ValueError, SpecError) as exc:
             return self._fail(header, f"cannot load the run: {exc}")
         ev = checked.spec.eval

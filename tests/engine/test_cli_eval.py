@@ -45,3 +45,41 @@ def test_ctrl_c_cancels_the_run_and_leaves_no_process(tmp_path: Path) -> None:
     assert read_json(run_dir / "summary.json")["status"] == "cancelled"
     assert not psutil.pid_exists(run_pid) or \
         psutil.Process(run_pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_ctrl_c_before_the_run_answered_leaves_no_process_and_no_run(tmp_path: Path) -> None:
+    """SIGINT as soon as the run process exists, before it has checked the spec: exit
+    130; no process of the run is left, and no run dir, or a cancelled one."""
+    outputs = tmp_path / "o"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "evaltui.cli", "eval", "bot", "--episodes", "300",
+         "--set", "env.sim_latency_ms=20", "--outputs", str(outputs)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        wait_until(lambda: started_by(cli.pid), what="the run process")
+        cli.send_signal(signal.SIGINT)
+        _, err = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait()
+    assert cli.returncode == 130, err
+    assert "Traceback" not in err
+    wait_until(lambda: not started_by(cli.pid), timeout=10, what="no process of the run")
+    for run_dir in outputs.glob("eval_runs/*"):
+        assert derive_run_state(run_dir) is RunState.CANCELLED
+
+
+def started_by(cli_pid: int) -> list[psutil.Process]:
+    """Live processes started for the CLI ``cli_pid``: its run process, and its zygote and
+    workers (all inherit EVALTUI_PARENT_PID from it)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("EVALTUI_PARENT_PID") == str(cli_pid) and \
+                    proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
