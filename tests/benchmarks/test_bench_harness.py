@@ -82,6 +82,16 @@ def whole_k4(tmp_path: Path, rep: int) -> dict[str, float]:
     return {"ratio": one / four, "k1": one, "k4": four}
 
 
+@pytest.mark.bench
+def test_whole_command(tmp_path: Path) -> None:
+    """Only the whole-command row (``-k whole``): ``evaltui eval`` K=4 vs K=1, wall clock."""
+    k4 = repeated(lambda rep: whole_k4(tmp_path, rep))
+    print(f"\nwhole command, 48 GoToObjMaze episodes at 10 ms/step, median (min-max) of "
+          f"{REPEAT} runs, load {os.getloadavg()[0]:.1f}")
+    print(f"  K=4 vs K=1: {med(k4['ratio'])}  (target >= 3.6)")
+    print(f"  K=1 / K=4 wall seconds: {med(k4['k1'])} / {med(k4['k4'])}")
+
+
 # ---- batching --------------------------------------------------------------------------------
 
 ZERO_COST = """
