@@ -128,23 +128,37 @@ def zero_cost_limit() -> dict[str, float]:
 
 
 def _burst_caller(urls: list[str], secret: bytes, obs: list[Any], rounds: int,
-                  barrier: Any) -> None:
+                  barrier: Any, cpu_out: Any) -> None:
     proxies = [connect(url, secret) for url in urls]
     for proxy in proxies:
         proxy.call("act", {"obs": obs[0]})  # connected and a known caller
+    cpu = [0.0] * len(proxies)  # this caller's CPU seconds in the bursts, per host
     for _ in range(rounds):
-        for proxy in proxies:
+        for i, proxy in enumerate(proxies):
             barrier.wait()
+            c0 = time.process_time()
             for o in obs:
                 proxy.call("act", {"obs": o})
+            cpu[i] += time.process_time() - c0
             barrier.wait()
     for proxy in proxies:
         proxy.close()
+    cpu_out.put(cpu)
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def batching(rep: int, callers: int = 8, requests: int = 150,
              rounds: int = 5) -> dict[str, float]:
-    """Median over rounds of (batched req/s) / (one-by-one req/s), bursts alternating."""
+    """Median over rounds of (batched req/s) / (one-by-one req/s), bursts alternating.
+
+    Also the CPU per request of each side (host process; callers summed), batched and
+    one by one: where the time goes.
+    """
     secret = new_secret()
     sockets = Path(tempfile.mkdtemp(prefix="evt-"))
     hosts = [HostProcess(HostConfig(name=f"p{i}", impl=MODEL, secret=secret, params={},
@@ -153,11 +167,14 @@ def batching(rep: int, callers: int = 8, requests: int = 150,
              for i, batched in enumerate((True, False))]
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(callers + 1)
+    cpu_out = ctx.Queue()
     obs = observations(requests)
     procs = [ctx.Process(target=_burst_caller, args=([h.url for h in hosts], secret, obs,
-                                                     rounds, barrier))
+                                                     rounds, barrier, cpu_out))
              for _ in range(callers)]
     rates: dict[int, list[float]] = {0: [], 1: []}
+    host_cpu = [0.0, 0.0]
+    caller_cpu = [0.0, 0.0]
     try:
         for host in hosts:
             host.start()
@@ -166,9 +183,14 @@ def batching(rep: int, callers: int = 8, requests: int = 150,
         for _ in range(rounds):
             for i in (0, 1):
                 barrier.wait(timeout=120)
+                c0 = _process_cpu(hosts[i].pid)  # type: ignore[arg-type]
                 t0 = time.perf_counter()
                 barrier.wait(timeout=300)
                 rates[i].append(callers * requests / (time.perf_counter() - t0))
+                host_cpu[i] += _process_cpu(hosts[i].pid) - c0  # type: ignore[arg-type]
+        for _ in procs:
+            for i, seconds in enumerate(cpu_out.get(timeout=60)):
+                caller_cpu[i] += seconds
         with connect(hosts[0].url, secret) as probe:
             mean_batch = probe.stats()["mean_batch_size"]
     finally:
@@ -181,8 +203,11 @@ def batching(rep: int, callers: int = 8, requests: int = 150,
             host.stop()
         shutil.rmtree(sockets, ignore_errors=True)
     ratios = [b / s for b, s in zip(rates[0], rates[1], strict=True)]
+    us = 1e6 / (callers * requests * rounds)
     return {"ratio": statistics.median(ratios), "batched": statistics.median(rates[0]),
-            "single": statistics.median(rates[1]), "mean_batch": mean_batch}
+            "single": statistics.median(rates[1]), "mean_batch": mean_batch,
+            "host_us_batched": host_cpu[0] * us, "host_us_single": host_cpu[1] * us,
+            "callers_us_batched": caller_cpu[0] * us, "callers_us_single": caller_cpu[1] * us}
 
 
 # ---- worker start ----------------------------------------------------------------------------
@@ -257,6 +282,11 @@ def test_harness_targets(tmp_path: Path) -> None:
         ("  req/s batched / one by one; mean batch",
          f"{med(batch['batched'], '{:.0f}')} / {med(batch['single'], '{:.0f}')}; "
          f"{med(batch['mean_batch'])}", ""),
+        ("  CPU us/request host + callers, batched; one by one",
+         f"{med(batch['host_us_batched'], '{:.0f}')} + "
+         f"{med(batch['callers_us_batched'], '{:.0f}')}; "
+         f"{med(batch['host_us_single'], '{:.0f}')} + "
+         f"{med(batch['callers_us_single'], '{:.0f}')}", ""),
         ("  zero-cost transport limit (in-process forward, B=8 vs B=1)", med(limit["ratio"]),
          ""),
         ("  forward passes/s in-process, B=1 / B=8 (requests/s)",
@@ -272,3 +302,21 @@ def test_harness_targets(tmp_path: Path) -> None:
     ]
     for label, result, target in rows:
         print(f"  {label:<68} {result:<22} {target}")
+
+
+@pytest.mark.bench
+def test_batching_only() -> None:
+    """Only the batching rows: 8 callers batched vs one by one, and the zero-cost limit."""
+    batch = repeated(batching)
+    limit = repeated(lambda rep: zero_cost_limit())
+    us = "{:.0f}"
+    print(f"\nbatching (issue 15 item 4), median (min-max) of {REPEAT} runs, "
+          f"load {os.getloadavg()[0]:.1f}")
+    print(f"  8 callers vs one by one: {med(batch['ratio'])}  (target >= 2.5)")
+    print(f"  req/s batched / one by one: {med(batch['batched'], us)} / "
+          f"{med(batch['single'], us)}; mean batch {med(batch['mean_batch'])}")
+    print(f"  CPU us per request, batched: host {med(batch['host_us_batched'], us)}, callers "
+          f"{med(batch['callers_us_batched'], us)}; one by one: host "
+          f"{med(batch['host_us_single'], us)}, callers {med(batch['callers_us_single'], us)}")
+    print(f"  zero-cost limit (in-process forward, B=8 vs B=1): {med(limit['ratio'])}; "
+          f"B=1 / B=8 req/s {med(limit['b1'], '{:.0f}')} / {med(limit['b8'], '{:.0f}')}")
