@@ -118,11 +118,16 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_without_ray_eval_exits_2_with_the_install_hint(tmp_path: Path) -> None:
-    """ray hidden from a real interpreter (an import blocker), not mocked."""
-    args = [sys.executable, "-c", BLOCK_RAY, "eval", "bot", "--episodes", "1",
+    """ray hidden from real interpreters (an import blocker), not mocked: from every one
+    of the command's, as eval's run process checks the spec."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCK_RAY.split("from evaltui.cli")[0])
+    args = [sys.executable, "-m", "evaltui.cli", "eval", "bot", "--episodes", "1",
             "--executor", "ray", "--ray-address", "127.0.0.1:1"]
+    path = os.pathsep.join(filter(None, [str(blocker), os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                          env={**os.environ, "COLUMNS": "200"})
+                          env={**os.environ, "COLUMNS": "200", "PYTHONPATH": path})
     assert proc.returncode == 2, proc.stderr
     assert "install evaltui[ray]" in proc.stderr
     assert not list(tmp_path.rglob("spec.json"))  # refused before any run dir was made
