@@ -1,8 +1,10 @@
 """The run subprocess: ``python -m evaltui.engine.main RUN_DIR``.
 
 Spawned detached (its own session) by the scheduler or ``evaltui eval``; it owns the run
-dir until ``_DONE``. SIGTERM or SIGINT asks it to stop: the episode in flight ends
-``cancelled`` at its next step boundary, the summary says ``cancelled``, and it exits.
+dir until ``_DONE``. It checks the spec, then forks its workers' zygote from itself (the
+check has imported what the workers need). SIGTERM or SIGINT asks it to stop: the
+episode in flight ends ``cancelled`` at its next step boundary, the summary says
+``cancelled``, and it exits.
 
 ``--spec-from-stdin --reply-fd N`` (what ``evaltui eval`` starts, before it has built its
 spec): import the runner first, then read the spec from stdin, check it, write the run
@@ -49,18 +51,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {run_dir} has no spec.json", file=sys.stderr)
         return 2
     try:
-        # Plain json: evaltui.rundir's imports would delay the zygote's start below.
         spec = json.loads((run_dir / "spec.json").read_bytes())
     except (OSError, ValueError):
         spec = {}  # the runner reports the broken spec in summary.json
     adopt(spec)
     stop = stop_on_signals()
-    # The workers' template process imports while this process imports the runner.
-    zygote = None if on_ray(spec) else WorkerZygote(preload_modules(spec)).start()
-    try:
-        from evaltui.engine.runner import BatchEvalRunner
+    from evaltui.engine.runner import BatchEvalRunner
+    from evaltui.engine.specchecks import check_spec
+    from evaltui.spec import parse_spec
 
-        return BatchEvalRunner(run_dir, stop=stop, zygote=zygote).run()
+    try:
+        checked = check_spec(parse_spec(spec))
+    except Exception:  # noqa: BLE001  (whatever it is, the runner's own check reports it)
+        checked = None  # the runner checks it again and says why in summary.json
+    # As for `evaltui eval`: the check imported the graph's nodesets and the runner the
+    # worker code, so the zygote is a fork of this process, not a cold interpreter doing
+    # the same imports on the same cores while this process does them.
+    zygote = None if checked is None or on_ray(spec) \
+        else WorkerZygote(preload_modules(spec)).start_by_fork()
+    try:
+        return BatchEvalRunner(run_dir, stop=stop, zygote=zygote, checked=checked).run()
     finally:
         if zygote is not None:
             zygote.close()

@@ -49,7 +49,8 @@ def start_pids(trace_dir: Path, episode_id: str) -> list[int]:
 
 
 def engine_children(pid: int) -> list[psutil.Process]:
-    """The run's zygote, worker and host subprocesses (workers are forks of the zygote)."""
+    """The run's zygote, worker and host subprocesses (workers are forks of the zygote,
+    the zygote a fresh interpreter or a fork of the run: same command line as the run)."""
     try:
         kids = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -60,7 +61,8 @@ def engine_children(pid: int) -> list[psutil.Process]:
             cmd = " ".join(kid.cmdline())
         except psutil.Error:
             continue
-        if "evaltui.engine.zygoteproc" in cmd or "evaltui.engine.hostprocess" in cmd:
+        if any(m in cmd for m in ("evaltui.engine.zygoteproc", "evaltui.engine.hostprocess",
+                                  "evaltui.engine.main")):
             out.append(kid)
     return out
 
