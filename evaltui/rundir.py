@@ -180,17 +180,41 @@ def write_json_atomic(path: Path, obj: Any, *, durable: bool = True, mode: int =
         raise
 
 
+SYNC_THREADS = 8
+
+
 def sync_files(paths: Iterable[Path]) -> None:
-    """fsync files written with ``durable=False`` (gone ones are skipped)."""
-    for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    """fsync files written with ``durable=False`` (gone ones are skipped; another error
+    is raised once every file was tried).
+
+    Many files are fsynced from up to :data:`SYNC_THREADS` threads at once: each fsync of
+    a small new file forces an ext4 journal commit of its own, and concurrent ones share
+    commits (400 episode files: 0.08-0.10 s one by one, 0.035-0.045 s with 8 threads, on
+    the development VM). ``syncfs`` would take ~5 ms but also waits for every other
+    process's dirty data on the same filesystem (a checkpoint being written next door).
+    """
+    paths = list(paths)
+    if len(paths) <= 2:
+        for path in paths:
+            _fsync_file(path)
+        return
+    from concurrent.futures import ThreadPoolExecutor  # 5 ms of imports: the CLI's too
+
+    with ThreadPoolExecutor(min(SYNC_THREADS, len(paths)),
+                            thread_name_prefix="fsync") as pool:
+        for _ in pool.map(_fsync_file, paths):
+            pass
+
+
+def _fsync_file(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_json(path: Path) -> Any:

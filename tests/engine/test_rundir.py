@@ -560,3 +560,18 @@ def test_read_run_status_returns_parsed_files(tmp_path: Path) -> None:
     run = _make_run(tmp_path, scheduler=_sched(state="queued"), summary_status=None)
     status = read_run_status(run)
     assert status == rundir.RunStatus(RunState.QUEUED, None, _sched(state="queued"), None)
+
+
+@pytest.mark.parametrize("count", [1, 40])
+def test_sync_files_skips_gone_files_and_raises_a_failed_fsync(tmp_path: Path,
+                                                               count: int) -> None:
+    files = []
+    for i in range(count):
+        path = tmp_path / f"ep{i:04d}.json"
+        rundir.write_json_atomic(path, {"i": i}, durable=False)
+        files.append(path)
+    rundir.sync_files([*files, tmp_path / "gone.json"])  # one by one, or from threads
+    # fsync of a /proc file fails (EINVAL): the error reaches the caller, whose summary
+    # must then not claim the rows durable.
+    with pytest.raises(OSError):
+        rundir.sync_files([*files, Path("/proc/self/stat")])
