@@ -22,6 +22,10 @@ from evaltui.records import SUMMARY_FILENAME, EpisodeRow, FirstError, SummaryHea
 from evaltui.rundir import sync_files, write_json_atomic
 from evaltui.states import EpisodeStatus, SummaryStatus
 
+SYNC_EVERY_SEC = 0.2
+"""How often the flusher fsyncs the episode files that came since (between summary
+writes): a short run's final write used to fsync every file of its last second."""
+
 _FAILED = frozenset({EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT})
 _SCORED = _FAILED | {EpisodeStatus.OK}
 
@@ -92,9 +96,10 @@ class SummaryWriter:
     def add(self, row: EpisodeRow | Mapping[str, Any], unsynced: Iterable[Path] = ()) -> None:
         """A finished episode's row; ``unsynced``: its files, written without fsync.
 
-        Such files are fsynced together just before the next summary.json write, so a run
-        pays about one journal commit a second instead of one per episode, and
-        summary.json never lists a row whose episode.json a power cut could still lose.
+        Such files are fsynced in batches by the flusher, every :data:`SYNC_EVERY_SEC`
+        while rows come, and in any case before the next summary.json write lists their
+        row: a power cut never loses an episode.json that summary.json lists, and the
+        final write (on a run's critical path) has only the last batch left to sync.
         """
         data = row_json(row)
         with self._lock:
@@ -163,13 +168,30 @@ class SummaryWriter:
         sync_files(unsynced)  # every row listed below is durable before the summary is
         write_json_atomic(self.path, self.snapshot(rows))
 
+    @property
+    def unsynced_count(self) -> int:
+        """Episode files added but not fsynced yet."""
+        with self._lock:
+            return len(self._unsynced)
+
+    def _sync_pending(self) -> None:
+        """fsync the episode files added so far (their rows are listed at the next write)."""
+        with self._lock:
+            unsynced, self._unsynced = self._unsynced, []
+        try:
+            sync_files(unsynced)
+        except OSError:
+            with self._lock:  # the summary write tries them again, and fails as before
+                self._unsynced[:0] = unsynced
+
     def _flush_loop(self) -> None:
         last = time.monotonic()
         while not self._closed.is_set():
             if not self._dirty.wait(timeout=0.2):
                 continue
-            wait = self.interval_sec - (time.monotonic() - last)
-            if wait > 0 and self._closed.wait(wait):
-                return
+            while (wait := self.interval_sec - (time.monotonic() - last)) > 0:
+                if self._closed.wait(min(wait, SYNC_EVERY_SEC)):
+                    return
+                self._sync_pending()
             self.write()
             last = time.monotonic()
