@@ -7,7 +7,10 @@ import json
 import time
 from pathlib import Path
 
+from waiting import wait_until
+
 from evaltui.engine.summary import SummaryWriter
+from evaltui.rundir import write_json_atomic
 from evaltui.states import SummaryStatus
 
 HEADER = {"run_id": "r", "graph_name": "g", "dataset": "d", "split": "s", "worker_count": 1}
@@ -32,9 +35,6 @@ def test_finish_does_not_wait_for_the_idle_flusher(tmp_path: Path) -> None:
 def test_episode_files_are_synced_between_summary_writes(tmp_path: Path) -> None:
     """Rows' files are fsynced in batches while the run goes on, not all by the next
     summary write (a short run's end waited for every file of its last second)."""
-    from evaltui.rundir import write_json_atomic
-    from waiting import wait_until
-
     writer = SummaryWriter(tmp_path, HEADER, 10, interval_sec=30.0).start()
     try:
         first_write = (tmp_path / "summary.json").stat().st_mtime_ns
