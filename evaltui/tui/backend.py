@@ -133,12 +133,16 @@ def admit_row(entry: QueueEntry) -> RunInfo:
 
 def queue_rows(runs: Sequence[Run], queue: Sequence[QueueEntry]) -> list[RunInfo]:
     """Active runs, then the queue in admission order (runs and admit entries), then
-    finished runs in the order given (newest first): what both backends show."""
+    finished runs in the order given (newest first): what both backends show. Each run
+    once: the queue and the runs are two reads, and a run admitted between them is in
+    the queue of the first and active in the second (it shows as active)."""
     by_id = {r.run_id: r for r in runs}
     queued = {q.run_id for q in queue}
     active = [run_row(r) for r in runs if r.state in ACTIVE]
+    shown = {r.run_id for r in active}
     waiting = [admit_row(q) if q.kind == "admit" else run_row(by_id[q.run_id], q)
-               for q in queue if q.kind == "admit" or q.run_id in by_id]
+               for q in queue
+               if q.kind == "admit" or (q.run_id in by_id and q.run_id not in shown)]
     rest = [run_row(r) for r in runs if r.state not in ACTIVE and r.run_id not in queued]
     return active + waiting + rest
 

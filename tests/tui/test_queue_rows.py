@@ -86,3 +86,22 @@ async def test_a_waiting_evaltui_run_command_is_a_row_of_the_queue(runs, make_ba
         backend.scheduler.admits.release(entry.admit_id)
         await wait_for(lambda: table.run(row_id) is None, timeout=10,
                        what="the row to go once released")
+
+
+def test_a_run_admitted_between_the_queue_and_the_runs_reads_shows_once(tmp_path) -> None:
+    """The attached backend reads the queue, then the runs: a run admitted in between is
+    queued in the first and starting in the second. It was listed twice, and the runs
+    table raised DuplicateKey re-adding its rows (seen in CI: the TUI's submit test)."""
+    from evaltui.tui.backend import queue_rows
+    from evaltui.views import QueueEntry, Run
+
+    run = Run(run_id="20261130_220920", state=RunState.STARTING, run_dir=tmp_path)
+    waiting = Run(run_id="20261130_220921", state=RunState.QUEUED, run_dir=tmp_path)
+    entry = {"priority": 0, "queued_at": None, "waiting_reason": "new", "waiting_kind": "new",
+             "estimate_mb": 0, "ram_estimate_mb": 0, "estimate_source": "declared",
+             "exclusive": False, "graph_name": None}
+    queue = [QueueEntry(run_id=run.run_id, position=0, **entry),
+             QueueEntry(run_id=waiting.run_id, position=1, **entry)]
+    rows = queue_rows([run, waiting], queue)
+    assert [(r.run_id, r.state) for r in rows] == [(run.run_id, RunState.STARTING),
+                                                   (waiting.run_id, RunState.QUEUED)]
