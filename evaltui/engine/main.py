@@ -22,11 +22,14 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaltui.engine.pdeathsig import arm_pdeathsig
 from evaltui.engine.quickexit import exit_now
 from evaltui.engine.zygote import WorkerZygote, preload_modules
+
+if TYPE_CHECKING:
+    from evaltui.engine.specchecks import CheckedSpec
 
 EXIT_INTERRUPTED = 130
 """``--spec-from-stdin``: stopped (SIGTERM/SIGINT) before its run dir was written."""
@@ -56,32 +59,22 @@ def main(argv: list[str] | None = None) -> int:
         spec = {}  # the runner reports the broken spec in summary.json
     adopt(spec)
     stop = stop_on_signals()
-    from evaltui.engine.runner import BatchEvalRunner
     from evaltui.engine.specchecks import check_spec
     from evaltui.spec import parse_spec
 
     try:
-        checked = check_spec(parse_spec(spec))
+        checked: CheckedSpec | None = check_spec(parse_spec(spec))
     except Exception:  # noqa: BLE001  (whatever it is, the runner's own check reports it)
-        checked = None  # the runner checks it again and says why in summary.json
-    # As for `evaltui eval`: the check imported the graph's nodesets and the runner the
-    # worker code, so the zygote is a fork of this process, not a cold interpreter doing
-    # the same imports on the same cores while this process does them.
-    zygote = None if checked is None or on_ray(spec) \
-        else WorkerZygote(preload_modules(spec)).start_by_fork()
-    try:
-        return BatchEvalRunner(run_dir, stop=stop, zygote=zygote, checked=checked).run()
-    finally:
-        if zygote is not None:
-            zygote.close()
+        checked = None
+    return run_checked(run_dir, spec, checked, stop)
 
 
 def run_from_stdin(reply_fd: int) -> int:
     """``evaltui eval``'s run process: the spec from stdin, checked here, then the run."""
     stop = stop_on_signals()
-    # Imported while the CLI builds the spec.
+    # Imported while the CLI builds the spec (the runner for the run after the answer).
+    import evaltui.engine.runner  # noqa: F401
     from evaltui.engine.intake import REFUSED_EXIT, read_request, take_spec
-    from evaltui.engine.runner import BatchEvalRunner
 
     request = read_request(sys.stdin.buffer)
     if request is None:
@@ -92,10 +85,22 @@ def run_from_stdin(reply_fd: int) -> int:
     if taken is None:
         return EXIT_INTERRUPTED if stop.is_set() else REFUSED_EXIT
     run_dir, checked = taken
-    # The check imported the graph's nodesets, the runner the worker code and numpy: the
-    # zygote is a fork of this process (no thread yet), not a second cold interpreter
-    # doing the same imports on the same cores.
-    zygote = None if on_ray(spec) else WorkerZygote(preload_modules(spec)).start_by_fork()
+    return run_checked(run_dir, spec, checked, stop)
+
+
+def run_checked(run_dir: Path, spec: Any, checked: CheckedSpec | None,
+                stop: threading.Event) -> int:
+    """Run the run dir with its spec checked in this process (None: the check failed and
+    the runner checks it again to say why in summary.json).
+
+    The check imported the graph's nodesets and the runner the worker code and numpy, so
+    the workers' zygote is a fork of this process (no thread yet), not a cold interpreter
+    doing the same imports on the same cores.
+    """
+    from evaltui.engine.runner import BatchEvalRunner
+
+    zygote = None if checked is None or on_ray(spec) \
+        else WorkerZygote(preload_modules(spec)).start_by_fork()
     try:
         return BatchEvalRunner(run_dir, stop=stop, zygote=zygote, checked=checked).run()
     finally:
