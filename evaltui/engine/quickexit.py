@@ -31,9 +31,15 @@ def exit_now(code: int) -> NoReturn:
     try:
         atexit._run_exitfuncs()  # the handlers a normal exit runs (they report their errors)
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass  # a closed or broken stream must not keep the process alive
-        os._exit(code)
+        exit_forked(code)
+
+
+def exit_forked(code: int) -> NoReturn:
+    """Flush stdio and ``os._exit``: how a forked child (the zygote, a worker) ends, which
+    must not run the ``atexit`` handlers it inherited from its parent."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass  # a closed or broken stream must not keep the process alive
+    os._exit(code)

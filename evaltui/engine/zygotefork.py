@@ -20,6 +20,8 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
+from evaltui.engine.quickexit import exit_forked
+
 
 def fork_zygote() -> tuple[int, Connection]:
     """Fork the zygote; its PID and this end of its control socketpair."""
@@ -38,12 +40,7 @@ def fork_zygote() -> tuple[int, Connection]:
         except BaseException:
             traceback.print_exc()
         finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass  # a closed stream must not keep the zygote from exiting
-            os._exit(code)
+            exit_forked(code)
     theirs.close()
     return pid, Connection(ours.detach())
 

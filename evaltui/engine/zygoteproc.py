@@ -42,7 +42,7 @@ from typing import Any, NoReturn
 
 from evaltui.engine.child import child_bootstrap
 from evaltui.engine.pdeathsig import arm_pdeathsig, set_process_name
-from evaltui.engine.quickexit import exit_now
+from evaltui.engine.quickexit import exit_forked, exit_now
 
 BASE_PRELOAD = ("numpy", "evaltui.engine.worker")
 
@@ -137,12 +137,7 @@ class Zygote:
         except BaseException:
             traceback.print_exc()
         finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass  # a closed stream must not keep the worker from exiting
-            os._exit(code)
+            exit_forked(code)
 
     def report_exits(self) -> None:
         for pid, reported in list(self.live.items()):
