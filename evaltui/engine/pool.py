@@ -38,8 +38,8 @@ from typing import Any
 from evaltui.engine.dealqueue import DealQueue
 from evaltui.engine.hostprocess import HostProcess
 from evaltui.engine.loop import EpisodeOutcome
+from evaltui.engine.poolslot import WorkerSlot, tell
 from evaltui.engine.recorder import Recorder
-from evaltui.engine.watchdog import LogWatch
 from evaltui.engine.worker import WorkerConfig
 from evaltui.engine.zygote import ForkedChild, WorkerZygote, ZygoteError
 from evaltui.states import EpisodeStatus
@@ -61,20 +61,6 @@ class EpisodeResult:
     attempts: int
 
 
-@dataclass
-class _Slot:
-    worker_id: int
-    child: ForkedChild | None = None
-    ready: bool = False
-    started_at: float = 0.0
-    index: int | None = None
-    """The episode the worker runs (or, dealt ahead, starts as soon as it reads it)."""
-    ahead: int | None = None
-    """An episode dealt ahead: in the worker's pipe behind ``index``, not started."""
-    dealt_at: float = 0.0
-    watch: LogWatch | None = None
-
-
 class EnvWorkerPool:
     """K worker slots, each one subprocess at a time; see the module docstring."""
 
@@ -88,7 +74,7 @@ class EnvWorkerPool:
         if worker_count < 1:
             raise ValueError(f"worker_count must be >= 1, got {worker_count}")
         self.make_config = make_config
-        self.slots = [_Slot(i) for i in range(worker_count)]
+        self.slots = [WorkerSlot(i) for i in range(worker_count)]
         self.max_episode_retries = max_episode_retries
         self.stop = stop or threading.Event()
         self.cancel_grace_sec = cancel_grace_sec
@@ -117,10 +103,7 @@ class EnvWorkerPool:
         """Stop every worker (``stop`` message, SIGTERM, then SIGKILL) and reap them."""
         children = [s.child for s in self.slots if s.child is not None] + self._retiring
         for child in children:
-            try:
-                child.conn.send(("stop",))
-            except OSError:
-                pass  # already gone
+            tell(child, "stop")
         deadline = time.monotonic() + grace_sec
         for child in children:
             child.exit_code(max(deadline - time.monotonic(), 0.01))
@@ -216,14 +199,13 @@ class EnvWorkerPool:
                                          reset_sec=self.hung_reset_sec)
             if why is None:
                 continue
-            slot.child.send_signal(signal.SIGKILL)
-            slot.child.end(grace_sec=0.5)
+            killed = slot.kill()
             outcome = EpisodeOutcome(
                 status=EpisodeStatus.TIMEOUT, step_count=0, elapsed_sec=now - slot.dealt_at,
-                error=f"{why}; worker {slot.worker_id} (pid {slot.child.pid}) was killed")
+                error=f"{why}; worker {slot.worker_id} (pid {killed.pid}) was killed")
             hung.append(EpisodeResult(slot.index, outcome, slot.worker_id,
                                       attempts[slot.index]))
-            slot.child, slot.index = None, None
+            slot.index = None
             self._undeal_ahead(slot)
             self._spawn(slot)
         return hung
@@ -232,7 +214,9 @@ class EnvWorkerPool:
         dealt = False
         for slot in self.slots:
             if queue and slot.ready and slot.index is None and slot.child is not None:
-                self._deal(slot, queue.take())
+                index = queue.take()
+                slot.begin(index, self.episode_log)
+                slot.send_episode(index)
                 dealt = True
         # Then one ahead to each busy worker, while more is queued than the last episodes
         # free workers should get (2 a worker; with one worker, anything queued).
@@ -240,36 +224,20 @@ class EnvWorkerPool:
             if (len(queue) > 2 * (len(self.slots) - 1) and slot.index is not None
                     and slot.ahead is None and slot.child is not None):
                 slot.ahead = queue.take()
-                self._send_episode(slot, slot.ahead)
+                slot.send_episode(slot.ahead)
                 dealt = True
         if dealt and self.episode_log is not None:
             # The next episodes' dirs, made while these run.
             ahead = queue.first(len(self.slots))
             recorder.make_dirs(self.episode_log(i).parent for i in ahead)
 
-    def _deal(self, slot: _Slot, index: int) -> None:
-        self._begin(slot, index)
-        self._send_episode(slot, index)
-
-    def _begin(self, slot: _Slot, index: int) -> None:
-        """``index`` is the episode the slot's worker runs from now."""
-        slot.index, slot.dealt_at = index, time.monotonic()
-        slot.watch = LogWatch(self.episode_log(index)) if self.episode_log else None
-
-    def _send_episode(self, slot: _Slot, index: int) -> None:
-        assert slot.child is not None
-        try:
-            slot.child.conn.send(("episode", index))
-        except OSError:
-            pass  # it just died; its closed pipe reports the death on the next wait
-
-    def _undeal_ahead(self, slot: _Slot) -> None:
+    def _undeal_ahead(self, slot: WorkerSlot) -> None:
         """The episode dealt ahead never started: back to the front of the queue."""
         if slot.ahead is not None:
             self._queue.undeal(slot.ahead)
             slot.ahead = None
 
-    def _on_message(self, slot: _Slot) -> EpisodeResult | None:
+    def _on_message(self, slot: WorkerSlot) -> EpisodeResult | None:
         """Handle one message (or the death) of a slot's worker; an episode result or None."""
         child = slot.child
         assert child is not None
@@ -294,7 +262,7 @@ class EnvWorkerPool:
                     self._retire(slot)
                     self._spawn(slot)
             elif slot.ahead is not None:  # already running in the worker
-                self._begin(slot, slot.ahead)
+                slot.begin(slot.ahead, self.episode_log)
                 slot.ahead = None
             return EpisodeResult(index, outcome, slot.worker_id, 0)
         elif kind == "skipped":  # dealt, never started: the worker stopped before it
@@ -303,7 +271,7 @@ class EnvWorkerPool:
                 self._queue.undeal(message[1])
         return None
 
-    def _on_death(self, slot: _Slot) -> EpisodeResult | None:
+    def _on_death(self, slot: WorkerSlot) -> EpisodeResult | None:
         child = slot.child
         assert child is not None
         how = child.describe_exit()
@@ -329,7 +297,7 @@ class EnvWorkerPool:
             step_count=0, elapsed_sec=time.monotonic() - slot.dealt_at, error=error)
         return EpisodeResult(index, outcome, slot.worker_id, 0)
 
-    def _on_start_failure(self, slot: _Slot, error: str) -> None:
+    def _on_start_failure(self, slot: WorkerSlot, error: str) -> None:
         if slot.child is not None:
             slot.child.end(grace_sec=0.5)
             slot.child = None
@@ -344,7 +312,7 @@ class EnvWorkerPool:
             raise PoolError(f"workers cannot start: {error}")
         self._spawn(slot)
 
-    def _spawn(self, slot: _Slot) -> None:
+    def _spawn(self, slot: WorkerSlot) -> None:
         assert slot.ahead is None
         slot.ready, slot.index = False, None
         slot.started_at = time.monotonic()
@@ -354,12 +322,9 @@ class EnvWorkerPool:
         except ZygoteError as exc:
             raise PoolError(f"workers cannot start: {exc}") from exc
 
-    def _retire(self, slot: _Slot) -> None:
+    def _retire(self, slot: WorkerSlot) -> None:
         if slot.child is not None:
-            try:
-                slot.child.conn.send(("stop",))
-            except OSError:
-                pass  # already gone
+            tell(slot.child, "stop")
             self._retiring.append(slot.child)
             slot.child = None
         slot.ready = False
@@ -392,22 +357,18 @@ class EnvWorkerPool:
             if slot.child is None:
                 continue
             if slot.index is None:
-                try:
-                    slot.child.conn.send(("stop",))
-                except OSError:
-                    pass  # already gone
+                tell(slot.child, "stop")
             # The group SIGTERM may not have reached it (the run alone was signalled).
             slot.child.send_signal(signal.SIGTERM)
 
-    def _kill_busy(self, slot: _Slot, attempts: Mapping[int, int],
+    def _kill_busy(self, slot: WorkerSlot, attempts: Mapping[int, int],
                    on_result: Callable[[EpisodeResult], None]) -> None:
-        assert slot.child is not None and slot.index is not None
-        slot.child.send_signal(signal.SIGKILL)
-        slot.child.end(grace_sec=0.5)
+        assert slot.index is not None
+        slot.kill()
         outcome = EpisodeOutcome(
             status=EpisodeStatus.CANCELLED, step_count=0,
             elapsed_sec=time.monotonic() - slot.dealt_at,
             error=f"run cancelled; worker {slot.worker_id} was killed after the "
                   f"{self.cancel_grace_sec} s grace period")
         on_result(EpisodeResult(slot.index, outcome, slot.worker_id, attempts[slot.index]))
-        slot.child, slot.index, slot.ahead = None, None, None  # the run ends: no requeue
+        slot.index, slot.ahead = None, None  # the run ends: no requeue
