@@ -202,8 +202,7 @@ def sync_files(paths: Iterable[Path]) -> None:
 
     with ThreadPoolExecutor(min(SYNC_THREADS, len(paths)),
                             thread_name_prefix="fsync") as pool:
-        for _ in pool.map(_fsync_file, paths):
-            pass
+        list(pool.map(_fsync_file, paths))  # re-raises a failed fsync
 
 
 def _fsync_file(path: Path) -> None:

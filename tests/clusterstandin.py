@@ -66,14 +66,14 @@ class StandInCluster(ClusterProbe):
         return []
 
     def sync(self, live: set[str]) -> None:
-        pass
+        """Nothing to sync: this stand-in holds no ledger."""
 
     def reserve(self, run_id: str, key: NodeGpu, vram_mb: int, exclusive: bool,
                 free_mb: int) -> str | None:
         return "the stand-in cluster admits nothing"
 
     def close(self) -> None:
-        pass
+        """Nothing to close: no Ray connection, no actor."""
 
 
 NODE_A = "a" * 56
