@@ -8,7 +8,7 @@ from typing import Any
 
 import psutil
 from faulty_nodesets import write_dataset
-from runhelpers import ENGINE_TESTS
+from runhelpers import ENGINE_TESTS, wait_until
 
 
 def walk_graph(env: dict[str, Any] | None = None, *, shared_policy: bool = False,
@@ -46,6 +46,15 @@ def starts(trace_dir: Path) -> Counter[str]:
 def start_pids(trace_dir: Path, episode_id: str) -> list[int]:
     found = sorted(trace_dir.glob(f"start.{episode_id}.*"), key=lambda p: int(p.name.split(".")[3]))
     return [int(p.name.split(".")[2]) for p in found]
+
+
+def hung_worker(trace_dir: Path, episode_id: str) -> int:
+    """The PID of the worker hanging in ``episode_id`` (WalkEnv's ``hang_once``), once it
+    hangs."""
+    marker = trace_dir / f"hang.{episode_id}"
+    wait_until(lambda: marker.exists() and marker.read_text(),
+               what=f"{episode_id} to hang")
+    return int(marker.read_text())
 
 
 def engine_children(pid: int) -> list[psutil.Process]:

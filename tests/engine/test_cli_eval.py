@@ -15,13 +15,18 @@ from evaltui.rundir import derive_run_state, read_json
 from evaltui.states import RunState
 
 
-def test_ctrl_c_cancels_the_run_and_leaves_no_process(tmp_path: Path) -> None:
-    outputs = tmp_path / "o"
-    cli = subprocess.Popen(
+def slow_eval(tmp_path: Path, outputs: Path) -> subprocess.Popen[str]:
+    """``evaltui eval`` of 300 slow episodes, in its own session (ended by group)."""
+    return subprocess.Popen(
         [sys.executable, "-m", "evaltui.cli", "eval", "bot", "--episodes", "300",
          "--set", "env.sim_latency_ms=20", "--outputs", str(outputs)],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True)
+
+
+def test_ctrl_c_cancels_the_run_and_leaves_no_process(tmp_path: Path) -> None:
+    outputs = tmp_path / "o"
+    cli = slow_eval(tmp_path, outputs)
     run_pid = None
     try:
         wait_until(lambda: any(outputs.glob("eval_runs/*/scheduler.json")), what="run dir")
@@ -51,11 +56,7 @@ def test_ctrl_c_before_the_run_answered_leaves_no_process_and_no_run(tmp_path: P
     """SIGINT as soon as the run process exists, before it has checked the spec: exit
     130; no process of the run is left, and no run dir, or a cancelled one."""
     outputs = tmp_path / "o"
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "evaltui.cli", "eval", "bot", "--episodes", "300",
-         "--set", "env.sim_latency_ms=20", "--outputs", str(outputs)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+    cli = slow_eval(tmp_path, outputs)
     try:
         wait_until(lambda: started_by(cli.pid), what="the run process")
         cli.send_signal(signal.SIGINT)

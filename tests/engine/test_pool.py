@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pool_helpers import start_pids, starts, walk_graph, walk_spec
+from pool_helpers import hung_worker, start_pids, starts, walk_graph, walk_spec
 from runhelpers import (
     ENGINE_TESTS,
     builtin_graph,
@@ -83,9 +83,7 @@ def test_worker_killed_mid_episode_is_retried_on_a_fresh_worker(tmp_path: Path) 
     graph = walk_graph({"trace_dir": str(trace), "hang_once": ["walk-0002"]})
     spec = walk_spec(tmp_path, [3] * 8, graph, worker_count=2, max_episode_retries=1)
     with running(spec, tmp_path / "out") as (run_dir, proc):
-        marker = trace / "hang.walk-0002"
-        wait_until(lambda: marker.exists() and marker.read_text(), what="episode 2 to hang")
-        victim = int(marker.read_text())
+        victim = hung_worker(trace, "walk-0002")
         os.kill(victim, signal.SIGKILL)
         assert proc.wait(timeout=60) == 0
     rows = {r["episode_index"]: r for r in episode_rows(run_dir)}
@@ -104,9 +102,7 @@ def test_worker_killed_without_retries_records_the_death(tmp_path: Path) -> None
     graph = walk_graph({"trace_dir": str(trace), "hang_once": ["walk-0001"]})
     spec = walk_spec(tmp_path, [3] * 6, graph, worker_count=2)
     with running(spec, tmp_path / "out") as (run_dir, proc):
-        marker = trace / "hang.walk-0001"
-        wait_until(lambda: marker.exists() and marker.read_text(), what="episode 1 to hang")
-        os.kill(int(marker.read_text()), signal.SIGKILL)
+        os.kill(hung_worker(trace, "walk-0001"), signal.SIGKILL)
         assert proc.wait(timeout=60) == 0
     rows = {r["episode_index"]: r for r in episode_rows(run_dir)}
     assert rows[1]["status"] == "error" and rows[1]["attempts"] == 1
@@ -178,9 +174,7 @@ def test_resume_ignores_the_hosts_of_an_earlier_attempt(tmp_path: Path) -> None:
                        shared_policy=True)
     spec = walk_spec(tmp_path, [2] * 4, graph, worker_count=2)
     with running(spec, tmp_path / "out") as (run_dir, proc):
-        marker = trace / "hang.walk-0002"
-        wait_until(lambda: marker.exists() and marker.read_text(), what="episode 2 to hang")
-        os.kill(int(marker.read_text()), signal.SIGKILL)
+        os.kill(hung_worker(trace, "walk-0002"), signal.SIGKILL)
         assert proc.wait(timeout=60) == 0
     first_url = read_json(run_dir / "shared_urls.json")["policy"]
     assert read_json(run_dir / "episodes" / "ep0002" / "episode.json")["status"] == "error"

@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from pool_helpers import start_pids, starts, walk_graph, walk_spec
+from pool_helpers import hung_worker, start_pids, starts, walk_graph, walk_spec
 from runhelpers import ENGINE_TESTS, episode_rows, running, wait_until
 
 from evaltui.rundir import read_json
@@ -49,9 +49,7 @@ def test_a_worker_killed_with_an_episode_dealt_ahead(tmp_path: Path) -> None:
     trace, graph = traced(tmp_path, hang_once=["walk-0002"])
     spec = walk_spec(tmp_path, [3] * 5, graph, worker_count=1)
     with running(spec, tmp_path / "out") as (run_dir, proc):
-        marker = trace / "hang.walk-0002"
-        wait_until(lambda: marker.exists() and marker.read_text(), what="episode 2 to hang")
-        victim = int(marker.read_text())
+        victim = hung_worker(trace, "walk-0002")
         os.kill(victim, signal.SIGKILL)
         assert proc.wait(timeout=60) == 0
     rows = {r["episode_index"]: r for r in episode_rows(run_dir)}
