@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evaltui.engine.child import Child, child_bootstrap, spawn_child
+from evaltui.engine.usererrors import NodesetBuildError
 
 START_TIMEOUT_SEC = 120.0
 
@@ -81,7 +82,7 @@ class HostProcess:
                                  f"({self.child.describe_exit()})") from None
         if message[0] != "ready":
             self.child.end(grace_sec=1.0)
-            raise HostStartError(f"host of nodeset {self.name!r} failed to start:\n{message[1]}")
+            raise HostStartError(f"host of nodeset {self.name!r} failed to start: {message[1]}")
         _, url, self.pid = message
         # Pin a resolved tcp port so that a restarted host comes back at the same URL.
         self.config = replace(self.config, url=url)
@@ -141,8 +142,12 @@ def main() -> int:
                       batching=config.batching,
                       on_ready=lambda url: conn.send(("ready", url, os.getpid())))
     except Exception as exc:
+        detail = "".join(traceback.format_exception(exc)).rstrip()
+        if isinstance(exc, NodesetBuildError):  # the user's constructor: one line for them
+            print(exc.detail, file=sys.stderr, flush=True)
+            detail = f"{exc}; its traceback is in run.log"
         try:
-            conn.send(("failed", "".join(traceback.format_exception(exc)).rstrip()))
+            conn.send(("failed", detail))
         except OSError:
             pass  # the parent is gone; nobody to tell
         return 1

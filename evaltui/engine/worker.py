@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import traceback
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ from evaltui.engine.datasets import load_episodes
 from evaltui.engine.proxy import RemoteNodeset
 from evaltui.engine.session import WorkerSession
 from evaltui.engine.specchecks import CheckedSpec
+from evaltui.engine.usererrors import NodesetBuildError
 from evaltui.rundir import episode_dir
 from evaltui.states import EpisodeStatus
 
@@ -72,7 +74,11 @@ def run_worker(conn: Connection, config: WorkerConfig, stop: threading.Event) ->
         episodes = load_episodes(checked.dataset_path)
     except Exception as exc:
         _close(session, shared)
-        conn.send(("failed", "".join(traceback.format_exception(exc)).rstrip()))
+        if isinstance(exc, NodesetBuildError):  # the user's constructor: one line for them,
+            print(exc.detail, file=sys.stderr, flush=True)  # the traceback in run.log
+            conn.send(("failed", f"{exc}; its traceback is in run.log"))
+        else:
+            conn.send(("failed", "".join(traceback.format_exception(exc)).rstrip()))
         return 1
     conn.send(("ready", os.getpid()))
     try:

@@ -1,0 +1,76 @@
+"""A user's nodeset module that fails at import, or a constructor that raises: one line
+naming their file and line, the exception and its message (issue 25)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from runhelpers import builtin_graph
+
+BROKEN_MODULES = {
+    "syntax": ("import os\ndef act(:\n    pass\n", "mine.py:2: SyntaxError: invalid syntax"),
+    "raises": ("import os\n\nraise RuntimeError('no GPU here')\n",
+               "mine.py:3: RuntimeError: no GPU here"),
+    "imports": ("import os\nimport no_such_dependency_xyz\n",
+                "mine.py:2: ModuleNotFoundError: No module named 'no_such_dependency_xyz'"),
+}
+
+
+def write_graph(tmp_path: Path, module_text: str) -> Path:
+    (tmp_path / "mine.py").write_text(module_text)
+    graph = builtin_graph("bot")
+    graph["nodesets"]["policy"]["impl"] = "mine:Policy"
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps(graph))
+    return path
+
+
+def evaltui(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evaltui.cli", "eval", *args,
+                           "--outputs", str(tmp_path / "outputs")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_MODULES))
+def test_a_module_failing_at_import_is_one_line_with_its_file_and_line(
+        case: str, tmp_path: Path) -> None:
+    text, expected = BROKEN_MODULES[case]
+    out = evaltui(tmp_path, str(write_graph(tmp_path, text)), "--episodes", "1")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert "graph.nodesets.policy.impl" in out.stderr
+    assert f"{tmp_path / expected}" in out.stderr
+    assert "Traceback" not in out.stderr and "before it took the spec" not in out.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_verbose_prints_the_traceback_of_a_module_failing_at_import(tmp_path: Path) -> None:
+    graph = write_graph(tmp_path, BROKEN_MODULES["raises"][0])
+    out = evaltui(tmp_path, str(graph), "--verbose")
+    assert out.returncode == 2
+    assert "Traceback (most recent call last)" in out.stderr
+    assert 'mine.py", line 3, in <module>' in out.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_constructor_that_raises_is_one_line_and_its_traceback_is_in_run_log(
+        tmp_path: Path) -> None:
+    graph = write_graph(tmp_path, (
+        "from evaltui.benchmarks.babyai.bot import BabyAIBotPolicy\n\n\n"
+        "class Policy(BabyAIBotPolicy):\n"
+        "    def __init__(self, noise: float = 0.0) -> None:\n"
+        "        raise ValueError('my policy needs a checkpoint')\n"))
+    out = evaltui(tmp_path, str(graph), "--episodes", "2")
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr + out.stdout
+    [line] = [ln for ln in out.stderr.splitlines() if ln.startswith("error")]
+    assert f"{tmp_path / 'mine.py'}:6: ValueError: my policy needs a checkpoint" in line
+    assert "nodeset 'policy' (Policy) failed to build" in line
+    assert "metric" not in out.stdout  # no empty metrics table
+    [run_dir] = (tmp_path / "outputs" / "eval_runs").iterdir()
+    log = (run_dir / "run.log").read_text()
+    assert "Traceback (most recent call last)" in log and "needs a checkpoint" in log
