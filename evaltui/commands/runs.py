@@ -20,11 +20,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from rich.console import Console, Group
+from rich.text import Text
 
 from evaltui.api.client import ApiClient, ApiError, InvalidRequest
 from evaltui.api.models import EpisodeRow, QueueEntry, Run
+from evaltui.results.fittable import FitColumn, fit_table, one_line
 from evaltui.results.richtables import metrics_table
 from evaltui.results.runrows import RunDirError, load_run
 from evaltui.results.tables import FORMATS, summary_table
@@ -120,7 +121,7 @@ def run_ls(args: argparse.Namespace) -> int:
     if not runs and not admits:
         console.print("no runs" + (f" in state {args.state}" if args.state else ""))
         return 0
-    console.print(runs_table(runs, admits))
+    console.print(runs_table(runs, admits, width=console.width))
     if args.limit and len(runs) == args.limit:
         console.print(f"[dim]first {args.limit} runs; --limit 0 lists all[/]")
     return 0
@@ -172,7 +173,7 @@ def _show_run(args: argparse.Namespace, run: Run, rows: list[Any] | None) -> int
     console = Console()
     print_run(console, run)
     if rows is not None:
-        console.print(episodes_table(rows))
+        console.print(episodes_table(rows, width=console.width))
     return 0
 
 
@@ -229,29 +230,26 @@ def state_text(state: str) -> str:
     return f"[{STATE_STYLE.get(state, 'white')}]{state}[/]"
 
 
-def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = ()) -> Table:
-    """Runs (and the admit entries waiting for admission, first) as a table."""
-    table = Table(box=None, header_style="bold")
+def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = (), *,
+               width: int = 80) -> Group:
+    """Runs (and the admit entries waiting for admission, first) as a table ``width`` wide."""
     # A node column only when a run was placed on a Ray node (--ray): one machine's
     # listing stays as it was.
     nodes = [run.node for run in runs]
-    columns = [("run", "left", False), ("state", "left", False)]
+    # Ids, states and counts are what a user copies and scans: never cut; the free-text
+    # columns give way, then the least needed columns are left out (`show RUN` has all).
+    columns = [FitColumn("run", 100), FitColumn("state", 90)]
     if any(nodes):
-        columns.append(("node", "left", False))
-    columns += [("graph", "left", True), ("data", "left", True),
-                ("episodes", "right", False), ("SR", "right", False), ("note", "left", True)]
-    # Ids, states and counts are what a user copies and scans: never wrap them; the free
-    # text columns give way (ellipsis, one line a run: `show RUN` has the whole reason)
-    # in a narrow terminal.
-    for name, justify, flexible in columns:
-        table.add_column(name, justify=justify,  # type: ignore[arg-type]
-                         no_wrap=True, overflow="ellipsis" if flexible else "fold",
-                         min_width=None if flexible else len(name))
+        columns.append(FitColumn("node", 20))
+    columns += [FitColumn("graph", 50, whole=False), FitColumn("data", 40, whole=False),
+                FitColumn("episodes", 70, justify="right"),
+                FitColumn("SR", 80, justify="right"),
+                FitColumn("note", 30, whole=False, min_width=12)]
     node_cell = ["-"] if any(nodes) else []
+    rows: list[list[str | Text]] = []
     for entry in admits:  # `evaltui run PROFILE CMD`: the profile, and the command it runs
-        table.add_row(entry.run_id, state_text(RunState.QUEUED.value), *node_cell,
-                      entry.label or "?", entry.command or "", "-", "-",
-                      entry.waiting_reason)
+        rows.append([entry.run_id, state_cell(RunState.QUEUED.value), *node_cell,
+                     entry.label or "?", entry.command or "", "-", "-", entry.waiting_reason])
     for run, node in zip(runs, nodes, strict=True):
         summary, spec = run.summary, run.spec
         graph = (summary and summary.graph_name) or (spec and spec.graph_name) or "?"
@@ -262,12 +260,16 @@ def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = ()) -> Table:
         sr = summary.metrics.get("success") if summary else None
         note = run.waiting_reason if run.state is RunState.QUEUED else \
             (summary and summary.error) or run.error or ""
-        table.add_row(run.run_id, state_text(run.state.value),
-                      *([node or "-"] if node_cell else []), str(graph),
-                      f"{dataset}/{split}" if split else str(dataset),
-                      f"{done}/{total if total is not None else '?'}",
-                      f"{sr:.3f}" if sr is not None else "-", str(note or ""))
-    return table
+        rows.append([run.run_id, state_cell(run.state.value),
+                     *([node or "-"] if node_cell else []), str(graph),
+                     f"{dataset}/{split}" if split else str(dataset),
+                     f"{done}/{total if total is not None else '?'}",
+                     f"{sr:.3f}" if sr is not None else "-", str(note or "")])
+    return fit_table(columns, rows, width)
+
+
+def state_cell(state: str) -> Text:
+    return Text(state, style=STATE_STYLE.get(state, "white"))
 
 
 def print_run(console: Console, run: Run) -> None:
@@ -298,18 +300,20 @@ def print_run(console: Console, run: Run) -> None:
         console.print(metrics_table(summary.model_dump(mode="json")))
 
 
-def episodes_table(rows: list[Any]) -> Table:
-    table = Table(box=None, header_style="bold")
-    for name in ("ep", "status", "success", "spl", "steps", "sec", "scene", "error"):
-        table.add_column(name, overflow="fold")
+def episodes_table(rows: list[Any], *, width: int = 80) -> Group:
+    """A run's episodes, one line each; the scene and the error give way at ``width``."""
+    columns = [FitColumn("ep", 100, justify="right"), FitColumn("status", 90),
+               FitColumn("success", 80, justify="right"), FitColumn("spl", 60, justify="right"),
+               FitColumn("steps", 70, justify="right"), FitColumn("sec", 50, justify="right"),
+               FitColumn("scene", 30, whole=False), FitColumn("error", 40, whole=False)]
+    cells: list[list[str | Text]] = []
     for row in rows:
         m = row.metrics
-        table.add_row(str(row.episode_index), str(row.status), _num(m.get("success")),
+        cells.append([str(row.episode_index), str(row.status), _num(m.get("success")),
                       _num(m.get("spl")), str(row.step_count or ""),
                       f"{row.elapsed_sec:.1f}" if row.elapsed_sec is not None else "",
-                      str(row.scene_id or ""), (row.error or "").splitlines()[-1:][0]
-                      if row.error else "")
-    return table
+                      str(row.scene_id or ""), one_line(row.error)])
+    return fit_table(columns, cells, width)
 
 
 def format_log_record(rec: dict[str, Any]) -> str:
