@@ -53,8 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--json", action="store_true", help="JSON output for scripts")
     out.add_argument("--format", choices=FORMATS,
                      help="print only the table, as Markdown, CSV or LaTeX (booktabs)")
-    p.add_argument("--digits", type=_non_negative_int, default=3,
-                   help="decimals in --format tables (default 3)")
+    p.add_argument("--digits", type=_non_negative_int, default=None,
+                   help="decimals in --format tables (default 3; CSV: every digit)")
     p.add_argument("--outputs", help="outputs root for run ids (default $EVALTUI_OUTPUTS "
                    "or ./outputs)")
     p.set_defaults(func=run)
