@@ -83,3 +83,14 @@ def test_show_episodes_one_line_each_at_80_columns() -> None:
     assert len(lines) == 3 and all(len(line) <= 80 for line in lines)
     assert lines[2].split()[:5] == ["1234", "error", "0.000", "12", "1.2"]
     assert lines[1].split()[:2] == ["7", "error"] and "KeyError: 'obs'" in lines[1]
+
+
+def test_a_log_line_is_whole_when_piped_and_cut_at_the_terminal_width() -> None:
+    from evaltui.commands.runs import format_log_record
+
+    outputs = {"obs": {"mission": "go to the red ball " * 12}, "reward": 0.0, "done": False}
+    record = {"step": 3, "event": "fire", "node": "env_step", "dur_ms": 1.5, "outputs": outputs}
+    whole = format_log_record(record)
+    assert whole.endswith('"reward": 0.0, "done": false}') and len(whole) > 250
+    cut = format_log_record(record, 80)
+    assert len(cut) == 80 and cut.endswith("…") and whole.startswith(cut[:-1])
