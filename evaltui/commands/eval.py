@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if state is RunState.ABORTED:
         console.print(f"[red]aborted[/]: {status.note}", highlight=False)
-    return exit_code(state, _header(summary), console)
+    return exit_code(state, _header(summary), console, run_dir)
 
 
 def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInterrupt
@@ -214,14 +214,20 @@ def _refused(message: str) -> int:
     return 2
 
 
-def exit_code(state: RunState, summary: SummaryHeader | None, console: Console) -> int:
+def exit_code(state: RunState, summary: SummaryHeader | None, console: Console,
+              run_dir: Path | None = None) -> int:
     """0 for a done run within its error allowance; else 1, with the reason on stderr."""
     from rich.markup import escape
 
     if state is not RunState.DONE:
         if summary is not None and summary.error:
-            console.print(f"[red]error[/]: {escape(summary.error)}", highlight=False,
-                          soft_wrap=True)
+            from evaltui.results.fittable import one_line
+
+            # One line (a traceback: what it says); `evaltui show RUN_DIR` has it all.
+            more = f" (evaltui show {run_dir or 'RUN_DIR'} for all of it)" \
+                if "\n" in summary.error.strip() else ""
+            console.print(f"[red]error[/]: {escape(one_line(summary.error))}{more}",
+                          highlight=False, soft_wrap=True)
         return 1
     if summary is not None and summary.error_rate_exceeded:
         first = summary.first_error
