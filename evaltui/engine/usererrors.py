@@ -63,6 +63,10 @@ class NodesetBuildError(RuntimeError):
         super().__init__(message)
         self.detail = detail
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # Picklable (a Ray actor's error crosses processes): args alone lack ``detail``.
+        return type(self), (str(self), self.detail)
+
 
 def build_nodeset(name: str, cls: type, params: Mapping[str, Any]) -> Any:
     """``cls(**params)``; whatever the constructor raises becomes a NodesetBuildError

@@ -74,3 +74,23 @@ def test_a_constructor_that_raises_is_one_line_and_its_traceback_is_in_run_log(
     [run_dir] = (tmp_path / "outputs" / "eval_runs").iterdir()
     log = (run_dir / "run.log").read_text()
     assert "Traceback (most recent call last)" in log and "needs a checkpoint" in log
+
+
+class Strict:
+    def __init__(self, path: str = "") -> None:
+        json.loads(path)  # the library raises; the line to show is this one, not json's
+
+
+def test_build_nodeset_names_the_users_line_not_the_library_s() -> None:
+    import pickle
+
+    from evaltui.engine.usererrors import NodesetBuildError, build_nodeset
+
+    with pytest.raises(NodesetBuildError) as err:
+        build_nodeset("policy", Strict, {"path": "{oops"})
+    message = str(err.value)
+    assert message.startswith("nodeset 'policy' (Strict) failed to build: ")
+    assert f"{__file__}:" in message and "JSONDecodeError: Expecting property name" in message
+    assert "Traceback (most recent call last)" in err.value.detail
+    copy = pickle.loads(pickle.dumps(err.value))  # crosses processes (Ray) intact
+    assert (str(copy), copy.detail) == (message, err.value.detail)
