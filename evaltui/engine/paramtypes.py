@@ -76,6 +76,11 @@ def check_declared_params(cls: type, params: Mapping[str, Any]) -> None:
         if sep and name in full:
             raise ParamTypeError(name, rest) from None
         raise ParamTypeError("", message) from None
+    except Exception as exc:  # a bug in the check itself: still one line, naming it
+        from evaltui.engine.usererrors import one_line
+
+        raise ParamTypeError("", f"{cls.__name__}.check_params failed: {one_line(exc)}"
+                             ) from None
 
 
 def _type_name(hint: Any) -> str:

@@ -21,6 +21,8 @@ class RangePolicy(NodeSet):
             raise ValueError(f"low: must be <= high ({params['high']}), got {params['low']}")
         if params["high"] > 100:
             raise ValueError("the range is too wide")
+        if params["high"] < -100:
+            params["no such key"]  # a bug in the check itself
 
     @node(inputs=("obs",), outputs=("action",))
     def act(self, obs: Any) -> dict[str, Any]:

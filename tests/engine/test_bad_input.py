@@ -137,6 +137,9 @@ def range_spec(**params: float) -> dict:
     ({"low": 3.0, "high": 2.0}, "graph.nodesets.policy.params.low",
      "must be <= high (2.0), got 3.0"),
     ({"high": 500.0}, "graph.nodesets.policy.params", "the range is too wide"),
+    ({"low": -500.0, "high": -200.0}, "graph.nodesets.policy.params",
+     f"RangePolicy.check_params failed: {Path(__file__).parent / 'param_nodesets.py'}:25: "
+     "KeyError: 'no such key'"),
 ])
 def test_a_nodeset_s_check_params_refuses_before_anything_is_written(
         params: dict, field: str, text: str, tmp_path: Path) -> None:
