@@ -213,7 +213,8 @@ def import_impl(impl: str) -> type[NodeSet]:
         if exc.name != module_name and not module_name.startswith(f"{exc.name}."):
             raise _import_failed(impl, module_name, exc) from exc  # an import of theirs
         raise ImplError(f"impl {impl!r}: cannot import module {module_name!r}: {exc}") from exc
-    except Exception as exc:  # a SyntaxError, any exception their module raises at import
+    except (Exception, SystemExit) as exc:  # a SyntaxError, anything raised at import
+        # (SystemExit: a script's top-level sys.exit() or argparse, missing its main guard)
         raise _import_failed(impl, module_name, exc) from exc
     cls = getattr(module, attr, None)
     if cls is None:
@@ -223,7 +224,7 @@ def import_impl(impl: str) -> type[NodeSet]:
     return cls
 
 
-def _import_failed(impl: str, module_name: str, exc: Exception) -> ImplError:
+def _import_failed(impl: str, module_name: str, exc: BaseException) -> ImplError:
     """One line: where in the user's module it failed, the exception and its message."""
     from evaltui.engine.usererrors import one_line, report_traceback
 

@@ -17,6 +17,8 @@ BROKEN_MODULES = {
                "mine.py:3: RuntimeError: no GPU here"),
     "imports": ("import os\nimport no_such_dependency_xyz\n",
                 "mine.py:2: ModuleNotFoundError: No module named 'no_such_dependency_xyz'"),
+    "exits": ("import sys\n\nsys.exit('usage: mine.py CONFIG')\n",
+              "mine.py:3: SystemExit: usage: mine.py CONFIG"),
 }
 
 
