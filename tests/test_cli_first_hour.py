@@ -82,3 +82,14 @@ def test_export_scales_frames_and_writes_the_format_its_suffix_names(
         assert im.format == {".gif": "GIF", ".png": "PNG"}[suffix]
         assert im.size == (size, size)
         assert getattr(im, "n_frames", 1) > 1
+
+
+def test_compare_fits_80_columns_but_the_run_dir_lines(
+        run_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["compare", str(run_dir), str(run_dir), "--resamples", "50"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # The A:/B: lines hold run dir paths, kept whole to be copied.
+    assert [ln for ln in lines if len(ln) > 80 and not ln.startswith(("A: ", "B: "))] == []
+    assert any("50 resamples, seed 0" in ln for ln in lines)

@@ -127,8 +127,10 @@ def _print_human(console: Console, result: Comparison, run_a: RunRows, run_b: Ru
                       f"[{style}]{m.diff:+.4f}[/]" if style else f"{m.diff:+.4f}",
                       f"[{m.ci95[0]:+.4f}, {m.ci95[1]:+.4f}]" if m.ci95 else "-", str(m.n))
     console.print(table)
-    console.print(f"{result.n_pairs} episode pairs; 95% CI of B - A: paired bootstrap, "
-                  f"percentile method, {result.resamples} resamples, seed {result.seed}",
+    # Two lines: one line of both is 94 columns, past an 80-column terminal.
+    console.print(f"{result.n_pairs} episode pairs; 95% CI of B - A: paired bootstrap,",
+                  highlight=False, soft_wrap=True)
+    console.print(f"  percentile method, {result.resamples} resamples, seed {result.seed}",
                   highlight=False, soft_wrap=True)
     test = result.mcnemar
     if test is None:
