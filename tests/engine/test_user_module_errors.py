@@ -37,6 +37,8 @@ def evaltui(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 
+# "syntax" and "raises" are rows of tests/test_hostile_inputs.py too; here the field
+# and the whole path are checked as well.
 @pytest.mark.parametrize("case", sorted(BROKEN_MODULES))
 def test_a_module_failing_at_import_is_one_line_with_its_file_and_line(
         case: str, tmp_path: Path) -> None:
