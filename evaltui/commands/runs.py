@@ -23,7 +23,13 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from evaltui.api.client import ApiClient, ApiError, BackendUnavailable, InvalidRequest
+from evaltui.api.client import (
+    ApiClient,
+    ApiError,
+    BackendUnavailable,
+    InvalidRequest,
+    NotFound,
+)
 from evaltui.api.models import EpisodeRow, Run
 from evaltui.commands.runtables import (  # noqa: F401  (print_run, state_text: submit's)
     episodes_table,
@@ -261,7 +267,13 @@ def run_logs(args: argparse.Namespace) -> int:
     while True:
         # The state before the page: a run that ended before it was read has no more lines.
         ended = args.follow and client.get_run(args.run_id).state.terminal
-        page = client.log(args.run_id, args.episode, offset=offset, limit=1000)
+        try:
+            page = client.log(args.run_id, args.episode, offset=offset, limit=1000)
+        except NotFound:
+            if not args.follow or ended:
+                raise
+            time.sleep(FOLLOW_POLL_SEC)  # following a run whose episode has not begun
+            continue
         for item in page.records:
             if args.json:
                 print(json.dumps(item.record, default=str))

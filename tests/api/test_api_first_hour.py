@@ -5,6 +5,8 @@ every run id whole; ``logs --follow`` ends with the run."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,5 +91,21 @@ def test_logs_follow_prints_until_the_run_ends(cli, backend: Backend,
     code, out, err = cli("logs", run_id, "0", "--follow", "--json")
     assert code == 0, err
     assert backend.client().get_run(run_id).state.terminal
+    events = [json.loads(line)["event"] for line in out.splitlines()]
+    assert events[0] == "episode_start" and events[-1] == "episode_end"
+
+
+def test_logs_follow_waits_for_an_episode_that_has_not_begun(backend: Backend, popen) -> None:
+    client = backend.client()
+    client.lock("a-colleague", 60)  # the run waits in the queue: its episode has no log yet
+    run_id = client.submit(bot_spec(1)).run_id
+    proc = popen([sys.executable, "-m", "evaltui.cli", "logs", run_id, "0", "--follow",
+                  "--json", "--url", backend.url], stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: client.get_run(run_id).waiting_reason, what="the run to wait")
+    assert proc.poll() is None  # still following, not "has no log"
+    client.unlock("a-colleague")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
     events = [json.loads(line)["event"] for line in out.splitlines()]
     assert events[0] == "episode_start" and events[-1] == "episode_end"
