@@ -187,8 +187,9 @@ def _show_offline(args: argparse.Namespace) -> int | None:
     """No backend: a run id is read from its dir under the outputs root, if it is there."""
     try:
         args.run_id = str(resolve_run_dir(args.run_id, outputs=args.outputs))
-    except RunDirError:
-        return None
+    except RunDirError as exc:
+        return _error(f"{exc}, and no backend at {args.client.base_url} (start one with "
+                      "`evaltui serve`, or set BACKEND_URL)", 1)
     return run_show_local(args)
 
 
