@@ -26,6 +26,7 @@ from rich.markup import escape
 from evaltui.api.client import (
     ApiClient,
     ApiError,
+    BackendTimeout,
     BackendUnavailable,
     InvalidRequest,
     NotFound,
@@ -126,10 +127,8 @@ def reachable(client: ApiClient) -> None:
     answers) listens at the URL: every later call may wait up to the client's 30 s."""
     try:
         client.health(timeout=HEALTH_TIMEOUT_SEC)
-    except BackendUnavailable as exc:
-        if "did not answer in time" not in str(exc):
-            raise
-        raise BackendUnavailable(
+    except BackendTimeout:
+        raise BackendTimeout(
             f"{client.base_url} took the connection but did not answer within "
             f"{HEALTH_TIMEOUT_SEC:g} s: is an evaltui backend listening there "
             f"(`evaltui serve`), or is it stuck?") from None
