@@ -48,6 +48,7 @@ def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = (), *,
         summary, spec = run.summary, run.spec
         graph = (summary and summary.graph_name) or (spec and spec.graph_name) or "?"
         dataset = (summary and summary.dataset) or (spec and spec.dataset) or "?"
+        dataset = dataset.rstrip("/").rsplit("/", 1)[-1]  # a file's name, not its dirs
         split = (summary and summary.split) or (spec and spec.split)
         total = (summary and summary.episodes_total) or (spec and spec.episodes_total)
         done = summary.episodes_finished if summary else 0
