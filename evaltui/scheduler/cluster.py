@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaltui.engine.ray_resources import NODE_GPU_ENV, NODE_ID_ENV, RUN_ID_ENV
+from evaltui.engine.executor.ray.resources import NODE_GPU_ENV, NODE_ID_ENV, RUN_ID_ENV
 from evaltui.scheduler.accounting import IDLE_GPU_MB, GpuView
 
 NODE_NAME_ENV = "EVALTUI_NODE_NAME"

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine.specchecks import validate_spec
-from evaltui.engine.summary import now_iso
+from evaltui.engine.graph.specchecks import validate_spec
+from evaltui.engine.run.summary import now_iso
 from evaltui.launch import scheduler_record_lock, write_run
 from evaltui.records import (
     DONE_FILENAME,

@@ -1,14 +1,14 @@
 """Moving running cluster runs off a node that left the Ray cluster (issue 12).
 
 A run admitted onto a node's GPU has its actors pinned there. When Ray stops listing
-that node, the run's episodes there fail and are retried (engine/ray_executor.py), but
+that node, the run's episodes there fail and are retried (engine/executor/ray/executor.py), but
 nothing can start on the node again. So at every tick, after the ledger sync, each run
 of this scheduler whose node is gone is decided again by ``admission.decide`` as a lone
 candidate (it is running: it goes before anything queued, and asks no host RAM, which
 it holds here already) against the same per-GPU views admission uses. If a GPU takes
 it, its reservation moves there in one ledger call (the old one released, both
 audited) and its record names the new node; the run reads the move from the ledger
-(engine/ray_placement.py). Otherwise its reservation on the lost node is released at
+(engine/executor/ray/placement.py). Otherwise its reservation on the lost node is released at
 once and the run is tried again at the next ticks, its record saying why it waits.
 """
 

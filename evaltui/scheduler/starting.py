@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine.summary import now_iso
+from evaltui.engine.run.summary import now_iso
 from evaltui.launch import spawn_run, spawned_ref
 from evaltui.records import SHARED_URLS_FILENAME
 from evaltui.rundir import write_json_atomic
