@@ -152,8 +152,10 @@ def write_episode_page(run_dir: Path, row: dict[str, Any], dest: Path, *, run_id
              ("worker", row.get("worker_id")), ("attempts", row.get("attempts")),
              ("node", row.get("node")), ("finished", row.get("finished_at"))]
     error = row.get("error")
+    last_line = str(error).strip().splitlines()[-1] if error and str(error).strip() else ""
     error_html = (f'<section id="episode-error"><h2>Error</h2><p class="note">this episode '
-                  f"counts as a failure in the run's means</p><pre>{esc(error)}</pre>"
+                  f"counts as a failure in the run's means</p><details><summary>"
+                  f"{esc(last_line)}</summary><pre>{esc(error)}</pre></details>"
                   "</section>") if error else ""
     metrics = row.get("metrics") or {}
     metric_rows = "".join(

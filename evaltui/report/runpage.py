@@ -142,7 +142,8 @@ def write_run_page(snap: RunSnapshot, dest: Path, pages: Collection[int], *,
 <select id="status-filter" aria-label="status"><option value="">all statuses</option></select>
 <span id="shown-count"></span>
 </div>
-<table id="episodes" class="episodes"><thead></thead><tbody></tbody></table>
+<div class="scroll"><table id="episodes" class="episodes"><thead></thead><tbody></tbody>
+</table></div>
 <nav id="pager" class="pager"></nav>
 <noscript><p>The episode table needs JavaScript.</p></noscript>
 </section>

@@ -50,7 +50,7 @@
 
   var LABELS = {
     episode_index: "#", episode_id: "episode id", status: "status",
-    instruction: "instruction", step_count: "steps", elapsed_sec: "elapsed s",
+    instruction: "instruction", step_count: "step count", elapsed_sec: "elapsed s",
     error: "error"
   };
 
