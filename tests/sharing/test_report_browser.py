@@ -19,8 +19,9 @@ from evaltui.cli import main
 from evaltui.engine.metrics import aggregate
 from evaltui.rundir import read_json, touch_done, write_json_atomic
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(missing() is not None, reason=str(missing()))]
+pytestmark = pytest.mark.browser
+if missing() is not None:
+    pytest.skip(str(missing()), allow_module_level=True)  # one line for the whole module
 
 
 @pytest.fixture(scope="module")

@@ -198,3 +198,14 @@ def test_not_a_run_dir_is_one_line_and_exit_2(tmp_path: Path,
     err = capsys.readouterr().err.strip()
     assert err.startswith("evaltui report: ") and "not a run dir" in err
     assert len(err.splitlines()) == 1 and not (tmp_path / "site").exists()
+
+
+def test_the_report_assets_ship_with_the_package() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = data["package-data"]["evaltui"]
+    for name in ("report.js", "report.css"):
+        assert (root / "evaltui" / "report" / "assets" / name).is_file()
+        assert f"report/assets/*{Path(name).suffix}" in patterns
