@@ -111,6 +111,9 @@ class RunSnapshot:
     def notes(self) -> list[str]:
         """One line each: how errors count, what is not finished, what could not be read."""
         lines = []
+        why = self.summary.get("error")
+        if isinstance(why, str) and why.strip():
+            lines.append(f"run {self.state.value}: {why.strip().splitlines()[0]}")
         if self.error_count:
             lines.append(f"errors count as failures ({self.error_count} of "
                          f"{self.scored_count} episodes errored)")

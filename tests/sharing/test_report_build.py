@@ -209,3 +209,19 @@ def test_the_report_assets_ship_with_the_package() -> None:
     for name in ("report.js", "report.css"):
         assert (root / "evaltui" / "report" / "assets" / name).is_file()
         assert f"report/assets/*{Path(name).suffix}" in patterns
+
+
+def test_a_failed_run_says_why_on_the_index(tmp_path: Path) -> None:
+    from evaltui.rundir import touch_done
+    from tests.results.resultruns import rows_a, write_run
+
+    run = write_run(tmp_path / "20250101_120000", rows_a(), graph_name="bot",
+                    summary_extra={"status": "failed",
+                                   "error": "the graph could not load: no module 'x'"})
+    touch_done(run)
+    out = tmp_path / "site"
+    assert report(run, out) == 0
+    html = (out / "index.html").read_text()
+    assert '<p class="note">run failed: the graph could not load: no module &#x27;x&#x27;</p>' \
+        in html
+    assert '<span id="run-state" class="state state-failed">failed</span>' in html
