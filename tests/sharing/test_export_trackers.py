@@ -109,6 +109,8 @@ def test_wandb_offline_files_read_back_under_one_run_id(errored_run: Path, tmp_p
     pytest.importorskip("wandb", reason="wandb not installed (evaltui[wandb])")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
+    for var in ("WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR"):  # not the user's
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
     monkeypatch.chdir(tmp_path)
     args = ["--to", "wandb", "--project", "noise", "--dir", str(tmp_path / "w")]
     assert export(errored_run, *args) == 0
