@@ -16,12 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from PIL import Image, ImageSequence
+
 from evaltui.export.snapshot import RunSnapshot
 from evaltui.rundir import episode_dir
 from evaltui.runview.gif import NoFramesError, export_gif
 
 MEDIA_EPISODES = 4
 """Episodes whose frames are exported as GIFs: the first errored one, then the first ok."""
+GIF_MIN_WIDTH = 256
+"""Exported GIFs narrower than this are scaled up by a whole factor."""
 SERIES_POINTS = 1000
 """Points of each running-mean series at most (evenly spaced; the last is the summary)."""
 TABLE_COLUMNS = ("episode_index", "episode_id", "status", "instruction", "step_count",
@@ -133,10 +137,26 @@ def write_gifs(snap: RunSnapshot, out_dir: Path, count: int = MEDIA_EPISODES
         path = out_dir / f"ep{index:04d}.gif"
         try:
             export_gif(episode_dir(snap.run_dir, index), path)
+            _upscale(path)
         except (NoFramesError, OSError, ValueError):
             continue  # an episode without frames has no media; its row is in the table
         gifs[index] = path
     return gifs
+
+
+def _upscale(path: Path) -> None:
+    """Scale a GIF of small frames (BabyAI's are 64 px) by a whole factor to about
+    GIF_MIN_WIDTH, pixels kept sharp: trackers show media at its own size."""
+    with Image.open(path) as gif:
+        factor = GIF_MIN_WIDTH // gif.width
+        if factor < 2:
+            return
+        size = (gif.width * factor, gif.height * factor)
+        duration = gif.info.get("duration", 250)
+        frames = [frame.convert("RGB").resize(size, Image.Resampling.NEAREST)
+                  for frame in ImageSequence.Iterator(gif)]
+    frames[0].save(path, format="GIF", save_all=True, append_images=frames[1:],
+                   duration=duration, loop=0)
 
 
 def _finite_or_none(value: Any) -> float | None:

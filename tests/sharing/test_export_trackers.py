@@ -66,6 +66,7 @@ def test_tensorboard_event_files_read_back(errored_run: Path, tmp_path: Path) ->
     assert [c[2] for c in cells] == ["ok", "error", "ok", "ok", "error", "ok"]
     (image,) = acc.Images("episode/ep0001")  # the errored episode comes first
     assert image.encoded_image_string.startswith(b"GIF8")
+    assert image.width == 256  # BabyAI's 64 px frames, scaled up sharp for the tracker's UI
 
 
 def test_mlflow_sqlite_store_reads_back_one_run(errored_run: Path, tmp_path: Path,
