@@ -37,7 +37,9 @@ def check_output(out: Path, *, force: bool, sources: Sequence[Path]) -> None:
                                  "would delete it")
     if not out.exists() and not out.is_symlink():
         return
-    if not out.is_dir() or out.is_symlink():
+    if out.is_symlink():
+        raise OutputDirError(f"{out} is a symlink; give the directory it points to")
+    if not out.is_dir():
         raise OutputDirError(f"{out} exists and is not a directory")
     if force or (out / MARKER).is_file() or not any(out.iterdir()):
         return

@@ -7,6 +7,7 @@ and filters, a slider that changes the frame, and nothing loaded from outside th
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -141,6 +142,32 @@ def test_episode_slider_and_play_change_the_frame(driver: Any, sites: dict[str, 
     assert 0 < len(log_rows) <= 50
     assert log_rows[0].find_element("css selector", 'td[data-col="event"]').text == \
         "episode_start"
+
+
+def test_a_long_firing_log_is_paged(driver: Any, ok_run: Path, copy_run, tmp_path: Path
+                                    ) -> None:
+    run = copy_run(ok_run)
+    log = run / "episodes" / "ep0000" / "log.jsonl"
+    lines = log.read_text().splitlines()
+    extra = [json.dumps({"t": 0.0, "step": 99, "node": "policy", "nodeset": "policy",
+                         "event": "fire", "dur_ms": 0.1, "inputs": {}, "outputs": {"k": k},
+                         "error": None}) for k in range(120)]
+    log.write_text("\n".join(lines + extra) + "\n")
+    assert main(["report", str(run), "-o", str(tmp_path / "site"), "--episodes", "0"]) == 0
+    open_page(driver, tmp_path / "site" / "episodes" / "ep0000.html")
+    total = len(lines) + 120
+
+    def first_line() -> str:
+        return by_css(driver, '#log-table tbody tr td[data-col="line"]')[0].text
+
+    pages = -(-total // 50)
+    assert by_css(driver, "#log-pager .page-of")[0].text == f"page 1 of {pages}"
+    assert len(by_css(driver, "#log-table tbody tr")) == 50 and first_line() == "0"
+    by_css(driver, "#log-pager .next")[0].click()
+    assert first_line() == "50"
+    assert by_css(driver, "#log-pager .page-of")[0].text == f"page 2 of {pages}"
+    by_css(driver, "#log-pager .prev")[0].click()
+    assert first_line() == "0"
 
 
 def test_a_copied_report_works_alone(driver: Any, sites: dict[str, Path],
