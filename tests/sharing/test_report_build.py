@@ -127,9 +127,14 @@ def test_an_output_dir_that_is_not_a_report_is_refused_unless_forced(
     (out / "index.html").write_text("stale")
     assert report(ok_run, out) == 0  # an earlier report is simply replaced
     assert (out / "index.html").read_text() != "stale"
+    link = tmp_path / "link"
+    link.symlink_to(out)
+    assert report(ok_run, link, "--force") == 2
+    assert "is a symlink" in capsys.readouterr().err
     assert report(ok_run, ok_run, "--force") == 2  # never over the run itself
     assert "would delete it" in capsys.readouterr().err
     assert (ok_run / "summary.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "mine"]  # no leftovers
 
 
 def test_a_torn_summary_is_rebuilt_from_the_episodes_and_said(
