@@ -21,7 +21,7 @@ from PIL import Image
 
 from evaltui.logread import iter_log
 from evaltui.records import EPISODES_DIRNAME, LOG_FILENAME
-from evaltui.report.html import definition_list, esc, js_data, number, page, value_attr
+from evaltui.report.html import definition_list, esc, js_data, number, page, value_attr, when
 from evaltui.runview.frames import FrameRef
 from evaltui.runview.gif import NoFramesError, episode_frames
 from evaltui.safeopen import LeavesRoot, open_inside
@@ -150,7 +150,7 @@ def write_episode_page(run_dir: Path, row: dict[str, Any], dest: Path, *, run_id
              ("elapsed", None if row.get("elapsed_sec") is None
               else f"{number(row.get('elapsed_sec'), 3)} s"),
              ("worker", row.get("worker_id")), ("attempts", row.get("attempts")),
-             ("node", row.get("node")), ("finished", row.get("finished_at"))]
+             ("node", row.get("node")), ("finished", when(row.get("finished_at")))]
     error = row.get("error")
     last_line = str(error).strip().splitlines()[-1] if error and str(error).strip() else ""
     error_html = (f'<section id="episode-error"><h2>Error</h2><p class="note">this episode '

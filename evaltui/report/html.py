@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from datetime import datetime
 from html import escape
 from typing import Any
 
@@ -77,3 +78,13 @@ def duration(seconds: Any) -> str | None:
         return f"{minutes} min {secs:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+def when(value: Any) -> str | None:
+    """An ISO 8601 time as ``YYYY-mm-dd HH:MM:SS`` (as written: local to the run's machine)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return value

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from evaltui.report.html import (
     number,
     page,
     value_attr,
+    when,
 )
 from evaltui.report.svgplots import running_means_svg, steps_histogram_svg
 
@@ -33,15 +33,6 @@ ERROR_CHARS = 160
 """An episode's error in the table: its last line, cut to this length."""
 BASE_COLUMNS = ("episode_index", "episode_id", "status", "instruction", "step_count",
                 "elapsed_sec", "error")
-
-
-def when(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")
-    except ValueError:
-        return value
 
 
 def header_items(snap: RunSnapshot) -> list[tuple[str, Any]]:
