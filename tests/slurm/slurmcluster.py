@@ -7,9 +7,12 @@ start. Each node has 4 CPUs, 4 GB and two fake GPUs: gres ``File=`` entries are 
 devices the cluster makes (with /dev/null's numbers, so opening one is harmless; slurmd
 refuses plain files, and then sets no CUDA_VISIBLE_DEVICES).
 
-Short timers so that the tests see things fast: a killed slurmd is ``not responding``
-within a second or two and ``down`` after ``SLURMD_TIMEOUT_S``; a requeued job may start
-again after ``cred_expire`` (``REQUEUE_DELAY_S``; Slurm's default is 120 s).
+Short timers so that the tests see things fast (measured here): a killed slurmd's node
+reads ``not responding`` after about 2-3 ``MessageTimeout`` (the ping's retries; ~6 s at
+2 s, ~9 s at 5 s) and ``down`` one ping later (``SlurmdTimeout``); a requeued job may start
+again ``cred_expire`` + 1 s after the requeue (``REQUEUE_DELAY_S``; Slurm's default is
+120 s) and does, because the scheduler looks every second (default 60 s). A shorter
+MessageTimeout would make a loaded machine's step launches time out.
 
 The daemons run in the foreground as children of the test process (``-D``/``-F``), so
 their PIDs are known; stop() cancels every job, ends each daemon by its PID, then kills by
@@ -36,7 +39,8 @@ NODES = ("n1", "n2")
 CPUS_PER_NODE = 4
 MEMORY_MB_PER_NODE = 4096
 GPUS_PER_NODE = 2
-SLURMD_TIMEOUT_S = 5
+SLURMD_TIMEOUT_S = 3
+MESSAGE_TIMEOUT_S = 3
 REQUEUE_DELAY_S = 5
 PARTITION = "main"
 NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "squeue",
@@ -197,13 +201,15 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=100
+# look at pending jobs every second (default 60 s): a requeued job starts as soon as it may
+SchedulerParameters=sched_interval=1,bf_interval=1
 GresTypes=gpu
 # two nodes share this host's CPUs and memory: take the node lines as they are
 SlurmdParameters=config_overrides
 ReturnToService=2
 SlurmdTimeout={SLURMD_TIMEOUT_S}
 SlurmctldTimeout=10
-MessageTimeout=5
+MessageTimeout={MESSAGE_TIMEOUT_S}
 TCPTimeout=2
 KillWait=1
 InactiveLimit=0

@@ -1,0 +1,118 @@
+"""The test cluster is a real Slurm: jobs land on both nodes, batch output appears, gres
+sets CUDA_VISIBLE_DEVICES, requeue restarts a job, scancel leaves nothing, a lost slurmd
+takes its node down. What the Slurm executor will rely on (issue 23)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from slurmcluster import REQUEUE_DELAY_S, SLURMD_TIMEOUT_S, SlurmCluster
+
+pytestmark = pytest.mark.slurm
+
+
+def wait_for(cond, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := cond():
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def alive(pid: int) -> bool:
+    """A process that exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def job_field(cluster: SlurmCluster, job: str, key: str) -> str:
+    line = cluster.run("scontrol", "show", "job", "--oneliner", job).stdout
+    return next(w.split("=", 1)[1] for w in line.split() if w.startswith(key + "="))
+
+
+def sbatch(cluster: SlurmCluster, *args: str) -> str:
+    return cluster.run("sbatch", "--parsable", *args).stdout.strip()
+
+
+def test_srun_lands_on_both_nodes(slurm_cluster: SlurmCluster) -> None:
+    done = slurm_cluster.run("srun", "-N2", "--ntasks-per-node=1", "printenv",
+                             "SLURMD_NODENAME")
+    assert sorted(done.stdout.split()) == ["n1", "n2"]
+
+
+def test_sbatch_wrap_writes_its_output_file(slurm_cluster: SlurmCluster, tmp_path: Path
+                                            ) -> None:
+    out = tmp_path / "job.out"
+    job = sbatch(slurm_cluster, f"--output={out}", "--wrap", "echo ran as $SLURM_JOB_ID")
+    wait_for(lambda: job_field(slurm_cluster, job, "JobState") == "COMPLETED", 20,
+             f"job {job} COMPLETED")
+    assert out.read_text() == f"ran as {job}\n"
+
+
+@pytest.mark.parametrize(("gres", "visible"), [("gpu:1", "0"), ("gpu:2", "0,1")])
+def test_gres_gpu_sets_cuda_visible_devices(slurm_cluster: SlurmCluster, gres: str,
+                                            visible: str) -> None:
+    done = slurm_cluster.run("srun", f"--gres={gres}", "printenv", "CUDA_VISIBLE_DEVICES")
+    assert done.stdout.strip() == visible
+
+
+def test_no_gres_asked_no_cuda_visible_devices(slurm_cluster: SlurmCluster) -> None:
+    done = slurm_cluster.run("srun", "bash", "-c", "echo ${CUDA_VISIBLE_DEVICES-unset}")
+    assert done.stdout.strip() == "unset"
+
+
+def test_requeue_restarts_a_running_job_with_restart_count_1(
+        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    out = tmp_path / "job.out"
+    job = sbatch(slurm_cluster, f"--output={out}", "--open-mode=append", "--wrap",
+                 "echo start ${SLURM_RESTART_COUNT-unset} $$; sleep 300")
+    try:
+        first = wait_for(lambda: out.exists() and out.read_text().split(), 20, "first start")
+        assert first[:2] == ["start", "unset"]
+        asked = time.monotonic()
+        slurm_cluster.run("scontrol", "requeue", job)
+        lines = wait_for(lambda: [ln.split() for ln in out.read_text().splitlines()
+                                  if ln.startswith("start ")][1:], REQUEUE_DELAY_S + 20,
+                         "the second start")
+        took = time.monotonic() - asked
+        assert lines[0][:2] == ["start", "1"]
+        assert not alive(int(first[2])), "the first run's script outlived the requeue"
+        assert job_field(slurm_cluster, job, "Restarts") == "1"
+        print(f"requeue -> running again: {took:.1f} s (cred_expire={REQUEUE_DELAY_S})")
+    finally:
+        slurm_cluster.run("scancel", job, check=False)
+
+
+def test_scancel_ends_the_job_and_leaves_no_process(slurm_cluster: SlurmCluster,
+                                                    tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    job = sbatch(slurm_cluster, "--output=/dev/null", "--wrap",
+                 f"sleep 300 & echo $$ $! > {pids}; wait")
+    found = wait_for(lambda: pids.exists() and pids.read_text().split(), 20, "the job's PIDs")
+    script, child = (int(p) for p in found)
+    assert alive(script) and alive(child)
+    slurm_cluster.run("scancel", job)
+    wait_for(lambda: not alive(script) and not alive(child), 15, "the job's processes to end")
+    wait_for(lambda: job_field(slurm_cluster, job, "JobState") == "CANCELLED", 15,
+             f"job {job} CANCELLED")
+
+
+def test_killed_slurmd_takes_its_node_down(slurm_cluster: SlurmCluster) -> None:
+    killed = time.monotonic()
+    slurm_cluster.kill_node("n2")
+    try:
+        took = slurm_cluster.wait_nodes("down*", ("n2",), timeout=SLURMD_TIMEOUT_S + 15)
+        assert took >= SLURMD_TIMEOUT_S - 1, "down before SlurmdTimeout: not the timeout"
+        assert slurm_cluster.node_states()["n1"] == "idle"
+        print(f"slurmd killed -> node down: {time.monotonic() - killed:.1f} s "
+              f"(SlurmdTimeout={SLURMD_TIMEOUT_S})")
+    finally:
+        slurm_cluster.start_node("n2")
+    back = slurm_cluster.wait_nodes("idle", timeout=30)
+    print(f"slurmd restarted -> node idle again: {back:.1f} s (ReturnToService=2)")
