@@ -44,7 +44,7 @@ class SlurmJobInfo:
         """The run state this job means, and a reason in Slurm's words:
         ``Slurm job 14: PENDING (Priority)``, ``Slurm job 22: TIMEOUT (TimeLimit)``."""
         state = self.state
-        words = [self.reason] if self.reason and self.reason != "None" else []
+        words = [self.reason] if self.reason else []
         if self.restarts:
             words.append(f"requeued {self.restarts}x")
         if state is SlurmJobState.FAILED and self.exit_code:
@@ -76,7 +76,7 @@ def _duration(text: str | None) -> int | None:
 
 
 def _none(text: str | None) -> str | None:
-    return None if text in (None, "", "(null)") else text
+    return None if text in (None, "", "(null)", "None") else text
 
 
 def parse_scontrol_job(line: str) -> SlurmJobInfo:
