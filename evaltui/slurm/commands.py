@@ -12,7 +12,8 @@ COMMAND_TIMEOUT_S = 60.0
 """A controller that does not answer within this is reported, not waited on forever."""
 
 # what Slurm puts before the words that say what went wrong
-_PREFIXES = re.compile(r"^(?:\w+: error: |error: |allocation failure: |"
+_PREFIXES = re.compile(r"^(?:\w+: error: |error: |s(?:batch|run|alloc|queue|cancel|info): |"
+                       r"allocation failure: |"
                        r"Batch job submission failed: |slurm_load_\w+ error: )+")
 
 
@@ -57,8 +58,12 @@ def run_slurm(argv: Sequence[str], timeout: float = COMMAND_TIMEOUT_S,
     except FileNotFoundError:
         require_commands([argv[0]])
         raise
-    except subprocess.TimeoutExpired:
-        raise SlurmUnavailable(f"{argv[0]} did not answer within {timeout:g} s") from None
+    except subprocess.TimeoutExpired as exc:
+        # a client without its slurm.conf retries for 60 s, saying why on stderr first
+        said = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else \
+            (exc.stderr or "")
+        why = f" ({error_line(said)})" if said.strip() else ""
+        raise SlurmUnavailable(f"{argv[0]} did not answer within {timeout:g} s{why}") from None
     if check:
         raise_for_exit(done)
     return done
@@ -74,3 +79,11 @@ def raise_for_exit(done: subprocess.CompletedProcess[str]) -> None:
     if "Unable to contact slurm controller" in line:
         raise SlurmUnavailable(f"Slurm's controller does not answer ({name}: {line})")
     raise SlurmError(f"{name}: {line}")
+
+
+def check_controller(timeout: float = 15.0) -> list[str]:
+    """The partitions Slurm's controller reports; SlurmUnavailable (one line) when the
+    commands are missing, the configuration is, or the controller does not answer."""
+    require_commands(["sinfo"])
+    done = run_slurm(["sinfo", "--noheader", "--format=%R"], timeout=timeout)
+    return sorted(set(done.stdout.split()))

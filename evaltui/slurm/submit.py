@@ -27,7 +27,7 @@ class BatchJob:
     """What one submission runs, beside the user's :class:`SlurmOptions`."""
 
     command: Sequence[str]
-    """The batch step's command (the evaltui run process), run through ``--wrap``."""
+    """The batch step's command (the evaltui run process), exec'd by ``--wrap``."""
     job_name: str
     output: Path
     """stdout and stderr of the batch step; Slurm's ``%j``/``%A``/``%a`` patterns work."""
@@ -58,7 +58,9 @@ def sbatch_argv(options: SlurmOptions, job: BatchJob, test_only: bool = False) -
     argv.append("--requeue" if job.requeue else "--no-requeue")
     if job.chdir is not None:
         argv.append(f"--chdir={job.chdir}")
-    return [*argv, *options.extra_args, f"--wrap={shlex.join(job.command)}"]
+    # exec: the batch step's process is the command itself, not a shell above it, so
+    # the signal before the time limit (B:USR1, the batch step only) reaches it
+    return [*argv, *options.extra_args, f"--wrap=exec {shlex.join(job.command)}"]
 
 
 def submit(options: SlurmOptions, job: BatchJob) -> SlurmJobId:
@@ -89,19 +91,41 @@ def refusal(options: SlurmOptions, line: str) -> SlurmRefused:
     if "invalid generic resource" in low:
         return SlurmRefused(f"eval.slurm.gres: Slurm knows no gres {options.gres!r} "
                             f"(its nodes have: {_node_gres(options.partition)})")
-    if "memory specification" in low:
-        return SlurmRefused(f"eval.slurm.mem_per_worker_mb: no node can give "
-                            f"{options.mem_per_worker_mb} MB per worker ({line})")
-    if "requested node configuration is not available" in low:
-        asked = f"{options.cpus_per_worker} CPU(s) per worker"
-        if options.gres:
-            asked += f", gres {options.gres}"
-        return SlurmRefused(f"eval.slurm.gres: no node of partition "
-                            f"{options.partition or '(default)'} has what was asked ({asked}; "
-                            f"its nodes have: {_node_gres(options.partition)})")
+    if "can not be satisfied" in low or "requested node configuration" in low:
+        return _unsatisfiable(options)
     if "time limit" in low or "--time" in low:
         return SlurmRefused(f"eval.slurm.time: {line}")
     return SlurmRefused(f"Slurm refused the job: {line}")
+
+
+def _unsatisfiable(options: SlurmOptions) -> SlurmRefused:
+    """No node can hold one worker as asked: name the first field beyond every node of
+    the partition (as sinfo reports them), with what the nodes have."""
+    argv = ["sinfo", "--noheader", "--format=%c|%m|%G"]
+    if options.partition:
+        argv.append(f"--partition={options.partition}")
+    try:
+        rows = [ln.split("|") for ln in run_slurm(argv).stdout.split()]
+    except SlurmError:
+        rows = []
+    cpus = max((int(r[0].rstrip("+")) for r in rows if r[0].rstrip("+").isdigit()), default=0)
+    mem = max((int(r[1].rstrip("+")) for r in rows if r[1].rstrip("+").isdigit()), default=0)
+    gres = ", ".join(sorted({r[2] for r in rows if len(r) > 2} - {"(null)"})) or "no gres"
+    asked = [f"{options.cpus_per_worker} CPU(s)"]
+    if options.mem_per_worker_mb is not None:
+        asked.append(f"{options.mem_per_worker_mb} MB")
+    if options.gres:
+        asked.append(f"gres {options.gres}")
+    if cpus and options.cpus_per_worker > cpus:
+        field = "cpus_per_worker"
+    elif mem and options.mem_per_worker_mb is not None and options.mem_per_worker_mb > mem:
+        field = "mem_per_worker_mb"
+    else:
+        field = "gres" if options.gres else "extra_args"
+    return SlurmRefused(
+        f"eval.slurm.{field}: no node of partition {options.partition or '(default)'} can "
+        f"hold one worker ({', '.join(asked)}); the largest has {cpus} CPUs, {mem} MB, "
+        f"gres: {gres}")
 
 
 def _partitions() -> list[str]:

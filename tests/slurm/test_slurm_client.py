@@ -1,0 +1,181 @@
+"""evaltui.slurm against the real test cluster: submission from SlurmOptions, following a
+job, refusals as one line naming the field, cancel, signal, requeue, arrays."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from slurmcluster import (
+    CPUS_PER_NODE,
+    GPUS_PER_NODE,
+    MEMORY_MB_PER_NODE,
+    PARTITION,
+    SlurmCluster,
+)
+
+from evaltui.slurm.commands import run_slurm
+from evaltui.slurm.control import RequeueRefused, cancel, requeue
+from evaltui.slurm.jobid import SlurmJobId
+from evaltui.slurm.jobinfo import SQUEUE_FORMAT, SlurmJobInfo, parse_squeue_line, queue, show_job
+from evaltui.slurm.jobstate import SlurmJobState
+from evaltui.slurm.options import SlurmOptions
+from evaltui.slurm.submit import BatchJob, SlurmRefused, check_submittable, submit
+from evaltui.states import RunState
+
+pytestmark = pytest.mark.slurm
+NODE = f"{CPUS_PER_NODE} CPUs, {MEMORY_MB_PER_NODE} MB, gres: gpu:{GPUS_PER_NODE}"
+
+
+def wait_for(cond, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := cond():
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def info(job: SlurmJobId) -> SlurmJobInfo:
+    (found,) = show_job(job)
+    return found
+
+
+def in_state(job: SlurmJobId, state: SlurmJobState, timeout: float = 20) -> SlurmJobInfo:
+    return wait_for(lambda: (i := info(job)).state is state and i, timeout, f"{job} {state}")
+
+
+def batch(tmp_path: Path, script: str, **kw) -> BatchJob:
+    return BatchJob(command=["bash", "-c", script], job_name="evt-test",
+                    output=tmp_path / "job-%j.out", chdir=tmp_path, **kw)
+
+
+def names_in_queue(name: str) -> list[str]:
+    return [str(i.job_id) for i in queue_all() if i.name == name]
+
+
+def queue_all() -> list[SlurmJobInfo]:
+    done = run_slurm(["squeue", "--noheader", "--array", f"--format={SQUEUE_FORMAT}"])
+    return [parse_squeue_line(ln) for ln in done.stdout.splitlines() if ln.strip()]
+
+
+def test_submitted_job_runs_with_the_options_and_ends_done(
+        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    options = SlurmOptions(partition=PARTITION, time="5", cpus_per_worker=2,
+                           mem_per_worker_mb=300, account="lab", qos="normal")
+    job = submit(options, batch(tmp_path, "echo tasks=$SLURM_NTASKS cpt=$SLURM_CPUS_PER_TASK",
+                                tasks=2))
+    done = in_state(job, SlurmJobState.COMPLETED)
+    assert done.run_state() == (RunState.DONE, f"Slurm job {job}: COMPLETED")
+    assert done.time_limit_s == 300
+    assert (tmp_path / f"job-{job}.out").read_text() == "tasks=2 cpt=2\n"
+    line = slurm_cluster.run("scontrol", "show", "job", "--oneliner", str(job)).stdout
+    # (QOS reads (null): without accounting (slurmdbd) Slurm takes any and keeps none)
+    for want in ("NumCPUs=4", "MinMemoryCPU=150M", "Account=lab",
+                 "Requeue=1", f"Partition={PARTITION}"):
+        assert f" {want} " in line, want
+    assert queue(job) == [] or queue(job)[0].state is SlurmJobState.COMPLETED
+
+
+def test_pending_job_reads_queued_with_slurms_reason(
+        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    full = SlurmOptions(cpus_per_worker=4)
+    hogs = [submit(full, batch(tmp_path, "sleep 300", tasks=1)) for _ in range(2)]
+    waiting = submit(full, batch(tmp_path, "true"))
+    try:
+        (pending,) = wait_for(lambda: queue(waiting), 10, "the job in squeue")
+        assert pending.state is SlurmJobState.PENDING
+        state, reason = pending.run_state()
+        assert state is RunState.QUEUED
+        assert reason in (f"Slurm job {waiting}: PENDING (Resources)",
+                          f"Slurm job {waiting}: PENDING (Priority)")
+    finally:
+        for job in [*hogs, waiting]:
+            cancel(job)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (SlurmOptions(partition="nope"),
+     f"eval.slurm.partition: Slurm has no partition 'nope' (it has: {PARTITION})"),
+    (SlurmOptions(gres=f"gpu:{GPUS_PER_NODE + 1}"),
+     f"eval.slurm.gres: no node of partition (default) can hold one worker (1 CPU(s), gres "
+     f"gpu:{GPUS_PER_NODE + 1}); the largest has {NODE}"),
+    (SlurmOptions(gres="tpu:1"),
+     f"eval.slurm.gres: Slurm knows no gres 'tpu:1' (its nodes have: gpu:{GPUS_PER_NODE})"),
+    (SlurmOptions(mem_per_worker_mb=100_000),
+     f"eval.slurm.mem_per_worker_mb: no node of partition (default) can hold one worker "
+     f"(1 CPU(s), 100000 MB); the largest has {NODE}"),
+    (SlurmOptions(partition=PARTITION, cpus_per_worker=CPUS_PER_NODE + 1),
+     f"eval.slurm.cpus_per_worker: no node of partition {PARTITION} can hold one worker "
+     f"({CPUS_PER_NODE + 1} CPU(s)); the largest has {NODE}"),
+])
+def test_refusal_is_one_line_naming_the_field_and_submits_nothing(
+        slurm_cluster: SlurmCluster, tmp_path: Path, options: SlurmOptions,
+        message: str) -> None:
+    job = BatchJob(command=["true"], job_name="evt-refused", output=tmp_path / "o")
+    with pytest.raises(SlurmRefused) as checked:
+        check_submittable(options, job)
+    with pytest.raises(SlurmRefused) as submitted:
+        submit(options, job)
+    assert str(checked.value) == str(submitted.value) == message
+    assert names_in_queue("evt-refused") == []
+
+
+def test_check_submittable_says_where_it_would_run(slurm_cluster: SlurmCluster,
+                                                   tmp_path: Path) -> None:
+    answer = check_submittable(SlurmOptions(gres="gpu:1"),
+                               BatchJob(command=["true"], job_name="evt-dry",
+                                        output=tmp_path / "o"))
+    assert answer.startswith("Job ") and " to start at " in answer
+    assert answer.endswith(f"in partition {PARTITION}")
+    assert names_in_queue("evt-dry") == []
+
+
+def test_cancel_reads_cancelled_and_signal_reaches_only_the_batch_step(
+        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    job = submit(SlurmOptions(), batch(
+        tmp_path, f"trap 'echo usr1 >> {marks}' USR1; echo up > {marks}; "
+                  "while true; do sleep 0.1; done"))
+    wait_for(lambda: marks.exists(), 20, "the job to start")
+    cancel(job, signal="USR1", batch_only=True)
+    wait_for(lambda: "usr1" in marks.read_text(), 10, "the trap to run")
+    assert info(job).state is SlurmJobState.RUNNING
+    cancel(job)
+    ended = in_state(job, SlurmJobState.CANCELLED)
+    assert ended.run_state()[0] is RunState.CANCELLED
+
+
+def test_requeue_running_job_and_refusal_of_a_pending_one(
+        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    job = submit(SlurmOptions(), batch(tmp_path, "sleep 300"))
+    try:
+        in_state(job, SlurmJobState.RUNNING)
+        requeue(job)
+        again = wait_for(lambda: (i := info(job)).restarts == 1 and i, 10, "Restarts=1")
+        assert again.run_state()[0] in (RunState.QUEUED, RunState.RUNNING)
+        if again.state is SlurmJobState.PENDING:
+            with pytest.raises(RequeueRefused, match=f"^Slurm would not requeue job {job}: "
+                                                     "Job is pending execution"):
+                requeue(job)
+    finally:
+        cancel(job)
+
+
+def test_array_tasks_name_themselves_by_array_id(slurm_cluster: SlurmCluster,
+                                                 tmp_path: Path) -> None:
+    out = tmp_path / "ids"
+    job = submit(SlurmOptions(), batch(
+        tmp_path, f"echo ${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}} >> {out}",
+        array="0-2%2"))
+    assert job.task is None
+    wait_for(lambda: out.exists() and len(out.read_text().split()) == 3, 30, "3 tasks")
+    assert sorted(out.read_text().split()) == [f"{job}_{t}" for t in range(3)]
+    tasks = show_job(job)
+    assert {str(t.job_id) for t in tasks} == {f"{job}_{t}" for t in range(3)}
+
+
+def test_forgotten_job_is_no_record(slurm_cluster: SlurmCluster) -> None:
+    assert show_job("999999") == [] and queue("999999") == []
+    cancel("999999")  # nothing to cancel: not an error
