@@ -14,7 +14,7 @@ COMMAND_TIMEOUT_S = 60.0
 # what Slurm puts before the words that say what went wrong
 _PREFIXES = re.compile(r"^(?:\w+: error: |error: |s(?:batch|run|alloc|queue|cancel|info): |"
                        r"allocation failure: |"
-                       r"Batch job submission failed: |slurm_load_\w+ error: )+")
+                       r"Batch job submission failed: |slurm_load_\w+(?: error)?: )+")
 
 
 class SlurmError(RuntimeError):

@@ -67,6 +67,30 @@ def test_no_gres_asked_no_cuda_visible_devices(slurm_cluster: SlurmCluster) -> N
     assert done.stdout.strip() == "unset"
 
 
+def test_exact_steps_of_one_allocation_run_at_once_on_both_nodes(
+        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """The allocation mode's shape: one batch job, its workers ``srun --exact`` steps;
+    two 3-CPU tasks cannot share a 4-CPU node, so the steps land one on each node, and
+    each waits for the other to have started (both must run at the same time)."""
+    seen = tmp_path / "seen"
+    step = (f"echo $SLURMD_NODENAME >> {seen}; for i in $(seq 200); do "
+            f"[ $(wc -l < {seen}) -ge 2 ] && exit 0; sleep 0.05; done; exit 1")
+    out = tmp_path / "job.out"
+    submitted = time.monotonic()
+    job = sbatch(slurm_cluster, "--ntasks=2", "--cpus-per-task=3", f"--output={out}",
+                 "--wrap", f"srun --exact -N1 -n1 -c3 bash -c '{step}' & a=$!; "
+                           f"srun --exact -N1 -n1 -c3 bash -c '{step}' & b=$!; "
+                           "wait $a && wait $b && echo both-ok")
+    wait_for(lambda: seen.exists(), 20, "the first step")
+    first = time.monotonic() - submitted
+    state = wait_for(lambda: (s := job_field(slurm_cluster, job, "JobState")) in
+                     ("COMPLETED", "FAILED") and s, 30, f"job {job} to end")
+    assert state == "COMPLETED", out.read_text()
+    assert sorted(seen.read_text().split()) == ["n1", "n2"]
+    assert out.read_text().strip().endswith("both-ok")
+    print(f"sbatch -> first srun step running: {first:.2f} s")
+
+
 def test_requeue_restarts_a_running_job_with_restart_count_1(
         slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     out = tmp_path / "job.out"

@@ -3,6 +3,7 @@ job, refusals as one line naming the field, cancel, signal, requeue, arrays."""
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 
@@ -132,15 +133,26 @@ def test_check_submittable_says_where_it_would_run(slurm_cluster: SlurmCluster,
     assert names_in_queue("evt-dry") == []
 
 
-def test_cancel_reads_cancelled_and_signal_reaches_only_the_batch_step(
+def test_signal_to_the_batch_step_or_the_other_steps_then_cancel(
         slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """``batch_only`` signals the run process and not its worker steps; without it,
+    Slurm signals the steps and not the batch step (what the executor's stop relies on)."""
     marks = tmp_path / "marks"
+    loop = "while true; do sleep 0.1; done"
+    step = f"trap 'echo step >> {marks}' USR1; echo step-up >> {marks}; {loop}"
     job = submit(SlurmOptions(), batch(
-        tmp_path, f"trap 'echo usr1 >> {marks}' USR1; echo up > {marks}; "
-                  "while true; do sleep 0.1; done"))
-    wait_for(lambda: marks.exists(), 20, "the job to start")
+        tmp_path, f"trap 'echo batch >> {marks}' USR1; "
+                  f"srun --exact -n1 bash -c {shlex.quote(step)} & {loop}", tasks=2))
+
+    def lines() -> list[str]:
+        return marks.read_text().split() if marks.exists() else []
+
+    wait_for(lambda: "step-up" in lines(), 20, "the worker step to start")
     cancel(job, signal="USR1", batch_only=True)
-    wait_for(lambda: "usr1" in marks.read_text(), 10, "the trap to run")
+    wait_for(lambda: "batch" in lines(), 10, "the batch step's trap")
+    cancel(job, signal="USR1")
+    wait_for(lambda: "step" in lines(), 10, "the worker step's trap")
+    assert lines().count("batch") == 1 and lines().count("step") == 1
     assert info(job).state is SlurmJobState.RUNNING
     cancel(job)
     ended = in_state(job, SlurmJobState.CANCELLED)
