@@ -22,6 +22,7 @@ steps outlive a stopped slurmd). Needs root (slurmd launches jobs as their user)
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -43,6 +44,7 @@ SLURMD_TIMEOUT_S = 3
 MESSAGE_TIMEOUT_S = 3
 REQUEUE_DELAY_S = 5
 PARTITION = "main"
+PR_SET_PDEATHSIG = 1
 NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "squeue",
           "scontrol", "scancel")
 
@@ -128,7 +130,8 @@ class SlurmCluster:
         with log:
             self.procs[key] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, env=self.env(),
-                                               cwd=self.root, start_new_session=True)
+                                               cwd=self.root, start_new_session=True,
+                                               preexec_fn=_die_with_parent)
 
     def stop(self) -> None:
         if "slurmctld" in self.procs:
@@ -169,6 +172,13 @@ class SlurmCluster:
             except OSError:
                 continue
         return found
+
+
+def _die_with_parent() -> None:
+    """In the daemon before exec: SIGKILL it if the test process dies without running
+    stop() (SIGKILLed itself). A last resort, not the cleanup: the job steps a slurmd
+    started are not its children and would still outlive it."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _wait(cond, timeout: float) -> None:

@@ -133,7 +133,7 @@ def test_killed_slurmd_takes_its_node_down(slurm_cluster: SlurmCluster) -> None:
     try:
         took = slurm_cluster.wait_nodes("down*", ("n2",), timeout=SLURMD_TIMEOUT_S + 15)
         assert took >= SLURMD_TIMEOUT_S - 1, "down before SlurmdTimeout: not the timeout"
-        assert slurm_cluster.node_states()["n1"] == "idle"
+        assert not slurm_cluster.node_states()["n1"].endswith("*"), "n1 lost too"
         print(f"slurmd killed -> node down: {time.monotonic() - killed:.1f} s "
               f"(SlurmdTimeout={SLURMD_TIMEOUT_S})")
     finally:
