@@ -14,6 +14,12 @@ from evaltui.slurm.jobstate import RUN_STATE_OF, SlurmJobState
 from evaltui.states import RunState
 
 CAPTURED = Path(__file__).resolve().parent / "captured"
+WAITING_FOR_CPUS = ("Resources", "Priority")
+"""A job asking for more CPUs than are free: Resources if it is first in line, else
+Priority (which one a capture shows depends on the order Slurm looked at them)."""
+YEAR_S = 365 * 86400
+"""The limit backfill gives a job without one when it starts it (scontrol shows
+``365-00:00:00`` instead of ``UNLIMITED``)."""
 
 
 def out(name: str) -> str:
@@ -65,7 +71,7 @@ def test_squeue_lines_of_a_mixed_queue() -> None:
     assert infos[f"{array}_2"].state is SlurmJobState.PENDING
     assert infos[f"{array}_2"].reason == "JobArrayTaskLimit"
     assert infos[f"{array}_0"].state is SlurmJobState.RUNNING
-    assert infos[str(big)].reason == "Resources"
+    assert infos[str(big)].reason in WAITING_FOR_CPUS
     assert infos[str(big)].name == "name with spaces"
     assert infos[str(big)].nodes is None
     assert infos[str(gres)].nodes == "n[1-2]"
@@ -86,7 +92,7 @@ def test_scontrol_running_job() -> None:
     assert info.job_id == SlurmJobId(job("sbatch_plain"))
     assert (info.state, info.reason, info.nodes, info.batch_host) == (
         SlurmJobState.RUNNING, None, "n1", "n1")
-    assert info.restarts == 0 and info.time_limit_s is None
+    assert info.restarts == 0 and info.time_limit_s in (None, YEAR_S)
     assert info.run_state() == (RunState.RUNNING, f"Slurm job {info.job_id}: RUNNING")
 
 
@@ -101,7 +107,6 @@ def test_scontrol_array_records() -> None:
 
 @pytest.mark.parametrize(("capture", "state", "reason"), [
     ("scontrol_pending_priority", RunState.QUEUED, "PENDING (Priority)"),
-    ("scontrol_pending_resources", RunState.QUEUED, "PENDING (Resources)"),
     ("scontrol_requeued", RunState.QUEUED, "PENDING (BeginTime, requeued 1x)"),
     ("scontrol_completed", RunState.DONE, "COMPLETED"),
     ("scontrol_failed", RunState.FAILED, "FAILED (NonZeroExitCode, exit 3)"),
@@ -111,6 +116,13 @@ def test_run_state_and_reason_in_slurms_words(capture: str, state: RunState,
                                               reason: str) -> None:
     info = parse_scontrol_job(out(capture))
     assert info.run_state() == (state, f"Slurm job {info.job_id}: {reason}")
+
+
+def test_job_waiting_for_cpus_reads_queued() -> None:
+    info = parse_scontrol_job(out("scontrol_pending_resources"))
+    assert info.reason in WAITING_FOR_CPUS
+    assert info.run_state() == (RunState.QUEUED,
+                                f"Slurm job {info.job_id}: PENDING ({info.reason})")
 
 
 def test_cancelled_job_reads_cancelled() -> None:
