@@ -37,6 +37,10 @@ class BatchJob:
     """``--array`` (``0-5%2``: six tasks, two at a time)."""
     requeue: bool = True
     signal: str | None = DEFAULT_SIGNAL
+    no_kill: bool = True
+    """``--no-kill``: a failed node takes only its own steps (their srun says ``Node
+    failure``) and the job goes on with the others; without it Slurm kills (and
+    requeues) the whole job when any node of it goes down."""
     chdir: Path | None = None
 
 
@@ -56,6 +60,8 @@ def sbatch_argv(options: SlurmOptions, job: BatchJob, test_only: bool = False) -
         per_cpu = math.ceil(options.mem_per_worker_mb / options.cpus_per_worker)
         argv.append(f"--mem-per-cpu={per_cpu}")
     argv.append("--requeue" if job.requeue else "--no-requeue")
+    if job.no_kill:
+        argv.append("--no-kill")
     if job.chdir is not None:
         argv.append(f"--chdir={job.chdir}")
     # exec: the batch step's process is the command itself, not a shell above it, so

@@ -125,6 +125,23 @@ class SlurmCluster:
         proc.wait(10)
         return proc.pid
 
+    def lose_node(self, name: str) -> list[int]:
+        """Node ``name`` dies: its slurmd, and every job step on it with its processes,
+        SIGKILLed by PID (killing slurmd alone leaves its steps running: on one host they
+        are not on another machine). Returns the PIDs killed."""
+        listed = self.run("squeue", "--steps", "--noheader", "--format=%i|%N").stdout
+        steps = {f"slurmstepd: [{sid}]" for sid, _, nodes in
+                 (ln.partition("|") for ln in listed.split()) if nodes == name}
+        killed = [self.kill_node(name)]
+        for pid in self.leftovers():
+            if _cmdline(pid) in steps or _environ(pid).get("SLURMD_NODENAME") == name:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except ProcessLookupError:
+                    pass
+        return killed
+
     def _start(self, key: str, argv: list[str]) -> None:
         log = open(self.root / f"{key}.out", "ab")  # noqa: SIM115 (the daemon owns it)
         with log:
@@ -172,6 +189,23 @@ class SlurmCluster:
             except OSError:
                 continue
         return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            pairs = [item.partition(b"=") for item in fh.read().split(b"\0") if item]
+    except OSError:
+        return {}
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs}
 
 
 def _die_with_parent() -> None:

@@ -13,6 +13,7 @@ from slurmcluster import (
     GPUS_PER_NODE,
     MEMORY_MB_PER_NODE,
     PARTITION,
+    SLURMD_TIMEOUT_S,
     SlurmCluster,
 )
 
@@ -186,6 +187,40 @@ def test_array_tasks_name_themselves_by_array_id(slurm_cluster: SlurmCluster,
     assert sorted(out.read_text().split()) == [f"{job}_{t}" for t in range(3)]
     tasks = show_job(job)
     assert {str(t.job_id) for t in tasks} == {f"{job}_{t}" for t in range(3)}
+
+
+def test_a_lost_node_takes_only_its_own_step(slurm_cluster: SlurmCluster,
+                                             tmp_path: Path) -> None:
+    """Allocation mode's node loss: with ``--no-kill`` (BatchJob's default) the job goes on
+    on the node left, and the lost node's srun ends (``Node failure``): how the executor
+    will learn that a worker is gone and retry its episode elsewhere."""
+    marks = tmp_path / "marks"
+    step = f"echo up-$SLURMD_NODENAME >> {marks}; sleep 300"
+    run_step = (f"(srun --exact -N1 -n1 -c3 bash -c {shlex.quote(step)}; "
+                f"echo srun-exit-$? >> {marks}) &")
+    job = submit(SlurmOptions(cpus_per_worker=3),
+                 batch(tmp_path, f"{run_step} {run_step} wait", tasks=2))
+
+    def lines() -> list[str]:
+        return marks.read_text().split() if marks.exists() else []
+
+    try:
+        wait_for(lambda: {"up-n1", "up-n2"} <= set(lines()), 20, "a step on each node")
+        lost = time.monotonic()
+        slurm_cluster.lose_node("n2")
+        wait_for(lambda: any(m.startswith("srun-exit-") for m in lines()),
+                 SLURMD_TIMEOUT_S + 25, "the lost node's srun to end")
+        print(f"node lost -> its srun ends: {time.monotonic() - lost:.1f} s")
+        # (Slurm 22.05's srun exits 0 here: its status does not say the worker was lost;
+        # that it ended before being told to is what does)
+        assert "srun: error: Node failure on n2" in (tmp_path / f"job-{job}.out").read_text()
+        left = info(job)
+        assert (left.state, left.nodes) == (SlurmJobState.RUNNING, "n1")
+    finally:
+        cancel(job)
+        if "n2" not in slurm_cluster.procs:
+            slurm_cluster.start_node("n2")
+        slurm_cluster.wait_nodes("idle", timeout=30)
 
 
 def test_forgotten_job_is_no_record(slurm_cluster: SlurmCluster) -> None:

@@ -69,13 +69,13 @@ def test_sbatch_argv_carries_every_option_then_extra_args_then_the_command() -> 
         "sbatch", "--parsable", "--job-name=evt-r1", "--output=/runs/r1/slurm-%j.out",
         "--open-mode=append", "--ntasks=4", "--cpus-per-task=3", "--partition=gpu",
         "--account=lab", "--qos=high", "--time=1:00:00", "--gres=gpu:1", "--array=0-5%2",
-        f"--signal={DEFAULT_SIGNAL}", "--mem-per-cpu=334", "--requeue", "--chdir=/runs",
-        "--constraint=v100", "--wrap=exec evaltui run 'outputs/eval_runs/r 1'"]
+        f"--signal={DEFAULT_SIGNAL}", "--mem-per-cpu=334", "--requeue", "--no-kill",
+        "--chdir=/runs", "--constraint=v100", "--wrap=exec evaltui run 'outputs/eval_runs/r 1'"]
 
 
 def test_sbatch_argv_leaves_unset_options_to_the_cluster() -> None:
     job = BatchJob(command=["true"], job_name="j", output=Path("o"), requeue=False,
-                   signal=None)
+                   signal=None, no_kill=False)
     assert sbatch_argv(SlurmOptions(), job, test_only=True) == [
         "sbatch", "--test-only", "--job-name=j", "--output=o", "--open-mode=append",
         "--ntasks=1", "--cpus-per-task=1", "--no-requeue", "--wrap=exec true"]
