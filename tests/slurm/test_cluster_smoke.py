@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from slurmcluster import REQUEUE_DELAY_S, SLURMD_TIMEOUT_S, SlurmCluster
+from slurmcluster import REQUEUE_DELAY_S, SLURMD_TIMEOUT_S, SlurmCluster, two_node_cluster
 
 pytestmark = pytest.mark.slurm
 
@@ -91,6 +91,26 @@ def test_exact_steps_of_one_allocation_run_at_once_on_both_nodes(
     print(f"sbatch -> first srun step running: {first:.2f} s")
 
 
+def test_steps_of_a_gpu_job_get_their_own_gpus_or_none(slurm_cluster: SlurmCluster,
+                                                       tmp_path: Path) -> None:
+    """Inside a job holding both GPUs of a node, two concurrent ``--gres=gpu:1`` steps
+    (shared nodesets' hosts) get one GPU each; a step without ``--gres`` sees all the
+    job's GPUs, so a CPU-only worker step must ask ``--gres=none``."""
+    out = tmp_path / "job.out"
+    step = "echo $SLURM_STEP_ID:${CUDA_VISIBLE_DEVICES-unset}; sleep 1"
+    job = sbatch(slurm_cluster, "-N1", "-n2", "--gres=gpu:2", f"--output={out}", "--wrap",
+                 f"srun --exact -n1 --gres=gpu:1 bash -c '{step}' & "
+                 f"srun --exact -n1 --gres=gpu:1 bash -c '{step}' & wait; "
+                 f"srun --exact -n1 bash -c '{step}'; "
+                 f"srun --exact -n1 --gres=none bash -c '{step}'")
+    state = wait_for(lambda: (s := job_field(slurm_cluster, job, "JobState")) in
+                     ("COMPLETED", "FAILED") and s, 30, f"job {job} to end")
+    assert state == "COMPLETED", out.read_text()
+    seen = dict(line.split(":") for line in out.read_text().split())
+    assert sorted([seen["0"], seen["1"]]) == ["0", "1"]
+    assert (seen["2"], seen["3"]) == ("0,1", "unset")
+
+
 def test_requeue_restarts_a_running_job_with_restart_count_1(
         slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     out = tmp_path / "job.out"
@@ -140,3 +160,19 @@ def test_killed_slurmd_takes_its_node_down(slurm_cluster: SlurmCluster) -> None:
         slurm_cluster.start_node("n2")
     back = slurm_cluster.wait_nodes("idle", timeout=30)
     print(f"slurmd restarted -> node idle again: {back:.1f} s (ReturnToService=2)")
+
+
+def test_a_failing_test_still_leaves_no_daemon_and_no_job(slurm_cluster: SlurmCluster
+                                                          ) -> None:
+    """A second cluster, a job running on it, then the block fails: every daemon and
+    every process of the job end (by PID), and the temp dir goes."""
+    with pytest.raises(RuntimeError, match="the test failed"):
+        with two_node_cluster() as other:
+            job = sbatch(other, "--output=/dev/null", "--wrap", "sleep 300")
+            wait_for(lambda: job_field(other, job, "JobState") == "RUNNING", 20,
+                     f"job {job} RUNNING")
+            ours = other.leftovers()  # daemons, slurmstepd, the job's shell and sleep
+            assert len(ours) >= 6
+            raise RuntimeError("the test failed")
+    wait_for(lambda: not any(alive(pid) for pid in ours), 10, "every process to end")
+    assert not other.root.exists()
