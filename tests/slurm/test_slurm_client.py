@@ -27,7 +27,8 @@ from evaltui.slurm.submit import BatchJob, SlurmRefused, check_submittable, subm
 from evaltui.states import RunState
 
 pytestmark = pytest.mark.slurm
-NODE = f"{CPUS_PER_NODE} CPUs, {MEMORY_MB_PER_NODE} MB, gres: gpu:{GPUS_PER_NODE}"
+NODE = (f"its nodes have at most {CPUS_PER_NODE} CPUs, {MEMORY_MB_PER_NODE} MB, "
+        f"gres: gpu:{GPUS_PER_NODE}")
 
 
 def wait_for(cond, timeout: float, what: str):
@@ -97,25 +98,31 @@ def test_pending_job_reads_queued_with_slurms_reason(
             cancel(job)
 
 
-@pytest.mark.parametrize(("options", "message"), [
+@pytest.mark.parametrize(("options", "message", "tasks"), [
     (SlurmOptions(partition="nope"),
-     f"eval.slurm.partition: Slurm has no partition 'nope' (it has: {PARTITION})"),
+     f"eval.slurm.partition: Slurm has no partition 'nope' (it has: {PARTITION})", 1),
     (SlurmOptions(gres=f"gpu:{GPUS_PER_NODE + 1}"),
      f"eval.slurm.gres: no node of partition (default) can hold one worker (1 CPU(s), gres "
-     f"gpu:{GPUS_PER_NODE + 1}); the largest has {NODE}"),
+     f"gpu:{GPUS_PER_NODE + 1}); {NODE}", 1),
     (SlurmOptions(gres="tpu:1"),
-     f"eval.slurm.gres: Slurm knows no gres 'tpu:1' (its nodes have: gpu:{GPUS_PER_NODE})"),
+     f"eval.slurm.gres: Slurm knows no gres 'tpu:1' (its nodes have: gpu:{GPUS_PER_NODE})",
+     1),
     (SlurmOptions(mem_per_worker_mb=100_000),
      f"eval.slurm.mem_per_worker_mb: no node of partition (default) can hold one worker "
-     f"(1 CPU(s), 100000 MB); the largest has {NODE}"),
+     f"(1 CPU(s), 100000 MB); {NODE}", 1),
     (SlurmOptions(partition=PARTITION, cpus_per_worker=CPUS_PER_NODE + 1),
      f"eval.slurm.cpus_per_worker: no node of partition {PARTITION} can hold one worker "
-     f"({CPUS_PER_NODE + 1} CPU(s)); the largest has {NODE}"),
+     f"({CPUS_PER_NODE + 1} CPU(s)); {NODE}", 1),
+    (SlurmOptions(cpus_per_worker=2),
+     f"eval.worker_count: {CPUS_PER_NODE + 1} workers of 2 CPU(s) need "
+     f"{2 * CPUS_PER_NODE + 2} CPUs; partition (default) has {2 * CPUS_PER_NODE}",
+     CPUS_PER_NODE + 1),
 ])
 def test_refusal_is_one_line_naming_the_field_and_submits_nothing(
         slurm_cluster: SlurmCluster, tmp_path: Path, options: SlurmOptions,
-        message: str) -> None:
-    job = BatchJob(command=["true"], job_name="evt-refused", output=tmp_path / "o")
+        message: str, tasks: int) -> None:
+    job = BatchJob(command=["true"], job_name="evt-refused", output=tmp_path / "o",
+                   tasks=tasks)
     with pytest.raises(SlurmRefused) as checked:
         check_submittable(options, job)
     with pytest.raises(SlurmRefused) as submitted:
@@ -216,6 +223,18 @@ def test_a_lost_node_takes_only_its_own_step(slurm_cluster: SlurmCluster,
         assert "srun: error: Node failure on n2" in (tmp_path / f"job-{job}.out").read_text()
         left = info(job)
         assert (left.state, left.nodes) == (SlurmJobState.RUNNING, "n1")
+        # while n2 is down, a job needing both nodes is not bad input: it queues
+        later = batch(tmp_path, "true", tasks=2)
+        with pytest.raises(SlurmRefused):  # --test-only: cannot start now
+            check_submittable(SlurmOptions(cpus_per_worker=3), later)
+        waiting = submit(SlurmOptions(cpus_per_worker=3), later)
+        try:
+            pending = wait_for(lambda: (i := info(waiting)).reason and i, 10, "a reason")
+            assert pending.state is SlurmJobState.PENDING
+            reason = pending.run_state()[1]
+            assert "UnavailableNodes:n2" in reason or "DOWN" in reason, reason
+        finally:
+            cancel(waiting)
     finally:
         cancel(job)
         if "n2" not in slurm_cluster.procs:
