@@ -4,6 +4,7 @@ takes its node down. What the Slurm executor will rely on (issue 23)."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -44,6 +45,14 @@ def test_srun_lands_on_both_nodes(slurm_cluster: SlurmCluster) -> None:
     done = slurm_cluster.run("srun", "-N2", "--ntasks-per-node=1", "printenv",
                              "SLURMD_NODENAME")
     assert sorted(done.stdout.split()) == ["n1", "n2"]
+
+
+def test_srun_hands_its_stdin_to_the_task(slurm_cluster: SlurmCluster) -> None:
+    """How a worker step can get the run's channel secret: not argv, not environment."""
+    done = subprocess.run(["srun", "-n1", "--exact", "bash", "-c", "read s; echo got-$s"],
+                          input="s3cret\n", capture_output=True, text=True, timeout=30,
+                          env=slurm_cluster.env())
+    assert done.stdout == "got-s3cret\n", done.stderr
 
 
 def test_sbatch_wrap_writes_its_output_file(slurm_cluster: SlurmCluster, tmp_path: Path
