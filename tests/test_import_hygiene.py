@@ -25,6 +25,8 @@ RULES: dict[str, tuple[str, ...]] = {
     "evaltui.api.client": ("evaltui.scheduler", "evaltui.tui", *UI),
     "evaltui.runview": ("evaltui.scheduler", "evaltui.api", "textual"),
     "evaltui.wrapper": ("evaltui.scheduler", "evaltui.tui", *UI),
+    # Slurm's client commands only: the contract may carry its options model
+    "evaltui.slurm": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
     "evaltui.settings": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
                          *UI),
     # The pure admission decision is read (and tested) without the scheduler around it.
