@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"evaltui: {problem}", file=sys.stderr)
         return 2
-    from evaltui.scheduler import JobScheduler
-    from evaltui.scheduler.cluster_probe import ClusterUnavailable, open_cluster
+    from evaltui.scheduler.cluster.probe import ClusterUnavailable, open_cluster
+    from evaltui.scheduler.scheduler import JobScheduler
     from evaltui.tui.embedded import EmbeddedBackend
 
     try:

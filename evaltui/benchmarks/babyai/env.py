@@ -19,8 +19,8 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import Field
 
+from evaltui.engine.episode.tiles import TiledFrame
 from evaltui.engine.nodes import EnvNodeSet, Trajectory, node
-from evaltui.engine.tiles import TiledFrame
 
 from .frames import GridFrames
 from .grid import Cell, geodesic_distance, goal_cells
