@@ -98,3 +98,20 @@ def test_build_nodeset_names_the_users_line_not_the_library_s() -> None:
     assert "Traceback (most recent call last)" in err.value.detail
     copy = pickle.loads(pickle.dumps(err.value))  # crosses processes (Ray) intact
     assert (str(copy), copy.detail) == (message, err.value.detail)
+
+
+def test_a_shared_nodeset_whose_constructor_raises_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "mine.py").write_text(
+        "from evaltui.benchmarks.babyai.model import BabyAIModelPolicy\n\n\n"
+        "class Policy(BabyAIModelPolicy):\n"
+        "    def __init__(self, weights: str | None = None) -> None:\n"
+        "        raise RuntimeError('CUDA out of memory')\n")
+    graph = builtin_graph("model")
+    graph["nodesets"]["policy"]["impl"] = "mine:Policy"
+    (tmp_path / "graph.json").write_text(json.dumps(graph))
+    out = evaltui(tmp_path, "graph.json", "--episodes", "1")
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr + out.stdout
+    [line] = [ln for ln in out.stderr.splitlines() if ln.startswith("error")]
+    assert "host of nodeset 'policy' failed to start: nodeset 'mine:Policy' (Policy) failed " \
+        f"to build: {tmp_path / 'mine.py'}:6: RuntimeError: CUDA out of memory" in line

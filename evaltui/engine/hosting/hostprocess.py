@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evaltui.engine.processes.child import Child, child_bootstrap, spawn_child
-from evaltui.engine.usererrors import NodesetBuildError
+from evaltui.engine.usererrors import NodesetBuildError, one_line
 
 START_TIMEOUT_SEC = 120.0
 
@@ -142,12 +142,13 @@ def main() -> int:
                       batching=config.batching,
                       on_ready=lambda url: conn.send(("ready", url, os.getpid())))
     except Exception as exc:
-        detail = "".join(traceback.format_exception(exc)).rstrip()
-        if isinstance(exc, NodesetBuildError):  # the user's constructor: one line for them
-            print(exc.detail, file=sys.stderr, flush=True)
-            detail = f"{exc}; its traceback is in run.log"
+        # One line for the run's error; the traceback to stderr (the run's run.log).
+        build = isinstance(exc, NodesetBuildError)
+        print(exc.detail if build else "".join(traceback.format_exception(exc)).rstrip(),
+              file=sys.stderr, flush=True)
+        line = str(exc) if build else one_line(exc)
         try:
-            conn.send(("failed", detail))
+            conn.send(("failed", f"{line}; its traceback is in run.log"))
         except OSError:
             pass  # the parent is gone; nobody to tell
         return 1
