@@ -33,6 +33,7 @@ from evaltui.engine.hosting.channel import listen, parse_url, server_handshake
 from evaltui.engine.hosting.packing import Packed
 from evaltui.engine.hosting.wire import FrameSocket, answer_parts, decode_request
 from evaltui.engine.nodes import EnvNodeSet, NodeSet, import_impl
+from evaltui.engine.usererrors import build_nodeset
 
 
 class NodesetHost:
@@ -277,7 +278,7 @@ def serve_nodeset(impl: str, params: Mapping[str, Any], url: str, secret: bytes,
 
     ``on_ready`` gets the actual URL once clients can connect (a tcp port 0 resolved).
     """
-    nodeset = import_impl(impl)(**params)
+    nodeset = build_nodeset(impl, import_impl(impl), params)
     try:
         with NodesetHost(nodeset, url, secret, max_batch_size=max_batch_size,
                          max_wait_ms=max_wait_ms, batching=batching) as host:

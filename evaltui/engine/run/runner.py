@@ -22,7 +22,6 @@ import hashlib
 import shutil
 import tempfile
 import threading
-import traceback
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
@@ -131,8 +130,7 @@ class BatchEvalRunner:
                 with self._executor(checked, episodes, len(todo), sockets, hosts) as executor:
                     executor.run(todo, record, attempts_before=attempts)
         except (HostStartError, PoolError, ChannelError) as exc:
-            summary.finish(SummaryStatus.FAILED, "cannot build the graph's nodesets: "
-                           + "".join(traceback.format_exception_only(exc)).strip())
+            summary.finish(SummaryStatus.FAILED, f"cannot build the graph's nodesets: {exc}")
             touch_done(self.run_dir)
             return EXIT_FAILED
         except ExecutorError as exc:
