@@ -21,7 +21,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from evaltui.rundir import episode_dir
 from evaltui.runview.runmodel import RunModel
@@ -33,6 +33,7 @@ from evaltui.tui.messages import RunChanged
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.bars import theme_style
 from evaltui.tui.widgets.episodes_table import COLUMNS, STATUS_FILTERS, EpisodesTable
+from evaltui.tui.widgets.keys_footer import KeysFooter
 from evaltui.tui.widgets.metrics_panel import MetricsPanel
 from evaltui.tui.widgets.run_progress import Progress, RunProgress
 from evaltui.tui.widgets.running_mean_chart import RunningMeanChart
@@ -60,6 +61,10 @@ class RunScreen(Screen[None]):
         Binding("p", "toggle_plots", "Plots"),
         Binding("escape", "back", "Back"),
     ]
+    CORE_KEYS: ClassVar[tuple[str, ...]] = (
+        "back", "select_cursor", "open_episode", "filter", "status_filter", "sort_next",
+        "toggle_metrics", "toggle_plots")
+    """What the footer keeps at 80 columns, most important first (see KeysFooter)."""
 
     def __init__(self, run_dir: Path, *, standalone: bool = False,
                  debounce_ms: int = WATCH_DEBOUNCE_MS,
@@ -99,7 +104,7 @@ class RunScreen(Screen[None]):
         yield EpisodesTable(id="episodes")
         yield Input(placeholder="filter: episode id, instruction, scene or error text",
                     id="filter")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#metrics-box").border_title = "metrics · mean, 95% CI, n"

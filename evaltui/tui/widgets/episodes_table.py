@@ -21,6 +21,7 @@ from textual.widgets.data_table import RowDoesNotExist
 
 from evaltui.tui.display import NONE, STATE_COLOUR, duration, first_line, metric
 from evaltui.tui.widgets.bars import theme_style
+from evaltui.tui.widgets.row_table import RowTable
 
 StatusFilter = Literal["all", "not-ok", "ok", "error", "timeout", "cancelled"]
 STATUS_FILTERS: tuple[StatusFilter, ...] = ("all", "not-ok", "ok", "error", "timeout",
@@ -108,7 +109,7 @@ def fit_columns(width: int, padding: int = 1) -> dict[str, int]:
 _BY_KEY = {c.key: c for c in COLUMNS}
 
 
-class EpisodesTable(DataTable[Any]):
+class EpisodesTable(RowTable):
     """Episode rows of one run, sortable by any column, filterable by status and text."""
 
     BINDINGS = [Binding("enter", "select_cursor", "Replay")]

@@ -18,7 +18,6 @@ from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
 from evaltui.states import RunState
@@ -32,6 +31,7 @@ from evaltui.tui.display import (
     seconds_between,
 )
 from evaltui.tui.widgets.bars import stacked_bar, theme_style
+from evaltui.tui.widgets.row_table import RowTable
 from evaltui.tui.widgets.runs_columns import SORTS, Column, fit_columns, sort_runs
 from evaltui.units import gib
 
@@ -42,7 +42,7 @@ SOURCE_MARK = {"calibrated": "c", "partly calibrated": "p", "declared": "",
 """A letter after the VRAM estimate saying where it came from (nothing: as declared)."""
 
 
-class RunsTable(DataTable[Any]):
+class RunsTable(RowTable):
     """The queue screen's table of runs."""
 
     BINDINGS = [Binding("enter", "select_cursor", "Open")]
