@@ -28,7 +28,7 @@ from evaltui.runview.runmodel import RunModel
 from evaltui.runview.running_mean import RunningMeans
 from evaltui.runview.watcher import RunWatcher
 from evaltui.states import RunState
-from evaltui.tui.display import STATE_COLOUR, STATE_GLYPH
+from evaltui.tui.display import STATE_COLOUR, STATE_GLYPH, first_line
 from evaltui.tui.messages import RunChanged
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.bars import theme_style
@@ -193,8 +193,9 @@ class RunScreen(Screen[None]):
         if self._state is not None:
             header.append(f"  {STATE_GLYPH[self._state]} {self._state.value}",
                           style=theme_style(app, STATE_COLOUR[self._state], bold=True))
-        if summary.get("error"):
-            header.append(f"  {summary['error']}", style=theme_style(app, "error"))
+        if summary.get("error"):  # its own line, the cause only (a traceback's last line)
+            header.append(f"\n✘ {first_line(summary['error'], 400)}",
+                          style=theme_style(app, "error", bold=True))
         for message in self._errors.values():
             header.append(f"\n⚠ {message}", style=theme_style(app, "error", bold=True))
         self._set_text("#run-header", header)
