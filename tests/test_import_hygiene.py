@@ -25,6 +25,7 @@ RULES: dict[str, tuple[str, ...]] = {
     "evaltui.api.client": ("evaltui.scheduler", "evaltui.tui", *UI),
     "evaltui.runview": ("evaltui.scheduler", "evaltui.api", "textual"),
     "evaltui.wrapper": ("evaltui.scheduler", "evaltui.tui", *UI),
+    "evaltui.gpu": ("evaltui.scheduler", "evaltui.tui", "evaltui.api", *UI),
     "evaltui.settings": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
                          *UI),
 }

@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Input, Static
 
+from evaltui.gpu.holders import GpuHolder, gpu_holders
 from evaltui.states import RunState
 from evaltui.tui.backend import Backend, BackendError, QueueSnapshot, RunInfo, readable_dir
 from evaltui.tui.messages import ActionDone, BackendChanged, BackendFailed, QueuePolled
@@ -118,7 +119,20 @@ class QueueScreen(BackendActions, Screen[None]):
         except Exception as exc:  # unreachable server, broken ledger: say so, keep going
             self.post_message(BackendFailed("poll", f"{type(exc).__name__}: {exc}"))
             return
-        self.post_message(QueuePolled(snapshot))
+        self.post_message(QueuePolled(snapshot, self._holders(snapshot)))
+
+    @staticmethod
+    def _holders(snapshot: QueueSnapshot) -> dict[int, list[GpuHolder] | None]:
+        """Whose are the processes on this machine's GPUs (a Ray node's are not here)."""
+        local = [g for g in snapshot.resources.gpus if g.node is None]
+        if not any(g.processes for g in local):
+            return {}
+        live = [r.run_dir for r in snapshot.runs if r.run_dir is not None
+                and r.state in (RunState.RUNNING, RunState.STARTING)]
+        try:
+            return gpu_holders(local, run_dirs=live)
+        except OSError:  # an unreadable state dir: the meters still show, unattributed
+            return {}
 
     def on_backend_changed(self, _: BackendChanged) -> None:
         self.poll()
@@ -130,7 +144,9 @@ class QueueScreen(BackendActions, Screen[None]):
                                 if seen.get(k, v) != v}
         self.poll_error = None
         self._last_good_poll = time.monotonic()
-        self.query_one(ResourceMeters).resources = message.snapshot.resources
+        meters = self.query_one(ResourceMeters)
+        meters.holders = message.holders
+        meters.resources = message.snapshot.resources
         self.query_one(RunsTable).update_runs(message.snapshot.runs, self.app.now())  # type: ignore[attr-defined]
         self._show_stale()
         self._show_header()
