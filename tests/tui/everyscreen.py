@@ -60,12 +60,10 @@ async def open_screen(name: str, pilot: Pilot[None], runs: dict[str, Path]) -> N
         await wait_for(lambda: app.screen.query_one(RunsTable).row_count == ALL_RUNS,
                        what="all runs listed")
     if name == "run":
-        await wait_for(lambda: app.screen.query_one(EpisodesTable).row_count == 12
-                       and app.screen.query_one(MetricsPanel).summary is not None,
-                       what="episode rows")
+        await wait_for(lambda: any(t.row_count == 12 for t in app.screen.query(EpisodesTable))
+                       and _summary_shown(app), what="episode rows")
     if name == "failed_run":
-        await wait_for(lambda: app.screen.query_one(MetricsPanel).summary is not None,
-                       what="the failed run's summary")
+        await wait_for(lambda: _summary_shown(app), what="the failed run's summary")
     if name == "replay":
         screen = app.screen
         assert isinstance(screen, ReplayScreen)
@@ -83,6 +81,10 @@ async def open_screen(name: str, pilot: Pilot[None], runs: dict[str, Path]) -> N
         await wait_for(lambda: isinstance(app.screen, HelpScreen), what="help")
     await pilot.pause()
     await pilot.pause()
+
+
+def _summary_shown(app: EvalApp) -> bool:
+    return any(p.summary is not None for p in app.screen.query(MetricsPanel))
 
 
 def footer_keys(app: EvalApp) -> list[tuple[str, str, int]]:

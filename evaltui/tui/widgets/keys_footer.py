@@ -94,10 +94,11 @@ class KeysFooter(Footer):
                 continue
             entry = FooterEntry(key, self.app.get_key_display(binding), binding.description,
                                 binding.action, enabled, tooltip)
-            # One entry per action, its shortest key: ``q`` rather than ``^q`` for quit
-            # (ctrl+q shows where q is typed into a field, and so is not active).
+            # One entry per action, its first key, but a plain key over a ctrl chord:
+            # ``q`` rather than ``^q`` for quit (^q shows where q is typed into a field).
             known = by_action.get(binding.action)
-            if known is None or cell_len(entry.display) < cell_len(known.display):
+            if known is None or (known.display.startswith("^")
+                                 and not entry.display.startswith("^")):
                 by_action[binding.action] = entry
         entries = list(by_action.values())
         palette = self._palette_entry()
