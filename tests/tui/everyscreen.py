@@ -14,6 +14,7 @@ from typing import Any
 
 from comparefixtures import flipped_run
 from textual.pilot import Pilot
+from textual.widgets import Input
 from textual.widgets._footer import FooterKey
 from tuihelpers import wait_for
 
@@ -71,6 +72,8 @@ async def open_screen(name: str, pilot: Pilot[None], runs: dict[str, Path]) -> N
     if name == "submit":
         await pilot.press("s")
         await wait_for(lambda: isinstance(app.screen, SubmitScreen), what="the form")
+        for field in app.screen.query(Input):
+            field.cursor_blink = False  # a blinking cursor is timing, not layout
     if name == "compare":
         run_b = flipped_run(runs["done"])
         app.push_screen(CompareScreen(runs["done"], run_b))

@@ -73,7 +73,8 @@ async def test_a_failed_run_shows_its_cause_not_its_traceback(runs, app_factory)
         panel = app.screen.query_one(MetricsPanel)
         await wait_for(lambda: panel.summary is not None, what="the summary")
         await pilot.pause()
-        header = str(app.screen.query_one("#run-header").content)
+        header = " ".join(str(app.screen.query_one(f"#run-{part}").content)
+                          for part in ("header", "error"))
         assert CAUSE in header and "Traceback" not in header and "File " not in header
         metrics = str(panel.render())
         assert "no metrics yet" not in metrics and "failed" in metrics

@@ -90,6 +90,7 @@ class RunScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-header")
+        yield Static(id="run-error")  # wraps (the header is one cut line)
         with Horizontal(id="run-panels"):
             with Vertical(id="metrics-box", classes="box"):
                 yield MetricsPanel()
@@ -193,12 +194,14 @@ class RunScreen(Screen[None]):
         if self._state is not None:
             header.append(f"  {STATE_GLYPH[self._state]} {self._state.value}",
                           style=theme_style(app, STATE_COLOUR[self._state], bold=True))
-        if summary.get("error"):  # its own line, the cause only (a traceback's last line)
-            header.append(f"\n✘ {first_line(summary['error'], 400)}",
-                          style=theme_style(app, "error", bold=True))
         for message in self._errors.values():
             header.append(f"\n⚠ {message}", style=theme_style(app, "error", bold=True))
         self._set_text("#run-header", header)
+        error = first_line(summary.get("error"), 400)  # a traceback's cause, not its frames
+        self.query_one("#run-error").display = bool(error)
+        if error:
+            self._set_text("#run-error", Text(f"✘ {error}", style=theme_style(app, "error",
+                                                                              bold=True)))
 
     def _show_caption(self) -> None:
         table = self.query_one(EpisodesTable)

@@ -62,6 +62,10 @@ estimate (the run id stays: it is what tells runs of one graph apart)."""
 REASON_OVER = 5
 BAR_ROOM = 24
 """The most cells a progress bar takes (then the count beside it)."""
+BAR_FROM = 120
+"""Past this width a bar gets a cell per BAR_SHARE columns before the reason grows (up
+to that the reason comes first: it is why a run waits)."""
+BAR_SHARE = 8
 
 GROW_ORDER = ("run_id", "graph", "node", "data", REASON, "progress")
 """Who gets spare width first: whole names, then the reason, then a longer bar."""
@@ -95,13 +99,17 @@ def fit_columns(width: int, wanted: Mapping[str, int], *,
             shown = [c for c in shown if c.rank < rank]
     widths = {c.key: c.width for c in shown}
     spare = width - sum(cost(c) for c in shown)
-    growing = sorted((c for c in shown if c.grows), key=lambda c: GROW_ORDER.index(c.key))
-    for column in growing:  # up to the longest value, most important first
-        longest = wanted.get(column.key, column.width)
-        if column.key == REASON:
-            longest = min(longest, REASON_ROOM)
-        extra = min(spare, max(0, longest - column.width))
-        widths[column.key] += extra
+    targets = {c.key: wanted.get(c.key, c.width) for c in shown if c.grows}
+    if REASON in targets:
+        targets[REASON] = min(targets[REASON], REASON_ROOM)
+    steps = [(key, targets[key]) for key in GROW_ORDER if key in targets]
+    if "progress" in targets:  # a bar that grows with the width comes before the reason
+        first = targets["progress"] - BAR_ROOM + max(0, (width - BAR_FROM) // BAR_SHARE)
+        before = REASON if REASON in targets else "progress"
+        steps.insert([k for k, _ in steps].index(before), ("progress", first))
+    for key, target in steps:  # up to the longest value, most important first
+        extra = min(spare, max(0, target - widths[key]))
+        widths[key] += extra
         spare -= extra
     last = next((c for c in reversed(shown) if c.grows), None)
     if last is not None and spare > 0:  # the rest: the rightmost growing column
