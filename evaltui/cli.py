@@ -33,6 +33,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "verify": ("verify",),
     "report": ("report",),
     "export": ("export",),
+    "gpus": ("gpus",),
 }
 MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items()
              for command in commands}

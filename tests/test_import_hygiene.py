@@ -27,6 +27,7 @@ RULES: dict[str, tuple[str, ...]] = {
     "evaltui.wrapper": ("evaltui.scheduler", "evaltui.tui", *UI),
     # Slurm's client commands only: the contract may carry its options model
     "evaltui.slurm": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
+    "evaltui.gpu": ("evaltui.scheduler", "evaltui.tui", "evaltui.api", *UI),
     "evaltui.settings": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
                          *UI),
     # The pure admission decision is read (and tested) without the scheduler around it.
