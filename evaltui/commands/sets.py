@@ -81,7 +81,8 @@ def runner_options(args: argparse.Namespace) -> Any:
 
 
 def error(message: str, code: int = 2) -> int:
-    Console(stderr=True).print(f"[bold red]error[/]: {escape(message)}", highlight=False)
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error[/]: {escape(message)}",
+                                               highlight=False)
     return code
 
 

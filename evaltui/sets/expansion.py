@@ -98,6 +98,8 @@ def expand(setfile: SetFile, base_dir: Path, *, set_id: str | None = None,
     names = list(axes)
     combos = [dict(zip(names, values, strict=True))
               for values in itertools.product(*axes.values())] if names else [{}]
+    if "checkpoint" in axes:  # the step is an axis of its own: exclude/baseline may name it
+        combos = [_with_step(c, base_dir) for c in combos]
     known = set(names) | set(NAMED_AXES) | {STEP_AXIS}
     for i, entry in enumerate(setfile.include):
         _check_entry(f"include[{i}]", entry, known, setfile)
@@ -119,6 +121,15 @@ def expand(setfile: SetFile, base_dir: Path, *, set_id: str | None = None,
                                f"{_show(m.axes)} are the same run")
         seen[m.key] = m
     return Expansion(setfile, base_dir, members, _baseline(setfile, members, known))
+
+
+def _with_step(combo: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for axis, value in combo.items():
+        out[axis] = value
+        if axis == "checkpoint":
+            out[STEP_AXIS] = checkpoint_step(base_dir / value)
+    return out
 
 
 def _watching(setfile: SetFile) -> bool:
@@ -164,7 +175,6 @@ def _member(setfile: SetFile, base_dir: Path, combo: dict[str, Any], set_id: str
             path = (base_dir / value).resolve()
             params[setfile.checkpoint.param if setfile.checkpoint else "policy.weights"] = \
                 str(path)
-            axes[STEP_AXIS] = checkpoint_step(path)
         elif axis != STEP_AXIS:
             params[axis] = value
     graph_field = "matrix.graph" if "graph" in combo else "base.graph"
