@@ -35,6 +35,7 @@ from evaltui.scheduler.admission import Wait
 from evaltui.scheduler.calibration import Calibration, nodeset_parts
 from evaltui.scheduler.episodes import EpisodeWatcher
 from evaltui.scheduler.events import Listeners, NodesetsChanged, RunStateChanged, SchedulerEvent
+from evaltui.scheduler.fairshare import ServedClock
 from evaltui.scheduler.hostlauncher import SubprocessLauncher, hosts_dir
 from evaltui.scheduler.jobs import Job, JobQueue, RecordWriter
 from evaltui.scheduler.ledger import Ledger
@@ -104,6 +105,8 @@ class Core:
         self.queue = JobQueue()
         self.running: dict[str, Job] = {}
         self.loading: dict[str, Job] = {}
+        self.served = ServedClock()
+        """When each set (and the lone runs) last had a job admitted (fairshare.py)."""
         self.tick_no = 0
         self.rss = RssCache()
         self.writer = RecordWriter(self.lock)
