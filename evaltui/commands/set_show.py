@@ -88,8 +88,9 @@ def print_table(record: SetRecord, args: argparse.Namespace, *, as_json: bool) -
     else:
         console = Console()
         console.print(rich_table(table, metrics=metrics or None, pivot=pivot, digits=digits))
+        from evaltui.sets.render import TERMINAL_METRICS
         from evaltui.sets.textplot import metric_plots
 
-        for plot in metric_plots(table, metrics or None):
+        for plot in metric_plots(table, metrics or list(TERMINAL_METRICS)):
             console.print(plot, highlight=False, markup=False)
     return 0

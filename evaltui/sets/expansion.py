@@ -237,7 +237,7 @@ def _check_entry(field: str, entry: Any, known: set[str], setfile: SetFile) -> N
 
 def _baseline(setfile: SetFile, members: list[Member], known: set[str]) -> Member | None:
     entry = setfile.baseline
-    if entry is None:
+    if entry is None or not members:  # a watch before its first checkpoint
         return None
     _check_entry("baseline", entry, known, setfile)
     found = [m for m in members if m.matches(entry)]

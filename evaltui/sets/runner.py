@@ -110,6 +110,7 @@ class SetRunner:
     def add_members(self, new: list[Member]) -> None:
         """Members found after ``prepare`` (``set watch``: new checkpoints), in order."""
         assert self.record is not None
+        added = False
         for m in new:
             if m.key in self._specs:
                 continue
@@ -118,7 +119,9 @@ class SetRunner:
             self.record.members.append(rec)
             self._live[m.key] = MemberLive(rec)
             self._turns[m.key] = _Turn()
-        self._save()
+            added = True
+        if added:
+            self._save()
 
     def _save(self) -> None:
         assert self.record is not None

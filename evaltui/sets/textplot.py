@@ -58,7 +58,7 @@ def metric_plots(table: SetTable, metrics: Sequence[str] | None = None) -> list[
         if isinstance(r.axes.get(STEP_AXIS), int):
             groups.setdefault(tuple(r.axes.get(a) for a in others), []).append(r)
     plots = []
-    for name in metrics or table.metrics:
+    for name in [m for m in (metrics or table.metrics) if m in table.metrics]:
         for head, rows in groups.items():
             pts = [(float(r.axes[STEP_AXIS]), r.metrics[name]) for r in rows if name in r.metrics]
             where = ", ".join(f"{a}={v}" for a, v in zip(others, head, strict=True))
