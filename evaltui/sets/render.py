@@ -14,7 +14,6 @@ import io
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from evaltui.results.tables import latex_escape
 from evaltui.sets.table import MemberRow, SetTable
 
 TextFormat = Literal["md", "latex", "csv"]
@@ -165,6 +164,8 @@ def _markdown(grid: Grid) -> str:
 
 
 def _latex(grid: Grid) -> str:
+    from evaltui.results.tables import latex_escape  # with numpy: only for LaTeX
+
     cols = "l" * len(grid.headers)
     out = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule",
            " & ".join(latex_escape(h) for h in grid.headers) + " \\\\", "\\midrule"]

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.records import SUMMARY_FILENAME
-from evaltui.results.compare import METRIC_ORDER
 from evaltui.rundir import outputs_root, read_json, read_run_status, runs_root
 from evaltui.sets.stats import BaselineDiff
 from evaltui.setspec import SetMemberRecord, SetRecord
@@ -70,6 +69,8 @@ def member_run_dir(member: SetMemberRecord, outputs: str | os.PathLike[str] | No
 def build_table(record: SetRecord, outputs: str | os.PathLike[str] | None = None, *,
                 baseline: dict[str, Any] | None = None) -> SetTable:
     """The table of a set; ``baseline`` (axis values) names the member to compare with."""
+    from evaltui.results.compare import METRIC_ORDER  # numpy: after the command starts
+
     rows = [_row(m, outputs) for m in record.members]
     axes: list[str] = []
     for m in record.members:
