@@ -48,15 +48,24 @@ class SetTarget(Protocol):
 
 
 class EmbeddedTarget:
-    """A JobScheduler in this process, ticking on its own thread until ``close``."""
+    """A JobScheduler in this process: one of its own (:meth:`start`, ticking on its own
+    thread until ``close``), or one that runs already (the API server's, the TUI's),
+    which ``close`` leaves running."""
 
     label = "embedded scheduler"
 
-    def __init__(self, outputs: str | os.PathLike[str] | None = None, **options: Any) -> None:
+    def __init__(self, scheduler: Any, *, owned: bool = False) -> None:
+        self.scheduler = scheduler
+        self.owned = owned
+
+    @classmethod
+    def start(cls, outputs: str | os.PathLike[str] | None = None, **options: Any
+              ) -> EmbeddedTarget:
+        """A new scheduler on ``outputs`` (same admission and machine ledger as any)."""
         from evaltui.rundir import outputs_root
         from evaltui.scheduler import JobScheduler
 
-        self.scheduler = JobScheduler(outputs_root(outputs), **options).start()
+        return cls(JobScheduler(outputs_root(outputs), **options).start(), owned=True)
 
     def submit(self, spec: dict[str, Any]) -> str:
         return self.scheduler.submit(spec)[0]
@@ -88,7 +97,8 @@ class EmbeddedTarget:
             raise ResumeRefused(str(exc)) from None
 
     def close(self) -> None:
-        self.scheduler.stop()
+        if self.owned:
+            self.scheduler.stop()
 
 
 class ApiTarget:
@@ -146,4 +156,4 @@ def open_target(outputs: str | os.PathLike[str] | None = None, url: str | None =
     url = url or settings().backend_url
     if url:
         return ApiTarget(url)
-    return EmbeddedTarget(outputs)
+    return EmbeddedTarget.start(outputs)
