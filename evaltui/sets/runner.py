@@ -26,7 +26,7 @@ from pathlib import Path
 
 from evaltui.sets.expansion import Expansion, Member
 from evaltui.sets.setdir import read_set, write_set
-from evaltui.sets.targets import ResumeRefused, SetTarget, TargetError
+from evaltui.sets.targets import ResumeRefused, RunGone, SetTarget, TargetError
 from evaltui.setspec import SET_FILENAME, MemberState, SetMemberRecord, SetRecord
 from evaltui.states import RunState
 from evaltui.views import Run
@@ -85,6 +85,7 @@ class SetRunner:
         self._turns: dict[str, _Turn] = {}
         self._live: dict[str, MemberLive] = {}
         self._specs: dict[str, Member] = {m.key: m for m in expansion.members}
+        self._read_once: set[str] = set()
         self.held = False
         """True once ``max_error_rate`` stopped the submitting."""
 
@@ -146,7 +147,10 @@ class SetRunner:
         """Read every unfinished member's run, then submit or retry what is due."""
         changed = False
         for rec in self._members():
-            if rec.run_id is not None and rec.state is not MemberState.DONE:
+            # A done member is read once (its run dir may have been deleted since).
+            if rec.run_id is not None and (rec.state is not MemberState.DONE
+                                           or rec.key not in self._read_once):
+                self._read_once.add(rec.key)
                 changed |= self._refresh(rec)
         for rec in self._members():
             changed |= self._act(rec)
@@ -175,6 +179,10 @@ class SetRunner:
         assert rec.run_id is not None
         try:
             run = self.target.get_run(rec.run_id)
+        except RunGone as exc:  # its run dir was deleted: the member starts over
+            rec.run_id, rec.run_dir, rec.state = None, None, MemberState.PENDING
+            live.run, live.note = None, f"{exc} any more: submitted again"
+            return True
         except TargetError as exc:
             live.note = str(exc)
             return False

@@ -22,6 +22,10 @@ class TargetError(RuntimeError):
     """A scheduler call failed; the message is meant for the user."""
 
 
+class RunGone(TargetError):
+    """The scheduler knows no such run (its run dir was deleted)."""
+
+
 class ResumeRefused(TargetError):
     """The run cannot be resumed (active, or nothing left to re-run)."""
 
@@ -76,7 +80,7 @@ class EmbeddedTarget:
         try:
             return self.scheduler.get_run(run_id)
         except RunNotFound:
-            raise TargetError(f"no run {run_id}") from None
+            raise RunGone(f"no run {run_id}") from None
 
     def cancel(self, run_id: str) -> None:
         from evaltui.scheduler import RunNotFound
@@ -121,10 +125,12 @@ class ApiTarget:
             raise TargetError(str(exc)) from None
 
     def get_run(self, run_id: str) -> Run:
-        from evaltui.api.client import ApiError
+        from evaltui.api.client import ApiError, NotFound
 
         try:
             return self.client.get_run(run_id)
+        except NotFound as exc:
+            raise RunGone(str(exc)) from None
         except ApiError as exc:
             raise TargetError(str(exc)) from None
 

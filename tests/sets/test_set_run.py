@@ -63,6 +63,27 @@ def test_a_grid_completes_its_table_is_the_members_summaries_and_a_rerun_starts_
                   and r["key"] != table["baseline"]["key"]]
     assert all("mcnemar_p_holm" in r["vs_baseline"] for r in same_split)
 
+    # The same numbers in every format; the best mean per column marked.
+    best_sr = max(r["metrics"]["success"] for r in table["members"])
+    assert table["best"]["success"] == [r["key"] for r in table["members"]
+                                        if r["metrics"]["success"] == best_sr]
+    assert main(["set", "show", "grid", "--format", "md", "--metrics", "success"]) == 0
+    md = capsys.readouterr().out
+    first = table["members"][0]
+    sr, (lo, hi) = first["metrics"]["success"], first["metrics_ci95"]["success"]
+    assert f"**{sr:.3f} [{lo:.3f}, {hi:.3f}]**" in md  # bot at noise 0 solves all ten
+    assert main(["set", "show", "grid", "--format", "csv", "--pivot", "split"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].startswith("graph,split,policy.noise,state,run_id,success_mean,")
+    assert len(rows) == 9
+    assert main(["set", "show", "grid", "--format", "latex", "--pivot", "split",
+                 "--metrics", "success"]) == 0
+    latex = capsys.readouterr().out
+    assert "\\toprule" in latex and "success (split=GoToObjMaze)" in latex
+    assert latex.count("\\textbf{") >= 2
+    assert main(["set", "show", "grid", "--pivot", "colour"]) == 2
+    assert "no axis 'colour'" in capsys.readouterr().err
+
     before = {d.name: (d / "scheduler.json").stat().st_mtime_ns for d in run_dirs(outputs)}
     assert main(["set", "run", str(path)]) == 0
     after = {d.name: (d / "scheduler.json").stat().st_mtime_ns for d in run_dirs(outputs)}
@@ -127,3 +148,51 @@ def test_a_failing_member_is_retried_then_reported(
     assert "policy.noise=1.5 after 3 attempt(s)" in err
     rec = read_json(runs_root(outputs) / bad["run_id"] / "scheduler.json")
     assert rec["resume_count"] == 2  # each retry resumed the same run dir
+
+
+def test_max_error_rate_holds_back_the_rest_and_cancel_resume_ls(
+        set_file: Callable[..., Path], outputs: Path, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    path = set_file({"name": "mixed", "base": {"graph": "bot", "episodes": 2, "workers": 1},
+                     "matrix": {"policy.noise": [1.5, 2.0, 0.0, 0.1]}})
+    assert main(["set", "run", str(path), "--max-error-rate", "0.2"]) == 1
+    err = capsys.readouterr().err
+    states = [m["state"] for m in set_json(outputs, "mixed")["members"]]
+    # All four are submitted at once; none is known to have failed yet. What stops the
+    # submitting is the failure share: asked again, the failed members are not retried.
+    assert states.count("failed") == 2 and states.count("done") == 2, states
+    assert "policy.noise=1.5 after 1 attempt(s)" in err
+    assert main(["set", "run", str(path), "--max-error-rate", "0.2"]) == 1
+    assert [m["attempts"] for m in set_json(outputs, "mixed")["members"]] == [1, 1, 1, 1]
+    capsys.readouterr()
+
+    quick = set_file({"name": "later", "base": {"graph": "model", "episodes": 4, "workers": 1},
+                      "matrix": {"policy.forward_latency_ms": [10, 11]}}, "later.yaml")
+    assert main(["set", "run", str(quick), "--detach"]) == 0
+    assert [m["state"] for m in set_json(outputs, "later")["members"]] == ["queued"] * 2
+    assert main(["set", "cancel", "later"]) == 0
+    assert "cancel asked of 2 member run(s)" in capsys.readouterr().out
+    assert main(["set", "resume", "later"]) == 0
+    members = set_json(outputs, "later")["members"]
+    assert [m["state"] for m in members] == ["done", "done"]
+    assert len(run_dirs(outputs)) == 6  # resumed in their run dirs, none run twice
+    capsys.readouterr()
+    assert main(["set", "ls", "--json"]) == 0
+    listed = {s["set_id"]: s for s in json.loads(capsys.readouterr().out)}
+    assert listed["later"]["states"] == {"done": 2} and listed["mixed"]["members"] == 4
+
+
+def test_a_member_whose_run_dir_was_deleted_is_run_again(
+        set_file: Callable[..., Path], outputs: Path, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    import shutil
+
+    path = set_file({"name": "one", "base": {"graph": "bot", "episodes": 1}})
+    assert main(["set", "run", str(path)]) == 0
+    gone = set_json(outputs, "one")["members"][0]["run_id"]
+    shutil.rmtree(runs_root(outputs) / gone)
+    assert main(["set", "run", str(path)]) == 0
+    member = set_json(outputs, "one")["members"][0]
+    assert member["state"] == "done" and member["attempts"] == 2
+    assert (runs_root(outputs) / member["run_id"] / "summary.json").is_file()
+    assert "submitted again" in capsys.readouterr().err
