@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return tui_cmd.run(args)  # bare `evaltui`: the TUI
     code = int(args.func(args))
     if argv is None and command in QUICK_EXIT_COMMANDS:
-        from evaltui.engine.quickexit import exit_now
+        from evaltui.engine.processes.quickexit import exit_now
 
         exit_now(code)
     return code

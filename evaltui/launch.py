@@ -30,7 +30,7 @@ from evaltui.rundir import PidRef, allocate_run_dir, read_json, write_json_atomi
 from evaltui.states import RunState
 
 if TYPE_CHECKING:
-    from evaltui.engine.specchecks import CheckedSpec
+    from evaltui.engine.graph.specchecks import CheckedSpec
 
 
 def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUEUED,
@@ -38,7 +38,7 @@ def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUE
     """Validate (raising SpecError), then allocate the run dir and write its records."""
     # Imported here: the spec check imports the nodeset modules; ``evaltui eval`` uses
     # this module's record helpers without it.
-    from evaltui.engine.specchecks import validate_spec
+    from evaltui.engine.graph.specchecks import validate_spec
 
     checked = validate_spec(spec_data)
     return write_run(checked, outputs, state=state, record_extra=record_extra), checked
@@ -49,7 +49,7 @@ def write_run(checked: CheckedSpec, outputs: Path, *, state: RunState = RunState
     """Allocate the run dir of a validated spec; write spec.json, shared_urls.json and
     scheduler.json (plus ``record_extra`` fields, e.g. the scheduler's estimate, or the
     PID of a run process that writes its own run dir)."""
-    from evaltui.engine.summary import now_iso
+    from evaltui.engine.run.summary import now_iso
 
     run_dir = allocate_run_dir(outputs)
     spec_json = checked.spec.to_json_dict()
@@ -75,7 +75,7 @@ def spawn_run(run_dir: Path, env: Mapping[str, str] | None = None, *, record: bo
     with ``CUDA_VISIBLE_DEVICES`` set. With ``record`` the PID is merged into
     scheduler.json here; the scheduler passes False and writes its own record.
     """
-    from evaltui.engine.summary import now_iso
+    from evaltui.engine.run.summary import now_iso
 
     child_env = dict(os.environ if env is None else env)
     child_env["EVALTUI_PARENT_PID"] = str(os.getpid())

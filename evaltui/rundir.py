@@ -344,7 +344,7 @@ def _read_optional_object(path: Path, errors: list[str]) -> dict[str, Any] | Non
     return obj
 
 
-_EXIT_FAILED, _EXIT_CANCELLED = 1, 3  # the run subprocess's codes (engine.runner)
+_EXIT_FAILED, _EXIT_CANCELLED = 1, 3  # the run subprocess's codes (engine.run.runner)
 
 
 def _derive_state(

@@ -1,7 +1,7 @@
 """JobSpec: everything a run needs (DESIGN §4) -- the contract, depending on nothing.
 
 :func:`parse_spec` checks types and ranges; the engine's
-:func:`evaltui.engine.specchecks.check_spec` then resolves the graph (imports every
+:func:`evaltui.engine.graph.specchecks.check_spec` then resolves the graph (imports every
 nodeset impl, checks the DAG) and the dataset selection. Both raise :class:`SpecError`,
 whose message starts with the dotted path of the field at fault.
 """

@@ -8,7 +8,7 @@ the value came from (``eval.selectors.policy.bogus`` -> ``matrix.policy.bogus``)
 
 from __future__ import annotations
 
-from evaltui.engine.specchecks import validate_spec
+from evaltui.engine.graph.specchecks import validate_spec
 from evaltui.sets.expansion import Expansion, Member
 from evaltui.setspec import DEFAULT_REPEAT_PARAM, SetFile, SetFileError
 from evaltui.spec import SpecError

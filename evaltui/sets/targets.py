@@ -67,7 +67,7 @@ class EmbeddedTarget:
               ) -> EmbeddedTarget:
         """A new scheduler on ``outputs`` (same admission and machine ledger as any)."""
         from evaltui.rundir import outputs_root
-        from evaltui.scheduler import JobScheduler
+        from evaltui.scheduler.scheduler import JobScheduler
 
         return cls(JobScheduler(outputs_root(outputs), **options).start(), owned=True)
 
@@ -75,7 +75,7 @@ class EmbeddedTarget:
         return self.scheduler.submit(spec)[0]
 
     def get_run(self, run_id: str) -> Run:
-        from evaltui.scheduler import RunNotFound
+        from evaltui.scheduler.scheduler import RunNotFound
 
         try:
             return self.scheduler.get_run(run_id)
@@ -83,7 +83,7 @@ class EmbeddedTarget:
             raise RunGone(f"no run {run_id}") from None
 
     def cancel(self, run_id: str) -> None:
-        from evaltui.scheduler import RunNotFound
+        from evaltui.scheduler.scheduler import RunNotFound
 
         try:
             self.scheduler.cancel(run_id)
@@ -91,7 +91,7 @@ class EmbeddedTarget:
             raise TargetError(f"no run {run_id}") from None
 
     def resume(self, run_id: str) -> None:
-        from evaltui.scheduler import NotResumable, RunNotFound
+        from evaltui.scheduler.scheduler import NotResumable, RunNotFound
 
         try:
             self.scheduler.resume(run_id)

@@ -1,6 +1,6 @@
 """``evaltui eval`` starts its run process first (``python -m evaltui.engine.main
 --spec-from-stdin --reply-fd N``), hands it the spec, and the run process checks it once,
-writes the run dir and answers (``evaltui.engine.intake``)."""
+writes the run dir and answers (``evaltui.engine.run.intake``)."""
 
 from __future__ import annotations
 
@@ -188,4 +188,4 @@ def test_the_cli_process_never_imports_the_spec_check_or_a_nodeset(tmp_path: Pat
     assert json.loads(done.stdout)["state"] == "done"
     loaded = json.loads(modules.read_text())
     assert [m for m in loaded if m.split(".")[0] in ("minigrid", "gymnasium", "pygame")
-            or m.startswith(("evaltui.engine.specchecks", "evaltui.benchmarks"))] == []
+            or m.startswith(("evaltui.engine.graph.specchecks", "evaltui.benchmarks"))] == []

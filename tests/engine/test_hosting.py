@@ -19,7 +19,7 @@ import pytest
 from faulty_nodesets import BatchedStepPolicy
 from runhelpers import ENGINE_TESTS, wait_until
 
-from evaltui.engine.channel import (
+from evaltui.engine.hosting.channel import (
     ChannelError,
     ChannelURLError,
     dial,
@@ -27,9 +27,9 @@ from evaltui.engine.channel import (
     new_secret,
     parse_url,
 )
-from evaltui.engine.hosting import NodesetHost
-from evaltui.engine.hostprocess import HostConfig, HostProcess, HostStartError
-from evaltui.engine.proxy import HostGoneError, RemoteError, RemoteNodeset, connect
+from evaltui.engine.hosting.host import NodesetHost
+from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
+from evaltui.engine.hosting.proxy import HostGoneError, RemoteError, RemoteNodeset, connect
 
 POLICY = "faulty_nodesets:BatchedStepPolicy"
 

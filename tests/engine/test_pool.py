@@ -20,8 +20,8 @@ from runhelpers import (
     wait_until,
 )
 
-from evaltui.engine.channel import host_secret
-from evaltui.engine.hosting import NodesetHost
+from evaltui.engine.hosting.channel import host_secret
+from evaltui.engine.hosting.host import NodesetHost
 from evaltui.launch import spawn_run
 from evaltui.logread import iter_log
 from evaltui.rundir import read_json

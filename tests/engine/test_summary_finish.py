@@ -9,7 +9,7 @@ from pathlib import Path
 
 from waiting import wait_until
 
-from evaltui.engine.summary import SummaryWriter
+from evaltui.engine.run.summary import SummaryWriter
 from evaltui.rundir import write_json_atomic
 from evaltui.states import SummaryStatus
 

@@ -21,12 +21,12 @@ import pytest
 from faulty_nodesets import BatchedStepPolicy
 from runhelpers import ENGINE_TESTS
 
-from evaltui.engine.channel import dial, new_secret
-from evaltui.engine.hosting import NodesetHost
-from evaltui.engine.hostprocess import HostConfig, HostProcess
+from evaltui.engine.hosting.channel import dial, new_secret
+from evaltui.engine.hosting.host import NodesetHost
+from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess
+from evaltui.engine.hosting.proxy import RemoteError, connect
+from evaltui.engine.hosting.wire import KIND_CALL, FrameSocket, decode_answer, request_parts
 from evaltui.engine.nodes import NodeSet, node
-from evaltui.engine.proxy import RemoteError, connect
-from evaltui.engine.wire import KIND_CALL, FrameSocket, decode_answer, request_parts
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from schedhelpers import line_spec, wait_until
 
-from evaltui.scheduler import JobScheduler
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.states import RunState
 
 Make = Callable[..., JobScheduler]

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from evaltui.engine.episode.tiles import TiledFrame
 from evaltui.engine.nodes import EnvNodeSet, Trajectory, node
-from evaltui.engine.tiles import TiledFrame
 
 from .frames import GridFrames
 from .grid import Cell, geodesic_distance, goal_cells

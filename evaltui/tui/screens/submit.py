@@ -21,8 +21,8 @@ from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Button, Checkbox, Input, Label, Select
 
-from evaltui.engine.datasets import BUILTIN_DATASETS, builtin_splits
-from evaltui.engine.specchecks import check_executor
+from evaltui.engine.graph.datasets import BUILTIN_DATASETS, builtin_splits
+from evaltui.engine.graph.specchecks import check_executor
 from evaltui.graphs import builtin_graph_names
 from evaltui.spec import JobSpec, SpecError
 from evaltui.specbuild import build_spec
