@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from evaltui.sets.expansion import Expansion, Member
@@ -65,7 +65,6 @@ class _Turn:
     tries: int = 0
     retry_at: float | None = None
     final: bool = False
-    history: list[str] = field(default_factory=list)
 
 
 class SetRunner:
@@ -196,7 +195,6 @@ class SetRunner:
         turn = self._turns[rec.key]
         if state in FAILED:
             rec.error = _failure(run)
-            turn.history.append(rec.error)
             if turn.tries > self.options.retries:
                 turn.final = True
             else:
@@ -239,7 +237,6 @@ class SetRunner:
             rec.run_id = self.target.submit(member.spec)
         except (TargetError, ValueError) as exc:
             rec.state, rec.error = MemberState.FAILED, f"not submitted: {exc}"
-            turn.history.append(rec.error)
             turn.final = turn.tries > self.options.retries
             return True
         rec.state, rec.error, turn.retry_at = MemberState.QUEUED, None, None
