@@ -116,7 +116,7 @@ def test_a_json_set_file_expands_like_yaml(tmp_path: Path) -> None:
 
     data = grid(exclude=[{"graph": "noisy_bot"}])
     (tmp_path / "grid.json").write_text(json.dumps(data))
-    (tmp_path / "grid.yaml").write_text(__import__("yaml").safe_dump(data))
+    (tmp_path / "grid.yaml").write_text(__import__("yaml").safe_dump(data, sort_keys=False))
     from_json = plan_file(tmp_path / "grid.json", check=False).expansion.members
     from_yaml = plan_file(tmp_path / "grid.yaml", check=False).expansion.members
     assert [m.key for m in from_json] == [m.key for m in from_yaml] and len(from_json) == 4
