@@ -31,6 +31,8 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "run": ("run",),
     "teardown": ("teardown",),
     "verify": ("verify",),
+    "report": ("report",),
+    "export": ("export",),
     "sets": ("set",),
 }
 MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items()
