@@ -37,7 +37,7 @@ def render(table: SetTable, fmt: TextFormat, *, metrics: list[str] | None = None
     """The table in ``fmt``; :func:`rich_table` is the one for a terminal."""
     shown = [m for m in (metrics or table.metrics) if m in table.metrics] or table.metrics
     if fmt == "csv":
-        return _csv(table, shown, pivot)
+        return _csv(table, shown)  # long format, a row per member, whatever the pivot
     grid = pivot_grid(table, shown, pivot, digits) if pivot else member_grid(table, shown,
                                                                              digits)
     if fmt == "md":
@@ -194,7 +194,7 @@ def rich_table(table: SetTable, *, metrics: list[str] | None = None, pivot: str 
     return out
 
 
-def _csv(table: SetTable, metrics: list[str], pivot: str | None) -> str:
+def _csv(table: SetTable, metrics: list[str]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     header = [*table.axes, "state", "run_id"]
@@ -218,7 +218,6 @@ def _csv(table: SetTable, metrics: list[str], pivot: str | None) -> str:
                 row += [diff.diff if diff else "", _blank(lo), _blank(hi)]
             row += [_blank(d.mcnemar_p if d else None), _blank(d.mcnemar_p_holm if d else None)]
         writer.writerow(row)
-    del pivot  # CSV is long format: one row per member, whatever the pivot
     return buf.getvalue()
 
 
