@@ -36,6 +36,8 @@ def render(table: SetTable, fmt: TextFormat, *, metrics: list[str] | None = None
            pivot: str | None = None, digits: int = 3) -> str:
     """The table in ``fmt``; :func:`rich_table` is the one for a terminal."""
     shown = [m for m in (metrics or table.metrics) if m in table.metrics] or table.metrics
+    if pivot is not None:
+        _check_pivot(table, pivot)
     if fmt == "csv":
         return _csv(table, shown)  # long format, a row per member, whatever the pivot
     grid = pivot_grid(table, shown, pivot, digits) if pivot else member_grid(table, shown,
@@ -69,10 +71,14 @@ def member_grid(table: SetTable, metrics: list[str], digits: int) -> Grid:
     return grid
 
 
-def pivot_grid(table: SetTable, metrics: list[str], pivot: str, digits: int) -> Grid:
+def _check_pivot(table: SetTable, pivot: str) -> None:
     if pivot not in table.axes:
         raise ValueError(f"--pivot {pivot}: the set has no axis {pivot!r} (axes: "
                          f"{', '.join(table.axes)})")
+
+
+def pivot_grid(table: SetTable, metrics: list[str], pivot: str, digits: int) -> Grid:
+    _check_pivot(table, pivot)
     others = [a for a in table.axes if a != pivot]
     values: list[Any] = []
     groups: dict[tuple, dict[Any, MemberRow]] = {}
