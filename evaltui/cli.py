@@ -34,6 +34,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "report": ("report",),
     "export": ("export",),
     "gpus": ("gpus",),
+    "sets": ("set",),
 }
 MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items()
              for command in commands}

@@ -107,6 +107,9 @@ class SchedulingSection(BaseModel):
     priority: int = Field(default=0, ge=-100, le=100)
     tie_to_backend: bool = False
     """Kill the run when the backend that spawned it dies (PR_SET_PDEATHSIG)."""
+    set_id: str | None = None
+    """The experiment set this run is a member of (``evaltui set run``): at equal
+    priority the queue takes sets and lone runs in turn (fair share)."""
 
 
 class JobSpec(BaseModel):

@@ -28,6 +28,9 @@ RULES: dict[str, tuple[str, ...]] = {
     # Slurm's client commands only: the contract may carry its options model
     "evaltui.slurm": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
     "evaltui.gpu": ("evaltui.scheduler", "evaltui.tui", "evaltui.api", *UI),
+    "evaltui.setspec": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
+                        *UI),
+    "evaltui.sets": ("evaltui.tui", *UI),
     "evaltui.settings": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
                          *UI),
     # The pure admission decision is read (and tested) without the scheduler around it.
