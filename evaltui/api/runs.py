@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.models import EpisodeRow, LogPage, PriorityRequest, Run, RunRef, SubmitRef
 from evaltui.api.runfiles import BadOffset, NotFoundError
-from evaltui.scheduler import NotQueued, NotResumable, RunNotFound
+from evaltui.scheduler.core import NotQueued, NotResumable, RunNotFound
 from evaltui.spec import JobSpec, SpecError
 from evaltui.states import RunState
 

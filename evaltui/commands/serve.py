@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, token: str, token_file: Path,
            stop: threading.Event) -> int:
     from evaltui.api.backend_start import start_backend
-    from evaltui.scheduler import JobScheduler
-    from evaltui.scheduler.cluster_probe import ClusterUnavailable, open_cluster
+    from evaltui.scheduler.cluster.probe import ClusterUnavailable, open_cluster
+    from evaltui.scheduler.scheduler import JobScheduler
 
     try:
         probe = open_cluster(args.ray) if args.ray else None

@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "attach", None):
         return _attach(args)
     from evaltui.rundir import outputs_root
-    from evaltui.scheduler import JobScheduler
-    from evaltui.scheduler.cluster_probe import ClusterUnavailable, open_cluster
+    from evaltui.scheduler.cluster.probe import ClusterUnavailable, open_cluster
+    from evaltui.scheduler.scheduler import JobScheduler
     from evaltui.tui.embedded import EmbeddedBackend
 
     try:

@@ -15,21 +15,21 @@ import threading
 import time
 from typing import Any
 
-from evaltui.scheduler.accounting import Accounting
-from evaltui.scheduler.admission import Candidate, Wait, WaitKind, decide
-from evaltui.scheduler.admitentry import Entry
-from evaltui.scheduler.admits import AdmitQueue
-from evaltui.scheduler.claims import Claims
-from evaltui.scheduler.cluster import NodeGpu
-from evaltui.scheduler.cluster_probe import ClusterProbe
+from evaltui.scheduler.admission.accounting import Accounting
+from evaltui.scheduler.admission.decision import Candidate, Wait, WaitKind, decide
+from evaltui.scheduler.admission.ledger import LedgerTxn
+from evaltui.scheduler.admission.sampling import Sampler
+from evaltui.scheduler.admits.entry import Entry
+from evaltui.scheduler.admits.queue import AdmitQueue
+from evaltui.scheduler.cluster.keys import NodeGpu
+from evaltui.scheduler.cluster.probe import ClusterProbe
+from evaltui.scheduler.cluster.replacing import move_displaced
 from evaltui.scheduler.core import Core
-from evaltui.scheduler.jobs import Job
-from evaltui.scheduler.ledger import LedgerTxn
-from evaltui.scheduler.lifecycle import Lifecycle
-from evaltui.scheduler.replacing import move_displaced
-from evaltui.scheduler.restore import read_record
-from evaltui.scheduler.sampling import Sampler
-from evaltui.scheduler.starting import Starter
+from evaltui.scheduler.runs.claims import Claims
+from evaltui.scheduler.runs.jobs import Job
+from evaltui.scheduler.runs.lifecycle import Lifecycle
+from evaltui.scheduler.runs.restore import read_record
+from evaltui.scheduler.runs.starting import Starter
 
 log = logging.getLogger(__name__)
 

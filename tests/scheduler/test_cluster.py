@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from evaltui.scheduler.accounting import GpuView, HostView
-from evaltui.scheduler.admission import Candidate, WaitKind, decide
-from evaltui.scheduler.cluster import ClusterReservation, NodeGpu, cluster_views
-from evaltui.scheduler.cluster_ledger import LedgerActor
-from evaltui.scheduler.resources import GpuSnapshot
+from evaltui.scheduler.admission.accounting import GpuView, HostView
+from evaltui.scheduler.admission.decision import Candidate, WaitKind, decide
+from evaltui.scheduler.admission.resources import GpuSnapshot
+from evaltui.scheduler.cluster.keys import ClusterReservation, NodeGpu, cluster_views
+from evaltui.scheduler.cluster.ledger import LedgerActor
 
 A0, B0 = NodeGpu("aaaa" * 14, 0, "node-a"), NodeGpu("bbbb" * 14, 0, "node-b")
 HOST = HostView(64_000, 60_000, 0)

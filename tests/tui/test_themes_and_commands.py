@@ -212,7 +212,7 @@ def test_demo_specs_validate() -> None:
 
 
 def test_demo_declares_a_fake_gpu_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
-    from evaltui.scheduler import resources
+    from evaltui.scheduler.admission import resources
 
     class NoNvml:
         def read(self) -> resources.GpuReading:
@@ -232,7 +232,7 @@ def test_the_api_is_served_beside_the_tui_when_its_port_is_free(outputs: Path) -
     import httpx
 
     from evaltui.commands.tui import serve_api
-    from evaltui.scheduler import JobScheduler
+    from evaltui.scheduler.scheduler import JobScheduler
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

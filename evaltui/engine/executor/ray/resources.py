@@ -87,7 +87,7 @@ RUN_ID_ENV = "EVALTUI_RAY_RUN_ID"
 the cluster finds the node its scheduler moved it to (ray_placement.py)."""
 LEDGER_NAME = "evaltui-ledger"
 LEDGER_NAMESPACE = "evaltui"
-"""The cluster ledger actor (scheduler/cluster_ledger.py), by name and namespace."""
+"""The cluster ledger actor (scheduler/cluster/ledger.py), by name and namespace."""
 
 
 def node_placement(env: Mapping[str, str] | None = None) -> dict[str, Any]:

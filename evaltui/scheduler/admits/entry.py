@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from evaltui.rundir import PidRef, state_dir, write_json_atomic
-from evaltui.scheduler.admission import Candidate, Wait
+from evaltui.scheduler.admission.decision import Candidate, Wait
 from evaltui.scheduler.core import gpu_env
 from evaltui.states import AdmitState
 from evaltui.views import Admit as AdmitInfo  # the status view: one type everywhere

@@ -10,7 +10,7 @@ loaded is stopped on the tick after its count reaches zero; one loaded interacti
 
 Host processes run in their own session, so killing the scheduler does not take them
 (or the runs using them) down. Each host has a file in ``hosts_dir``
-(:mod:`evaltui.scheduler.hostfiles`) naming its owner and holders: a restarted scheduler
+(:mod:`evaltui.scheduler.shared.hostfiles`) naming its owner and holders: a restarted scheduler
 adopts the hosts whose owner is gone, and a host loaded for runs ends by itself once no
 scheduler owns it and its last holder's process has ended.
 """
@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from evaltui.rundir import PidRef
-from evaltui.scheduler import hostfiles, procs
-from evaltui.scheduler.calibration import NodesetPart, nodeset_key
+from evaltui.scheduler import procs
+from evaltui.scheduler.admission.calibration import NodesetPart, nodeset_key
+from evaltui.scheduler.shared import hostfiles
 
 Origin = Literal["scheduler", "interactive"]
 

@@ -10,11 +10,11 @@ priority and never over-commit a GPU between them, nor with other backends.
 The reservation it gets is held by a live process: the wrapper while it waits and
 starts its command, then the command itself once the wrapper ``bind``s it. The
 command leads its own session, so its GPU usage is attributed to the reservation
-(accounting.py) instead of being counted twice as a foreign process. When the holder
+(admission/accounting.py) instead of being counted twice as a foreign process. When the holder
 exits, even by SIGKILL, the ledger purges the reservation as stale; ``release`` drops
 it at once.
 
-Entries not yet released persist in the state dir (admitentry.py) and are owned like
+Entries not yet released persist in the state dir (entry.py) and are owned like
 runs (ownership.py): a backend restarted on the same outputs root takes over the
 entries of the one that died, waiting ones in their order, so their wrappers keep
 their place.
@@ -30,9 +30,10 @@ from typing import Any
 
 from evaltui.rundir import PidRef
 from evaltui.scheduler import procs
-from evaltui.scheduler.accounting import GpuView
-from evaltui.scheduler.admission import Wait
-from evaltui.scheduler.admitentry import (
+from evaltui.scheduler.admission.accounting import GpuView
+from evaltui.scheduler.admission.decision import Wait
+from evaltui.scheduler.admission.ledger import LedgerTxn, Reservation
+from evaltui.scheduler.admits.entry import (
     ADMIT_PREFIX,
     AdmitInfo,
     AdmitState,
@@ -41,8 +42,7 @@ from evaltui.scheduler.admitentry import (
     entry_from,
 )
 from evaltui.scheduler.core import Core
-from evaltui.scheduler.ledger import LedgerTxn, Reservation
-from evaltui.scheduler.ownership import owner_alive
+from evaltui.scheduler.runs.ownership import owner_alive
 
 __all__ = ["ADMIT_PREFIX", "AdmitError", "AdmitInfo", "AdmitNotFound", "AdmitQueue",
            "AdmitState", "HolderNotRunning"]

@@ -18,7 +18,7 @@ from typing import Any
 from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME, SPEC_FILENAME
 from evaltui.rundir import PidRef, read_json
 from evaltui.scheduler import procs
-from evaltui.scheduler.jobs import parse_iso
+from evaltui.scheduler.runs.jobs import parse_iso
 from evaltui.spec import JobSpec, SpecError, parse_spec
 from evaltui.states import RunState
 

@@ -4,7 +4,7 @@ On one machine a GPU is its NVML index. Across a cluster it is a :class:`NodeGpu
 (Ray node id, index), with the node's display name beside it (not part of the key, so
 that every scheduler on the cluster agrees on keys whatever names they show).
 :func:`cluster_views` sets the cluster ledger's reservations against the per-node
-readings the way accounting.py does on one machine, except that usage on another
+readings the way admission/accounting.py does on one machine, except that usage on another
 machine cannot be attributed to a run's processes: a reservation counts whole until its
 run ends (conservative: never over-commits, may under-use a GPU whose run already
 allocated what it reserved) — unless the node attributes usage to runs: its probe groups
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaltui.engine.executor.ray.resources import NODE_GPU_ENV, NODE_ID_ENV, RUN_ID_ENV
-from evaltui.scheduler.accounting import IDLE_GPU_MB, GpuView
+from evaltui.scheduler.admission.accounting import IDLE_GPU_MB, GpuView
 
 NODE_NAME_ENV = "EVALTUI_NODE_NAME"
 """Optional, in a node's environment (its raylet's): the name shown for that node."""
@@ -67,7 +67,7 @@ def node_env(key: NodeGpu, run_id: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class ClusterReservation:
-    """One entry of the cluster ledger (see cluster_ledger.py)."""
+    """One entry of the cluster ledger (see cluster/ledger.py)."""
 
     scheduler: str
     run_id: str

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.launch import update_scheduler_record
-from evaltui.scheduler.admission import Candidate, Wait
-from evaltui.scheduler.calibration import Estimate, NodesetPart
-from evaltui.scheduler.handles import RunHandle
-from evaltui.scheduler.shared import SharedNodeset
+from evaltui.scheduler.admission.calibration import Estimate, NodesetPart
+from evaltui.scheduler.admission.decision import Candidate, Wait
+from evaltui.scheduler.runs.handles import RunHandle
+from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.spec import JobSpec
 from evaltui.states import RunState
 

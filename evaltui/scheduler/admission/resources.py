@@ -25,7 +25,7 @@ from evaltui.scheduler import procs
 from evaltui.settings import settings
 
 if TYPE_CHECKING:
-    from evaltui.scheduler.cluster import GpuKey
+    from evaltui.scheduler.cluster.keys import GpuKey
 
 MIB = 1 << 20
 _NVML_RETRY_SEC = 60.0
@@ -44,7 +44,7 @@ class GpuSnapshot:
     """One GPU at one moment (MiB)."""
 
     index: GpuKey
-    """NVML index; a NodeGpu when read across a Ray cluster (cluster_probe.py)."""
+    """NVML index; a NodeGpu when read across a Ray cluster (cluster/probe.py)."""
     name: str
     total_mb: int
     used_mb: int
@@ -53,7 +53,7 @@ class GpuSnapshot:
     processes: tuple[GpuProcess, ...] | None
     """Per-process usage; None when the driver cannot attribute memory to processes."""
     runs: Mapping[str, int] | None = None
-    """On a Ray node (cluster_probe.py): usage per run id of the processes that carry
+    """On a Ray node (cluster/probe.py): usage per run id of the processes that carry
     one (``EVALTUI_RAY_RUN_ID``); None where processes cannot be attributed."""
 
 

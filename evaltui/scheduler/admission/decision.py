@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from evaltui.scheduler.accounting import GpuView, HostView
-from evaltui.scheduler.cluster import GpuKey, NodeGpu, gpu_label
+from evaltui.scheduler.admission.accounting import GpuView, HostView
+from evaltui.scheduler.cluster.keys import GpuKey, NodeGpu, gpu_label
 from evaltui.units import gib
 
 

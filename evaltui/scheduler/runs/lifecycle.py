@@ -25,10 +25,10 @@ from evaltui.records import (
     SUMMARY_FILENAME,
 )
 from evaltui.rundir import abort_note, derive_run_state, episode_dir, read_json, write_json_atomic
-from evaltui.scheduler.calibration import Estimate, nodeset_parts
+from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
-from evaltui.scheduler.jobs import Job
-from evaltui.scheduler.restore import read_record, record_ref
+from evaltui.scheduler.runs.jobs import Job
+from evaltui.scheduler.runs.restore import read_record, record_ref
 from evaltui.spec import SpecError
 from evaltui.states import EpisodeStatus, RunState
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 import time
 
-from evaltui.scheduler.accounting import Accounting
-from evaltui.scheduler.admission import Candidate, decide
-from evaltui.scheduler.cluster import ClusterReservation, NodeGpu, split_key
-from evaltui.scheduler.cluster_probe import ClusterProbe
+from evaltui.scheduler.admission.accounting import Accounting
+from evaltui.scheduler.admission.decision import Candidate, decide
+from evaltui.scheduler.cluster.keys import ClusterReservation, NodeGpu, split_key
+from evaltui.scheduler.cluster.probe import ClusterProbe
 from evaltui.scheduler.core import Core
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""SubprocessLauncher: starts shared nodeset hosts (evaltui.scheduler.nodeset_host) detached.
+"""SubprocessLauncher: starts shared nodeset hosts (evaltui.scheduler.shared.nodeset_host) detached.
 
 Each host listens on a unix socket in a private runtime dir (``$TMPDIR/evaltui-{uid}``,
 mode 0700, short enough for the 108-byte socket path limit) and authenticates with the
@@ -25,14 +25,14 @@ from typing import Any
 from evaltui.engine.hosting.channel import UNIX_SCHEME, host_secret, parse_url
 from evaltui.process import terminate_group
 from evaltui.rundir import PidRef, state_dir
-from evaltui.scheduler.hostfiles import HOSTS_DIRNAME
-from evaltui.scheduler.shared import HostedProcess, NodesetError
+from evaltui.scheduler.shared.hostfiles import HOSTS_DIRNAME
+from evaltui.scheduler.shared.nodesets import HostedProcess, NodesetError
 
 START_TIMEOUT_SEC = 120.0
 
 
 def hosts_dir() -> Path:
-    """``state_dir()/shared/hosts``: one file per host (:mod:`evaltui.scheduler.hostfiles`)."""
+    """``state_dir()/shared/hosts``: one file per host (see ``hostfiles``)."""
     return state_dir() / "shared" / HOSTS_DIRNAME
 
 
@@ -64,7 +64,7 @@ class SubprocessLauncher:
         log_fd = os.open(logs / f"{safe}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(log_fd, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "evaltui.scheduler.nodeset_host", "--nodeset", name],
+                [sys.executable, "-m", "evaltui.scheduler.shared.nodeset_host", "--nodeset", name],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=dict(env),
                 start_new_session=True,
             )

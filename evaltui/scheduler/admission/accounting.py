@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from evaltui.scheduler import procs
-from evaltui.scheduler.ledger import Reservation
-from evaltui.scheduler.resources import GpuSnapshot, ResourceSnapshot
+from evaltui.scheduler.admission.ledger import Reservation
+from evaltui.scheduler.admission.resources import GpuSnapshot, ResourceSnapshot
 
 if TYPE_CHECKING:
-    from evaltui.scheduler.cluster import GpuKey
+    from evaltui.scheduler.cluster.keys import GpuKey
 
 IDLE_GPU_MB = 512
 """Unattributable usage above this (and 2% of the device) reads as a foreign process."""

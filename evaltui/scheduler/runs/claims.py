@@ -17,13 +17,13 @@ from typing import Any
 from evaltui.launch import scheduler_record_lock
 from evaltui.records import SCHEDULER_FILENAME, SHARED_URLS_FILENAME, SUMMARY_FILENAME
 from evaltui.rundir import PidRef, derive_run_state, read_json, write_json_atomic
-from evaltui.scheduler.cluster_probe import ClusterProbe
+from evaltui.scheduler.admission.ledger import LedgerTxn, Reservation, holder_key
+from evaltui.scheduler.cluster.probe import ClusterProbe
 from evaltui.scheduler.core import Core, Write
-from evaltui.scheduler.handles import RunHandle
-from evaltui.scheduler.jobs import Job, parse_iso
-from evaltui.scheduler.ledger import LedgerTxn, Reservation, holder_key
-from evaltui.scheduler.ownership import owner_alive
-from evaltui.scheduler.restore import (
+from evaltui.scheduler.runs.handles import RunHandle
+from evaltui.scheduler.runs.jobs import Job, parse_iso
+from evaltui.scheduler.runs.ownership import owner_alive
+from evaltui.scheduler.runs.restore import (
     Claimed,
     Found,
     classify,

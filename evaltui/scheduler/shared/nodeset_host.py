@@ -1,4 +1,4 @@
-"""``python -m evaltui.scheduler.nodeset_host``: a shared nodeset hosted for the scheduler.
+"""``python -m evaltui.scheduler.shared.nodeset_host``: a shared nodeset hosted for the scheduler.
 
 Unlike a run's own hosts (evaltui.engine.hosting.hostprocess), this one must outlive the
 scheduler that started it: the runs using it do. So it runs in its own session, arms no
@@ -8,7 +8,7 @@ stdin, authenticates clients with the per-host secret of the state dir
 ``{"url", "pid"}`` (or ``{"error"}``) as one JSON line once clients can connect, and then
 hosts until SIGTERM. After that line, stdout goes to the log like stderr.
 
-It also watches its host file (:mod:`evaltui.scheduler.hostfiles`) once a second: loaded
+It also watches its host file (:mod:`evaltui.scheduler.shared.hostfiles`) once a second: loaded
 for runs, with no scheduler owning it any more and no holder's process alive, it ends by
 itself, so it never outlives its last run when no scheduler comes back.
 """
@@ -51,8 +51,8 @@ def main() -> int:
 
 def watch_holders(stop: threading.Event) -> None:
     """Set ``stop`` once the host file says nobody needs this host any more."""
-    from evaltui.scheduler.hostfiles import WATCH_INTERVAL_SEC, HolderWatch
-    from evaltui.scheduler.hostlauncher import hosts_dir
+    from evaltui.scheduler.shared.hostfiles import WATCH_INTERVAL_SEC, HolderWatch
+    from evaltui.scheduler.shared.launcher import hosts_dir
 
     watch = HolderWatch(hosts_dir())
     while not stop.wait(WATCH_INTERVAL_SEC):

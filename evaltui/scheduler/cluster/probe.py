@@ -2,7 +2,7 @@
 
 A GpuProbe like NvmlProbe or FakeGpuProbe (resources.py), so the scheduler's Sampler
 uses it unchanged: ``read()`` returns one GpuReading whose GPUs are keyed by
-:class:`~evaltui.scheduler.cluster.NodeGpu`. Each node's :class:`NodeProbe` actor (no
+:class:`~evaltui.scheduler.cluster.keys.NodeGpu`. Each node's :class:`NodeProbe` actor (no
 CPU reserved, pinned to its node) runs the same ``make_gpu_probe()`` as a one-machine
 scheduler in that node's environment: NVML where present, fake GPUs when the node's
 raylet was started with ``EVALTUI_FAKE_GPUS`` (a test declares them per node that way).
@@ -14,7 +14,7 @@ again (so a reading is at most one tick old; only the first read waits, at most
 node gone from the cluster (or whose actor died) drops out of the reading at once, so
 nothing new is admitted there. Per-process usage is not reported (PIDs of other
 machines mean nothing here). The probe also holds this scheduler's handle on the
-cluster ledger (cluster_ledger.py): ``sync`` once per tick (answered by the next tick:
+cluster ledger (cluster/ledger.py): ``sync`` once per tick (answered by the next tick:
 the entries it brings may be a tick old, which never over-commits because ``reserve``
 checks again in the ledger), ``reserve`` per admission.
 """
@@ -30,13 +30,13 @@ from dataclasses import asdict
 from typing import Any
 
 from evaltui.engine.executor.ray.resources import RUN_ID_ENV
-from evaltui.scheduler.cluster import (
+from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot, HostSnapshot
+from evaltui.scheduler.cluster.keys import (
     NODE_NAME_ENV,
     ClusterReservation,
     NodeGpu,
 )
-from evaltui.scheduler.cluster_ledger import LEASE_SEC, NAMESPACE, connect
-from evaltui.scheduler.resources import GpuReading, GpuSnapshot, HostSnapshot
+from evaltui.scheduler.cluster.ledger import LEASE_SEC, NAMESPACE, connect
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class NodeProbe:
     """The actor on one node: its GPUs (as a one-machine scheduler reads them) and RAM."""
 
     def __init__(self) -> None:
-        from evaltui.scheduler.resources import HostProbe, make_gpu_probe
+        from evaltui.scheduler.admission.resources import HostProbe, make_gpu_probe
 
         self.gpu = make_gpu_probe()
         self.host = HostProbe()
@@ -127,7 +127,7 @@ class ClusterProbe:
         """Ids of the nodes Ray listed alive at the last read (None: not read yet)."""
         self.unplaced: dict[str, ClusterReservation] = {}
         """Runs of this scheduler whose node left and that no GPU could take yet: their
-        reservation there, released (scheduler/replacing.py)."""
+        reservation there, released (cluster/replacing.py)."""
         self.lost: dict[str, float] = {}
         """Nodes that were read and then left the cluster: name -> when (time.time()).
         Shown as gone until a node of that name answers again."""

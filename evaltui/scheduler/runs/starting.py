@@ -19,15 +19,15 @@ from evaltui.engine.run.summary import now_iso
 from evaltui.launch import spawn_run, spawned_ref
 from evaltui.records import SHARED_URLS_FILENAME
 from evaltui.rundir import write_json_atomic
-from evaltui.scheduler.admission import Wait, WaitKind
-from evaltui.scheduler.calibration import NodesetPart
-from evaltui.scheduler.cluster import GpuKey, NodeGpu, node_env, split_key
-from evaltui.scheduler.cluster_probe import ClusterProbe
+from evaltui.scheduler.admission.calibration import NodesetPart
+from evaltui.scheduler.admission.decision import Wait, WaitKind
+from evaltui.scheduler.admission.ledger import LedgerTxn, Reservation, holder_key
+from evaltui.scheduler.cluster.keys import GpuKey, NodeGpu, node_env, split_key
+from evaltui.scheduler.cluster.probe import ClusterProbe
 from evaltui.scheduler.core import Core
-from evaltui.scheduler.handles import RunHandle
-from evaltui.scheduler.jobs import Job, Loading
-from evaltui.scheduler.ledger import LedgerTxn, Reservation, holder_key
-from evaltui.scheduler.shared import SharedNodeset
+from evaltui.scheduler.runs.handles import RunHandle
+from evaltui.scheduler.runs.jobs import Job, Loading
+from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.states import RunState
 
 log = logging.getLogger(__name__)

@@ -7,15 +7,15 @@ import dataclasses
 import threading
 import time
 
-from evaltui.scheduler.accounting import Accounting, Usage, account
-from evaltui.scheduler.calibration import NodesetPart
-from evaltui.scheduler.cluster import ClusterReservation, NodeGpu, cluster_views
-from evaltui.scheduler.cluster_probe import ClusterProbe
+from evaltui.scheduler.admission.accounting import Accounting, Usage, account
+from evaltui.scheduler.admission.calibration import NodesetPart
+from evaltui.scheduler.admission.ledger import Reservation, holder_key
+from evaltui.scheduler.admission.resources import ResourceSnapshot
+from evaltui.scheduler.cluster.keys import ClusterReservation, NodeGpu, cluster_views
+from evaltui.scheduler.cluster.probe import ClusterProbe
 from evaltui.scheduler.core import Core
-from evaltui.scheduler.jobs import Job
-from evaltui.scheduler.ledger import Reservation, holder_key
-from evaltui.scheduler.resources import ResourceSnapshot
-from evaltui.scheduler.shared import SharedNodeset
+from evaltui.scheduler.runs.jobs import Job
+from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.states import RunState
 
 MIN_CALIBRATION_SAMPLES = 5
