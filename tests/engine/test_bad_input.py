@@ -38,7 +38,7 @@ def spec(**eval_fields) -> dict:
     ({"graph": "not a graph"}, "graph", "valid dictionary"),
     ({"graph": builtin_graph("bot"), "scheduling": {"priority": 1000}},
      "scheduling.priority", "less than or equal to 100"),
-    # param values are checked against the nodeset constructor's annotations (issue 10)
+    # param values are checked against the nodeset constructor's annotations
     (spec(selectors={"policy.noise": "abc"}), "graph.nodesets.policy.params.noise",
      "unable to parse string as a number (got 'abc'; BabyAIBotPolicy expects float)"),
     (spec(selectors={"env.frame_stride": 1.5}), "graph.nodesets.env.params.frame_stride",

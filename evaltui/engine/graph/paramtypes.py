@@ -1,9 +1,10 @@
 """Nodeset params checked against the constructor's annotations, before anything runs.
 
-``--set policy.noise=abc`` used to be accepted at submit and die in the worker with a
-traceback; a user's own nodeset gets the same check. Each param with an annotation that
-resolves is validated with pydantic (lax mode: ``1`` is a fine ``float``, ``"abc"`` is
-not); params whose annotation cannot be resolved are left to the constructor.
+So ``--set policy.noise=abc`` is refused at submit (one line, exit 2) rather than dying
+in the worker with a traceback; a user's own nodeset gets the same check. Each param
+with an annotation that resolves is validated with pydantic (lax mode: ``1`` is a fine
+``float``, ``"abc"`` is not); params whose annotation cannot be resolved are left to the
+constructor.
 
 A nodeset declares its params' constraints in two ways, both checked here (so ``eval``,
 ``submit``, the API and the TUI's form refuse a bad value before a run dir exists):

@@ -27,27 +27,20 @@ import sys
 import threading
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 from evaltui.engine.episode.session import WorkerSession
 from evaltui.engine.graph.datasets import load_episodes
 from evaltui.engine.graph.specchecks import CheckedSpec
+from evaltui.engine.hosting.channel import SharedEndpoint
 from evaltui.engine.hosting.proxy import RemoteNodeset
 from evaltui.engine.usererrors import NodesetBuildError, one_line
 from evaltui.rundir import episode_dir
 from evaltui.states import EpisodeStatus
 
 IDLE_POLL_SEC = 0.1
-
-
-@dataclass(frozen=True)
-class SharedEndpoint:
-    """Where a shared nodeset is hosted, and the secret its host expects."""
-
-    url: str
-    secret: bytes = field(repr=False)
 
 
 @dataclass(frozen=True)
