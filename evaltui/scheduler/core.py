@@ -50,6 +50,7 @@ from evaltui.scheduler.shared.launcher import SubprocessLauncher, hosts_dir
 from evaltui.scheduler.shared.nodesets import NodesetLauncher, SharedNodeset, SharedNodesets
 from evaltui.spec import JobSpec
 from evaltui.states import RunState
+from evaltui.views import LedgerEntry
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +203,15 @@ class Core:
         env.pop(fakegpu.FAKE_GPU_INDEX_ENV, None)
         env.update(gpu_env(gpu, self.fake))
         return env
+
+    def ledger_entry(self, run_id: str, holder: PidRef, *, gpu: int | None, vram_mb: int,
+                     ram_mb: int = 0, exclusive: bool = False, pending: bool = False
+                     ) -> LedgerEntry:
+        """A reservation this scheduler makes now for ``run_id``, held by ``holder``."""
+        return LedgerEntry(run_id=run_id, holder_pid=holder.pid,
+                           holder_create_time=holder.create_time, scheduler_pid=os.getpid(),
+                           outputs=str(self.outputs), gpu=gpu, vram_mb=vram_mb, ram_mb=ram_mb,
+                           exclusive=exclusive, admitted_at=time.time(), pending=pending)
 
     def run_dir(self, run_id: str) -> Path:
         if not is_run_id(run_id):

@@ -6,8 +6,6 @@ runs this scheduler does not track through the run index.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from evaltui import views
 from evaltui.records import SUMMARY_FILENAME
 from evaltui.rundir import read_json
@@ -112,7 +110,7 @@ class Reads:
         return views.Resources(
             gpu_available=snap.gpu.available, gpu_reason=snap.gpu.reason,
             fake_gpus=snap.gpu.fake, gpus=gpus, host=host,
-            ledger=[views.LedgerEntry(**asdict(r)) for r in live],
+            ledger=live,
             lock=lock_view(held) if held is not None else None, taken_at=snap.taken_at,
             nodes=node_hosts(c.gpu_probe), nodes_lost=nodes_lost(c.gpu_probe))
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_key
-from evaltui.scheduler.admission.ledger import Ledger, Reservation
+from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.admission.resources import GpuProbe, HostProbe, make_gpu_probe
 from evaltui.scheduler.admission.sampling import Sampler
 from evaltui.scheduler.admits.queue import AdmitQueue
@@ -255,10 +255,8 @@ class JobScheduler:
         if fresh:  # reserved, so its memory is accounted to it and not to "someone else"
             ref = ns.hosted.ref
             with c.ledger.transaction() as txn:
-                txn.add(Reservation(f"nodeset:{ns.name}", ref.pid, ref.create_time,
-                                    os.getpid(), str(c.outputs), gpu,
-                                    c.calibration.peak("vram", key) or 0, 0, False,
-                                    time.time()))
+                txn.add(c.ledger_entry(f"nodeset:{ns.name}", ref, gpu=gpu,
+                                       vram_mb=c.calibration.peak("vram", key) or 0))
         c.emit_pending()
         self.nudge()
         return nodeset_view(ns)

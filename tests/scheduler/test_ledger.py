@@ -14,7 +14,7 @@ from schedhelpers import line_spec
 from evaltui.rundir import PidRef
 from evaltui.scheduler.admission.accounting import RssCache, account
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
-from evaltui.scheduler.admission.ledger import Ledger, Reservation
+from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.admission.resources import (
     GpuProcess,
     GpuReading,
@@ -24,12 +24,14 @@ from evaltui.scheduler.admission.resources import (
 )
 from evaltui.scheduler.lock import InteractiveLock, LockHeldError
 from evaltui.spec import parse_spec
+from evaltui.views import LedgerEntry
 
 
 def reservation(ref: PidRef, run_id: str = "r", gpu: int | None = 0, mb: int = 1000,
-                ram: int = 0, exclusive: bool = False) -> Reservation:
-    return Reservation(run_id, ref.pid, ref.create_time, 1, "/out", gpu, mb, ram, exclusive,
-                       time.time())
+                ram: int = 0, exclusive: bool = False) -> LedgerEntry:
+    return LedgerEntry(run_id=run_id, holder_pid=ref.pid, holder_create_time=ref.create_time,
+                       scheduler_pid=1, outputs="/out", gpu=gpu, vram_mb=mb, ram_mb=ram,
+                       exclusive=exclusive, admitted_at=time.time())
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from evaltui.scheduler import procs
-from evaltui.scheduler.admission.ledger import Reservation
 from evaltui.scheduler.admission.resources import GpuSnapshot, ResourceSnapshot
+from evaltui.views import LedgerEntry
 
 if TYPE_CHECKING:
     from evaltui.scheduler.cluster.keys import GpuKey
@@ -109,7 +109,7 @@ class RssCache:
             del self._cache[pid]
 
 
-def account(entries: Sequence[Reservation], snap: ResourceSnapshot, rss: RssCache) -> Accounting:
+def account(entries: Sequence[LedgerEntry], snap: ResourceSnapshot, rss: RssCache) -> Accounting:
     """Set the reservations against the snapshot (see the module docstring)."""
     # A pending reservation is held by a scheduler for a run not started yet: nothing of
     # its usage can be visible, so it counts whole.
@@ -129,8 +129,8 @@ def account(entries: Sequence[Reservation], snap: ResourceSnapshot, rss: RssCach
     return Accounting(gpus, host, usage, snap.taken_at)
 
 
-def _gpu_view(gpu: GpuSnapshot, entries: Sequence[Reservation],
-              by_holder: dict[int, Reservation], usage: dict[str, Usage]) -> GpuView:
+def _gpu_view(gpu: GpuSnapshot, entries: Sequence[LedgerEntry],
+              by_holder: dict[int, LedgerEntry], usage: dict[str, Usage]) -> GpuView:
     foreign = 0
     if gpu.processes is None:
         idle = max(IDLE_GPU_MB, gpu.total_mb // 50)

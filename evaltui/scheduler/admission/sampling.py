@@ -9,7 +9,6 @@ import time
 
 from evaltui.scheduler.admission.accounting import Accounting, Usage, account
 from evaltui.scheduler.admission.calibration import NodesetPart
-from evaltui.scheduler.admission.ledger import Reservation, holder_key
 from evaltui.scheduler.admission.resources import ResourceSnapshot
 from evaltui.scheduler.cluster.keys import ClusterReservation, NodeGpu, cluster_views
 from evaltui.scheduler.cluster.probe import ClusterProbe
@@ -17,12 +16,13 @@ from evaltui.scheduler.core import Core
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.states import RunState
+from evaltui.views import LedgerEntry, holder_key
 
 MIN_CALIBRATION_SAMPLES = 5
 """Usage readings a run must have had while running before its peak calibrates."""
 
 
-def _cluster_usage(usage: dict[str, Usage], entries: list[Reservation],
+def _cluster_usage(usage: dict[str, Usage], entries: list[LedgerEntry],
                    snap: ResourceSnapshot, held: list[ClusterReservation]
                    ) -> dict[str, Usage]:
     """Usage of this machine's entries with their runs' GPU memory on the nodes added,
@@ -49,13 +49,13 @@ class Sampler:
         self._snapshot_at = -1e9
         self._host_peaks: dict[str, int] = {}
 
-    def measure(self, entries: list[Reservation]) -> tuple[ResourceSnapshot, Accounting]:
+    def measure(self, entries: list[LedgerEntry]) -> tuple[ResourceSnapshot, Accounting]:
         """The snapshot, and ``entries`` set against that same snapshot."""
         with self._lock:
             snap = self._fresh()
             return snap, self._account(entries, snap)
 
-    def account(self, entries: list[Reservation]) -> Accounting:
+    def account(self, entries: list[LedgerEntry]) -> Accounting:
         """Reservations set against one snapshot (see accounting.py)."""
         # A snapshot up to probe_interval old is safe here: free memory and per-process
         # usage come from the same reading, so a reservation is never both missing from
@@ -63,7 +63,7 @@ class Sampler:
         with self._lock:
             return self._account(entries, self._fresh())
 
-    def _account(self, entries: list[Reservation], snap: ResourceSnapshot) -> Accounting:
+    def _account(self, entries: list[LedgerEntry], snap: ResourceSnapshot) -> Accounting:
         acct = account(entries, snap, self.core.rss)
         probe = self.core.gpu_probe
         if isinstance(probe, ClusterProbe) and snap.gpu.available:

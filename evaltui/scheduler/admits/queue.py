@@ -23,7 +23,6 @@ their place.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,7 +31,7 @@ from evaltui.rundir import PidRef
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.accounting import GpuView
 from evaltui.scheduler.admission.decision import Wait
-from evaltui.scheduler.admission.ledger import LedgerTxn, Reservation
+from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.admits.entry import (
     ADMIT_PREFIX,
     AdmitInfo,
@@ -151,9 +150,8 @@ class AdmitQueue:
                 if old is None:  # purged: its holder died between admission and now
                     self._release(entry, "its holder exited")
                 else:
-                    moved = Reservation(old.run_id, holder.pid, holder.create_time,
-                                        old.scheduler_pid, old.outputs, old.gpu, old.vram_mb,
-                                        old.ram_mb, old.exclusive, old.admitted_at)
+                    moved = old.model_copy(update={"holder_pid": holder.pid,
+                                                   "holder_create_time": holder.create_time})
                     txn.add(moved)
                     entry.key = moved.key
             if entry.state is AdmitState.RELEASED:
@@ -215,9 +213,8 @@ class AdmitQueue:
         # What to hold: the request, or for a whole GPU what it has free after reservations.
         mb = entry.vram_mb if entry.vram_mb is not None else \
             max(0, view.available_mb) if view is not None else 0
-        reservation = Reservation(entry.ledger_id, entry.holder.pid, entry.holder.create_time,
-                                  os.getpid(), str(c.outputs), gpu, mb, 0, entry.exclusive,
-                                  time.time())
+        reservation = c.ledger_entry(entry.ledger_id, entry.holder, gpu=gpu, vram_mb=mb,
+                                     exclusive=entry.exclusive)
         txn.add(reservation)
         entry.state, entry.gpu, entry.reserved_mb = AdmitState.ADMITTED, gpu, mb
         entry.key, entry.admitted_at, entry.wait = reservation.key, time.time(), None

@@ -8,7 +8,6 @@ under the ledger lock, so of several backends exactly one wins each run.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 from evaltui.launch import scheduler_record_lock
 from evaltui.records import SCHEDULER_FILENAME, SHARED_URLS_FILENAME, SUMMARY_FILENAME
 from evaltui.rundir import PidRef, derive_run_state, read_json, write_json_atomic
-from evaltui.scheduler.admission.ledger import LedgerTxn, Reservation, holder_key
+from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.cluster.probe import ClusterProbe
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
@@ -33,6 +32,7 @@ from evaltui.scheduler.runs.restore import (
     record_ref,
 )
 from evaltui.states import RunState
+from evaltui.views import holder_key
 
 _LIVE = frozenset({RunState.STARTING.value, RunState.RUNNING.value})
 UNOWNED_GRACE_SEC = 10.0
@@ -174,9 +174,9 @@ class Claims:
         key = holder_key(ref.pid, ref.create_time, job.run_id)
         if txn.get(key) is not None:
             return
-        txn.add(Reservation(job.run_id, ref.pid, ref.create_time, os.getpid(),
-                            str(self.core.outputs), gpu, int(res.get("mb") or 0),
-                            int(res.get("ram_mb") or 0), job.exclusive, time.time()))
+        txn.add(self.core.ledger_entry(job.run_id, ref, gpu=gpu, vram_mb=int(res.get("mb") or 0),
+                                       ram_mb=int(res.get("ram_mb") or 0),
+                                       exclusive=job.exclusive))
 
     def _rehold_shared(self, job: Job) -> None:
         shared = self.core.shared

@@ -10,7 +10,6 @@ import logging
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from evaltui.records import SHARED_URLS_FILENAME
 from evaltui.rundir import write_json_atomic
 from evaltui.scheduler.admission.calibration import NodesetPart
 from evaltui.scheduler.admission.decision import Wait, WaitKind
-from evaltui.scheduler.admission.ledger import LedgerTxn, Reservation, holder_key
+from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.cluster.keys import GpuKey, NodeGpu, node_env, split_key
 from evaltui.scheduler.cluster.probe import ClusterProbe
 from evaltui.scheduler.core import Core
@@ -29,6 +28,7 @@ from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.runs.jobs import Job, Loading
 from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.states import RunState
+from evaltui.views import holder_key
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,8 @@ class Starter:
             self._spawn(job, gpu, vram, ram, txn, fresh=())
             return
         me = c.me
-        pending = Reservation(job.run_id, me.pid, me.create_time, os.getpid(),
-                              str(c.outputs), gpu, vram, ram, job.exclusive, time.time(),
-                              pending=True)
+        pending = c.ledger_entry(job.run_id, me, gpu=gpu, vram_mb=vram, ram_mb=ram,
+                                 exclusive=job.exclusive, pending=True)
         txn.add(pending)
         job.loading = Loading(gpu, pending.key)
         c.loading[job.run_id] = job
@@ -157,8 +156,7 @@ class Starter:
         for part, ns in fresh:
             mb = job.estimate.per_nodeset_mb.get(part.name, 0) if job.estimate else 0
             ref = ns.hosted.ref
-            txn.add(Reservation(f"nodeset:{ns.name}", ref.pid, ref.create_time, os.getpid(),
-                                str(c.outputs), gpu, mb, 0, False, time.time()))
+            txn.add(c.ledger_entry(f"nodeset:{ns.name}", ref, gpu=gpu, vram_mb=mb))
             vram = max(0, vram - mb)
         if job.spec is not None:
             # Rewritten at every start: a resumed run must not find the URLs of hosts that
@@ -184,8 +182,8 @@ class Starter:
             self._fail_unstarted(job, f"cannot start the run subprocess: {exc}")
             return
         ref = spawned_ref(proc)
-        txn.add(Reservation(job.run_id, ref.pid, ref.create_time, os.getpid(),
-                            str(c.outputs), gpu, vram, ram, job.exclusive, time.time()))
+        txn.add(c.ledger_entry(job.run_id, ref, gpu=gpu, vram_mb=vram, ram_mb=ram,
+                               exclusive=job.exclusive))
         job.reservation_key = holder_key(ref.pid, ref.create_time, job.run_id)
         job.set(pid=ref.pid, pid_create_time=ref.create_time)
         c.writer.write(job)
