@@ -29,6 +29,7 @@ from typing import Any
 
 from evaltui import fakegpu
 from evaltui.process import terminate_group
+from evaltui.records import SchedulerRecord
 from evaltui.rundir import PidRef, is_run_id, outputs_root, runs_root
 from evaltui.scheduler.admission.accounting import RssCache
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
@@ -134,8 +135,8 @@ class Core:
         self._seq += 1
         return self._seq
 
-    def new_job(self, run_dir: Path, record: dict[str, Any], spec: JobSpec | None) -> Job:
-        """Track a run whose record (``record["state"]`` included) is on disk already."""
+    def new_job(self, run_dir: Path, record: SchedulerRecord, spec: JobSpec | None) -> Job:
+        """Track a run whose record (its state included) is on disk already."""
         job = Job(run_dir.name, run_dir, record, spec,
                   nodeset_parts(spec) if spec is not None else [], self.next_seq())
         self.jobs[job.run_id] = job
@@ -153,7 +154,7 @@ class Core:
         and as an event, together. Returns the state it left. Lock held."""
         previous = job.state
         if write is Write.ALREADY:
-            job.record.update(fields, state=state.value)  # not dirty: never written back
+            job.seen(**fields, state=state)  # not dirty: never written back
         else:
             job.set(state=state.value, **fields)
             if write is Write.NOW:
@@ -165,7 +166,7 @@ class Core:
 
     def set_wait(self, job: Job, wait: Wait) -> None:
         job.wait = wait
-        if job.record.get("waiting_kind") != wait.kind:  # a StrEnum: equal to its value
+        if job.record.waiting_kind != wait.kind:  # a StrEnum: equal to its value
             # On disk only when the kind of reason changes: the live text (numbers that
             # move every second) is served by queue(); see RecordWriter.
             job.set(waiting_reason=wait.reason, waiting_kind=str(wait.kind))

@@ -39,7 +39,7 @@ class Reads:
         with c.lock:
             job = c.jobs.get(run_id)
             if job is not None:
-                record = dict(job.record)
+                record = job.record
                 state, wait = job.state, job.wait
         if job is None:
             info = c.index.read(run_id)
@@ -52,7 +52,7 @@ class Reads:
                 summary = read_json(run_dir / SUMMARY_FILENAME)
             except (OSError, ValueError):
                 summary = None
-        reason = wait.reason if wait is not None else record.get("waiting_reason")
+        reason = wait.reason if wait is not None else record.waiting_reason
         return run_view(run_id, run_dir, state, record, summary, c.index.brief(run_id),
                         waiting_reason=reason if state is RunState.QUEUED else None)
 
@@ -123,8 +123,8 @@ def _queued_job(job: Job, position: int) -> views.QueueEntry:
     est, wait = job.estimate, job.wait
     return views.QueueEntry(
         run_id=job.run_id, position=position, priority=job.priority,
-        queued_at=job.record.get("queued_at"),
-        waiting_reason=wait.reason if wait else str(job.record.get("waiting_reason")),
+        queued_at=job.record.queued_at,
+        waiting_reason=wait.reason if wait else str(job.record.waiting_reason),
         waiting_kind=wait.kind.value if wait else "new",
         estimate_mb=est.vram_mb if est else 0, ram_estimate_mb=est.ram_mb if est else 0,
         estimate_source=est.source if est else "unknown", exclusive=job.exclusive,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 
+from evaltui.records import ReservationRecord
 from evaltui.scheduler.admission.accounting import Accounting
 from evaltui.scheduler.admission.decision import Candidate, decide
 from evaltui.scheduler.cluster.keys import ClusterReservation, NodeGpu, split_key
@@ -52,11 +53,11 @@ def move_displaced(core: Core, cluster: ClusterProbe, displaced: list[ClusterRes
                 index, node = split_key(key)
                 log.info("run %s moved from %s (left the cluster) to %s", r.run_id, lost, key)
                 with core.lock:
-                    reservation = {**(job.record.get("reservation") or {}), "gpu": index,
-                                   "node": node, "node_id": key.node_id}
+                    reservation = (job.record.reservation or ReservationRecord()).model_copy(
+                        update={"gpu": index, "node": node, "node_id": key.node_id})
                     job.set(gpu=index, node=node, reservation=reservation,
                             waiting_reason=None, waiting_kind=None,
-                            moved_from=[*job.record.get("moved_from", []), lost])
+                            moved_from=[*job.record.moved_from, lost])
                 core.writer.write(job)
                 gpus = [g for g in gpus if g.index != key]  # one move per GPU per tick
                 continue
@@ -65,7 +66,7 @@ def move_displaced(core: Core, cluster: ClusterProbe, displaced: list[ClusterRes
             log.warning("run %s: its node %s left the cluster; no GPU takes it now: %s",
                         r.run_id, lost, refused)
         reason = f"its node {lost} left the Ray cluster; waiting for another GPU: {refused}"
-        if job.record.get("waiting_reason") != reason:
+        if job.record.waiting_reason != reason:
             with core.lock:
                 job.set(waiting_reason=reason, waiting_kind="no_node")
             core.writer.write(job)

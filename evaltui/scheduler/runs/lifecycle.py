@@ -23,12 +23,13 @@ from evaltui.records import (
     SCHEDULER_FILENAME,
     SPEC_FILENAME,
     SUMMARY_FILENAME,
+    SchedulerRecord,
 )
 from evaltui.rundir import abort_note, derive_run_state, episode_dir, read_json, write_json_atomic
 from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job
-from evaltui.scheduler.runs.restore import read_record, record_ref
+from evaltui.scheduler.runs.restore import parse_record, read_record, record_ref
 from evaltui.spec import SpecError
 from evaltui.states import EpisodeStatus, RunState
 
@@ -57,7 +58,7 @@ class Lifecycle:
             "waiting_reason": "queued: admission at the next tick", "waiting_kind": None,
             "scheduler_pid": os.getpid(), "owner": str(c.owner),
             "warnings": list(checked.warnings)})  # shown by submit (API, CLI, TUI)
-        record = read_json(run_dir / SCHEDULER_FILENAME)
+        record = SchedulerRecord.model_validate(read_json(run_dir / SCHEDULER_FILENAME))
         with c.lock:
             job = c.new_job(run_dir, record, checked.spec)
             job.estimate, job.estimate_version = estimate, c.estimate_version()
@@ -135,21 +136,23 @@ class Lifecycle:
                                           c.shared_keys())
         with scheduler_record_lock(run_dir):
             state = derive_run_state(run_dir)  # again: another backend may have resumed it
-            record = read_record(run_dir)
-            if state not in RESUMABLE or record is None:
+            raw = read_record(run_dir)
+            old = parse_record(raw) if raw is not None else None
+            if state not in RESUMABLE or old is None:
                 raise NotResumable(f"run {run_id} is {state.value}; only finished runs resume")
-            record.update(
-                state=RunState.QUEUED.value, queued_at=now_iso(), admitted_at=None, pid=None,
-                pid_create_time=None, reservation=None, gpu=None, cancel_requested_at=None,
-                exit_code=None, finished_at=None, error=None, measured_peak_mb=None,
-                measured_peak_ram_mb=None, resumed_at=now_iso(),
-                resume_count=int(record.get("resume_count") or 0) + 1,
-                waiting_reason="queued (resume): admission at the next tick", waiting_kind=None,
+            # A new record: what the last attempt left (its PID, reservation, exit code,
+            # peaks, error, node) resets to the model's defaults by construction; only
+            # what describes the run itself carries over.
+            now = now_iso()
+            record = SchedulerRecord(
+                state=RunState.QUEUED, priority=old.priority, queued_at=now, resumed_at=now,
+                resume_count=old.resume_count + 1, warnings=old.warnings,
+                waiting_reason="queued (resume): admission at the next tick",
                 scheduler_pid=os.getpid(), owner=str(c.owner), **estimate_fields(estimate))
             # _DONE goes first: with it present the run would read as finished while it
             # re-runs. summary.json stays (the run rewrites it), so the UI keeps numbers.
             (run_dir / DONE_FILENAME).unlink(missing_ok=True)
-            write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+            write_json_atomic(run_dir / SCHEDULER_FILENAME, record.model_dump(mode="json"))
         with c.lock:
             job = c.new_job(run_dir, record, checked.spec)
             job.estimate, job.estimate_version = estimate, c.estimate_version()
@@ -227,7 +230,7 @@ class Lifecycle:
             c.jobs.pop(job.run_id, None)
             c.shared.release(job.run_id, c.tick_no)
             c.report(*c.episodes.unwatch(job.run_id))
-            aborted: dict[str, Any] = ({"error": abort_note(job.record.get("exit_code"))}
+            aborted: dict[str, Any] = ({"error": abort_note(job.record.exit_code)}
                                        if state is RunState.ABORTED else {})
             c.transition(job, state, **aborted)  # on disk before anyone is told
         if state is RunState.DONE:
