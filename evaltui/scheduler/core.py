@@ -41,8 +41,10 @@ from evaltui.scheduler.admission.resources import (
     HostProbe,
     visible_gpu_indices,
 )
+from evaltui.scheduler.cluster.placement import placement_for
 from evaltui.scheduler.events import Listeners, NodesetsChanged, RunStateChanged, SchedulerEvent
 from evaltui.scheduler.lock import InteractiveLock
+from evaltui.scheduler.placement import gpu_env
 from evaltui.scheduler.runs.episodes import EpisodeWatcher
 from evaltui.scheduler.runs.jobs import Job, JobQueue, RecordWriter
 from evaltui.scheduler.runs.ownership import new_owner
@@ -102,7 +104,9 @@ class Core:
         self.cancel_grace_sec = cancel_grace_sec
         self.claim_after_sec = claim_after_sec
         self.disk_sync_sec = disk_sync_sec
-        self.allowed_gpus = None if self.fake else visible_gpu_indices()
+        allowed = None if self.fake else visible_gpu_indices()
+        self.placement = placement_for(gpu_probe, fake=self.fake, allowed=allowed)
+        """Where admitted runs go: this machine, or the Ray cluster ``gpu_probe`` reads."""
 
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
@@ -243,14 +247,3 @@ class Core:
 
         threading.Thread(target=run, name=f"evaltui-cancel-{ref.pid}", daemon=True).start()
 
-
-def gpu_env(gpu: int | None, fake: bool) -> dict[str, str]:
-    """Variables that put a process on ``gpu`` (none for no GPU)."""
-    if gpu is None:
-        return {}
-    env = {"CUDA_VISIBLE_DEVICES": str(gpu)}
-    if fake:
-        env[fakegpu.FAKE_GPU_INDEX_ENV] = str(gpu)
-    else:
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # NVML numbers GPUs in PCI order
-    return env

@@ -10,10 +10,10 @@ from evaltui import views
 from evaltui.records import SUMMARY_FILENAME
 from evaltui.rundir import read_json
 from evaltui.scheduler import procs
+from evaltui.scheduler.admission.gpukey import split_key
 from evaltui.scheduler.admission.sampling import Sampler
 from evaltui.scheduler.admits.entry import Entry
 from evaltui.scheduler.admits.queue import AdmitQueue
-from evaltui.scheduler.cluster.keys import split_key
 from evaltui.scheduler.core import Core, RunNotFound
 from evaltui.scheduler.lock import LockInfo
 from evaltui.scheduler.runs.jobs import Job
@@ -112,7 +112,7 @@ class Reads:
             fake_gpus=snap.gpu.fake, gpus=gpus, host=host,
             ledger=live,
             lock=lock_view(held) if held is not None else None, taken_at=snap.taken_at,
-            nodes=node_hosts(c.gpu_probe), nodes_lost=nodes_lost(c.gpu_probe))
+            nodes=c.placement.nodes(), nodes_lost=c.placement.nodes_lost())
 
     def nodesets(self) -> list[views.Nodeset]:
         """Shared nodesets hosted by this scheduler, with refcounts."""
@@ -148,23 +148,6 @@ def _graph_name(spec: JobSpec | None) -> str | None:
         return None
     name = spec.eval.graph_name or spec.graph.get("name")
     return name if isinstance(name, str) else None
-
-
-def node_hosts(probe: object) -> list[views.NodeHost]:
-    """Each Ray node's host RAM and CPU, by name (a cluster probe's ``hosts``; none on one
-    machine)."""
-    # Duck-typed (not isinstance ClusterProbe): any probe that reads nodes may say this.
-    # dict() of a str-keyed dict is one step under the GIL: safe against the tick's read.
-    hosts = dict(getattr(probe, "hosts", None) or {})
-    return [views.NodeHost(name=name, ram_total_mb=h.ram_total_mb,
-                           ram_available_mb=h.ram_available_mb, cpu_percent=h.cpu_percent,
-                           cpu_count=h.cpu_count) for name, h in sorted(hosts.items())]
-
-
-def nodes_lost(probe: object) -> list[views.NodeLost]:
-    """Ray nodes that left the cluster, by name, with when (a cluster probe's ``lost``)."""
-    lost = dict(getattr(probe, "lost", None) or {})
-    return [views.NodeLost(name=name, since=since) for name, since in sorted(lost.items())]
 
 
 def lock_view(held: LockInfo) -> views.Lock:

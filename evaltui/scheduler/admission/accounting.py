@@ -16,14 +16,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from evaltui.scheduler import procs
+from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.scheduler.admission.resources import GpuSnapshot, ResourceSnapshot
 from evaltui.views import LedgerEntry
-
-if TYPE_CHECKING:
-    from evaltui.scheduler.cluster.keys import GpuKey
 
 IDLE_GPU_MB = 512
 """Unattributable usage above this (and 2% of the device) reads as a foreign process."""

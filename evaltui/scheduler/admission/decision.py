@@ -24,7 +24,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from evaltui.scheduler.admission.accounting import GpuView, HostView
-from evaltui.scheduler.cluster.keys import GpuKey, NodeGpu, gpu_label
+from evaltui.scheduler.admission.gpukey import GpuKey, gpu_label, on_node
 from evaltui.units import gib
 
 
@@ -167,7 +167,7 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
 
 
 def _memory_wait(c: Candidate, gpu: GpuKey, free: int) -> Wait:
-    if isinstance(gpu, NodeGpu):  # a cluster: the roomiest GPU of any node
+    if on_node(gpu):  # a cluster: the roomiest GPU of any node
         return Wait(c.run_id, WaitKind.NO_NODE, f"needs {gib(c.vram_mb)}; {gpu} has "
                     f"{gib(max(0, free))} free after reservations")
     return Wait(c.run_id, WaitKind.GPU_MEMORY, f"needs {gib(c.vram_mb)} on GPU{gpu}, "

@@ -15,17 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import orjson
 import psutil
 
 from evaltui import fakegpu
 from evaltui.scheduler import procs
+from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.settings import settings
-
-if TYPE_CHECKING:
-    from evaltui.scheduler.cluster.keys import GpuKey
 
 MIB = 1 << 20
 _NVML_RETRY_SEC = 60.0

@@ -17,7 +17,7 @@ import orjson
 
 from evaltui.rundir import PidRef, state_dir, write_json_atomic
 from evaltui.scheduler.admission.decision import Candidate, Wait
-from evaltui.scheduler.core import gpu_env
+from evaltui.scheduler.placement import gpu_env
 from evaltui.states import AdmitState
 from evaltui.views import Admit as AdmitInfo  # the status view: one type everywhere
 

@@ -23,7 +23,6 @@ from evaltui.records import (
 )
 from evaltui.rundir import PidRef, derive_run_state, read_json, write_json_atomic
 from evaltui.scheduler.admission.ledger import LedgerTxn
-from evaltui.scheduler.cluster.probe import ClusterProbe
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.runs.jobs import Job, parse_iso
@@ -174,12 +173,7 @@ class Claims:
     def _rereserve(self, job: Job, record: SchedulerRecord, ref: PidRef, txn: LedgerTxn
                    ) -> None:
         res = record.reservation or ReservationRecord()
-        gpu = res.gpu
-        if res.node_id:  # on a Ray node: the cluster ledger holds its GPU
-            probe = self.core.gpu_probe
-            if isinstance(probe, ClusterProbe) and gpu is not None:
-                probe.adopt(job.run_id, res.node_id, gpu, res.mb, job.exclusive, res.node or "")
-            gpu = None  # this machine's ledger keeps only its host RAM
+        gpu = self.core.placement.adopt(job.run_id, res, job.exclusive)
         key = holder_key(ref.pid, ref.create_time, job.run_id)
         if txn.get(key) is not None:
             return
