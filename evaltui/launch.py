@@ -44,24 +44,33 @@ def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUE
     return write_run(checked, outputs, state=state, record_extra=record_extra), checked
 
 
-def write_run(checked: CheckedSpec, outputs: Path, *, state: RunState = RunState.QUEUED,
-              record_extra: Mapping[str, Any] | None = None) -> Path:
-    """Allocate the run dir of a validated spec; write spec.json, shared_urls.json and
-    scheduler.json (plus ``record_extra`` fields, e.g. the scheduler's estimate, or the
-    PID of a run process that writes its own run dir)."""
+def scheduler_record(checked: CheckedSpec, *, state: RunState = RunState.QUEUED,
+                     record_extra: Mapping[str, Any] | None = None) -> SchedulerRecord:
+    """The scheduler.json of a new run of ``checked`` (plus ``record_extra`` fields, e.g.
+    the scheduler's estimate, or the PID of a run process that writes its own run dir).
+    Through the record's model, so a mistyped field fails here and not in a reader."""
     from evaltui.engine.summary import now_iso
 
-    run_dir = allocate_run_dir(outputs)
-    spec_json = checked.spec.to_json_dict()
-    write_json_atomic(run_dir / SPEC_FILENAME, spec_json)
-    write_json_atomic(run_dir / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
-    # Through the record's model, so a mistyped field fails here and not in a reader;
-    # only the fields given are written (later updates merge theirs in).
     fields: dict[str, Any] = {
         "queued_at": now_iso(), "admitted_at": None, "pid": None, "pid_create_time": None,
         "reservation": None, "cancel_requested_at": None, "exit_code": None,
         **(record_extra or {})}
-    record = SchedulerRecord(state=state, priority=checked.spec.scheduling.priority, **fields)
+    return SchedulerRecord(state=state, priority=checked.spec.scheduling.priority, **fields)
+
+
+def write_run(checked: CheckedSpec, outputs: Path, *, state: RunState = RunState.QUEUED,
+              record_extra: Mapping[str, Any] | None = None,
+              record: SchedulerRecord | None = None) -> Path:
+    """Allocate the run dir of a validated spec; write spec.json, shared_urls.json and
+    scheduler.json: ``record``, or :func:`scheduler_record` of ``state`` and
+    ``record_extra``."""
+    if record is None:
+        record = scheduler_record(checked, state=state, record_extra=record_extra)
+    run_dir = allocate_run_dir(outputs)
+    spec_json = checked.spec.to_json_dict()
+    write_json_atomic(run_dir / SPEC_FILENAME, spec_json)
+    write_json_atomic(run_dir / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
+    # Only the fields given are written (later updates merge theirs in).
     write_json_atomic(run_dir / SCHEDULER_FILENAME,
                       record.model_dump(mode="json", exclude_unset=True))
     return run_dir

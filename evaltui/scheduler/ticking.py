@@ -131,6 +131,8 @@ class Ticker:
                                       views.get(admit.gpu) if admit.gpu is not None else None,
                                       txn)
                     continue
+                # The one read of the record before a start, under the ledger lock: another
+                # backend may have cancelled or claimed the run through its file since.
                 record = read_record(item.run_dir)
                 if record is None or not self.claims.still_ours(record):
                     self.claims.drop(item)  # cancelled or taken over by another backend

@@ -10,13 +10,13 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine.specchecks import validate_spec
+from evaltui.engine.specchecks import check_spec, validate_spec
 from evaltui.engine.summary import now_iso
-from evaltui.launch import scheduler_record_lock, write_run
+from evaltui.launch import scheduler_record, scheduler_record_lock, write_run
 from evaltui.records import (
     DONE_FILENAME,
     EPISODE_FILENAME,
@@ -30,7 +30,7 @@ from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.restore import parse_record, read_record, record_ref
-from evaltui.spec import SpecError
+from evaltui.spec import JobSpec, SpecError
 from evaltui.states import EpisodeStatus, RunState
 
 log = logging.getLogger(__name__)
@@ -46,26 +46,32 @@ class Lifecycle:
         self._learn = learn  # calibrate from a run that finished well (sampling.py)
 
     # ---- requests -----------------------------------------------------------------------
-    def submit(self, spec: Mapping[str, Any]) -> tuple[str, RunState]:
-        """Validate ``spec``, write its run dir and enqueue it; see JobScheduler.submit."""
+    def submit(self, spec: JobSpec | Mapping[str, Any]) -> Submitted:
+        """Validate ``spec``, write its run dir and enqueue it; see JobScheduler.submit.
+
+        The spec is parsed once (not at all when it comes parsed, from the API) and
+        checked once, importing its nodesets; the run process checks it once more in its
+        own interpreter, where the nodesets run. The record written is the one the job
+        holds: nothing is read back.
+        """
         c = self.core
         _importable_workspace(spec)
-        checked = validate_spec(spec)
+        checked = check_spec(spec) if isinstance(spec, JobSpec) else validate_spec(spec)
         parts = nodeset_parts(checked.spec)
         estimate = c.calibration.estimate(checked.spec, parts, c.shared_keys())
-        run_dir = write_run(checked, c.outputs, record_extra={
+        record = scheduler_record(checked, record_extra={
             **estimate_fields(estimate), "measured_peak_mb": None, "gpu": None,
             "waiting_reason": "queued: admission at the next tick", "waiting_kind": None,
             "scheduler_pid": os.getpid(), "owner": str(c.owner),
             "warnings": list(checked.warnings)})  # shown by submit (API, CLI, TUI)
-        record = SchedulerRecord.model_validate(read_json(run_dir / SCHEDULER_FILENAME))
+        run_dir = write_run(checked, c.outputs, record=record)
         with c.lock:
             job = c.new_job(run_dir, record, checked.spec)
             job.estimate, job.estimate_version = estimate, c.estimate_version()
             c.enqueue(job, None)
         c.emit_pending()
         c.nudge()
-        return job.run_id, RunState.QUEUED
+        return Submitted(job.run_id, RunState.QUEUED, checked.warnings)
 
     def cancel(self, run_id: str) -> RunState:
         """Cancel a queued or running run; see JobScheduler.cancel."""
@@ -243,9 +249,31 @@ def estimate_fields(estimate: Estimate) -> dict[str, Any]:
             "estimate_source": estimate.source}
 
 
+class Submitted(tuple[str, RunState]):
+    """What submit returns: ``(run_id, state)`` (it unpacks as that pair), and the
+    ``warnings`` validation gave (also in scheduler.json), so no caller reads them back."""
+
+    warnings: tuple[str, ...]
+
+    def __new__(cls, run_id: str, state: RunState, warnings: Sequence[str] = ()
+                ) -> Submitted:
+        self = super().__new__(cls, (run_id, state))
+        self.warnings = tuple(warnings)
+        return self
+
+    @property
+    def run_id(self) -> str:
+        return self[0]
+
+    @property
+    def state(self) -> RunState:
+        return self[1]
+
+
 def _importable_workspace(spec: Any) -> None:
     """Put the spec's workspace on sys.path so its nodesets import during validation."""
-    workspace = spec.get("active_workspace_dir") if isinstance(spec, Mapping) else None
+    workspace = (spec.active_workspace_dir if isinstance(spec, JobSpec)
+                 else spec.get("active_workspace_dir") if isinstance(spec, Mapping) else None)
     if isinstance(workspace, str) and workspace and workspace not in sys.path:
         sys.path.insert(0, workspace)
 

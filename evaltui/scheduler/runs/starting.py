@@ -176,6 +176,8 @@ class Starter:
         txn.add(c.ledger_entry(job.run_id, ref, gpu=gpu, vram_mb=vram, ram_mb=ram,
                                exclusive=job.exclusive))
         job.reservation_key = holder_key(ref.pid, ref.create_time, job.run_id)
+        # The second write of the start, after the spawn: the PID exists only now, and a
+        # restarted scheduler adopts the live run by it (until then it reads aborted).
         job.set(pid=ref.pid, pid_create_time=ref.create_time)
         c.writer.write(job)
         job.handle = RunHandle(ref, proc)
