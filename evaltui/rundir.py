@@ -45,6 +45,11 @@ _CREATE_TIME_TOLERANCE_SEC = 0.5
 # --- locations ---------------------------------------------------------------------------
 
 
+def now_iso() -> str:
+    """Now as the run-dir records write times: ISO 8601, local time, milliseconds."""
+    return datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
 def outputs_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The outputs root: ``explicit``, else ``$EVALTUI_OUTPUTS``, else ``./outputs``."""
     raw = explicit if explicit is not None else (settings().outputs or "outputs")

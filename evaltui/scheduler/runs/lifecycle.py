@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.engine.specchecks import check_spec, validate_spec
-from evaltui.engine.summary import now_iso
 from evaltui.launch import scheduler_record, scheduler_record_lock, write_run
 from evaltui.records import (
     DONE_FILENAME,
@@ -25,7 +24,14 @@ from evaltui.records import (
     SUMMARY_FILENAME,
     SchedulerRecord,
 )
-from evaltui.rundir import abort_note, derive_run_state, episode_dir, read_json, write_json_atomic
+from evaltui.rundir import (
+    abort_note,
+    derive_run_state,
+    episode_dir,
+    now_iso,
+    read_json,
+    write_json_atomic,
+)
 from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job

@@ -13,10 +13,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from evaltui.engine.summary import now_iso
 from evaltui.launch import spawn_run, spawned_ref
 from evaltui.records import SHARED_URLS_FILENAME
-from evaltui.rundir import write_json_atomic
+from evaltui.rundir import now_iso, write_json_atomic
 from evaltui.scheduler.admission.calibration import NodesetPart
 from evaltui.scheduler.admission.decision import Wait, WaitKind
 from evaltui.scheduler.admission.gpukey import GpuKey
