@@ -1,6 +1,6 @@
 """Where admitted runs go: the one object admission asks about GPUs it does not own.
 
-A scheduler has one :class:`Placement`. :class:`LocalPlacement` is this machine (its GPUs
+A scheduler has one :class:`GpuPlacement`. :class:`LocalPlacement` is this machine (its GPUs
 through NVML or fake ones, held in the machine's ledger); the Ray cluster's is
 ``cluster.placement.RayPlacement`` (node GPUs held in the cluster ledger). The tick,
 starting, claims, sampling and the status reads ask it -- which GPUs to consider, how to
@@ -40,7 +40,7 @@ class Displaced:
     """When it was placed there (``time.time()``): the oldest are moved first."""
 
 
-class Placement(Protocol):
+class GpuPlacement(Protocol):
     """What admission needs to know about where GPUs are (see the module docstring)."""
 
     def sync(self, live: set[str]) -> None:

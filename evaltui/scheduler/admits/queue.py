@@ -34,7 +34,6 @@ from evaltui.scheduler.admission.decision import Wait
 from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.admits.entry import (
     ADMIT_PREFIX,
-    AdmitInfo,
     AdmitState,
     AdmitStore,
     Entry,
@@ -42,9 +41,10 @@ from evaltui.scheduler.admits.entry import (
 )
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.runs.ownership import owner_alive
+from evaltui.views import Admit
 
-__all__ = ["ADMIT_PREFIX", "AdmitError", "AdmitInfo", "AdmitNotFound", "AdmitQueue",
-           "AdmitState", "HolderNotRunning"]
+__all__ = ["ADMIT_PREFIX", "AdmitError", "AdmitNotFound", "AdmitQueue", "AdmitState",
+           "HolderNotRunning"]
 
 log = logging.getLogger(__name__)
 
@@ -72,26 +72,26 @@ class AdmitQueue:
         self.store = store or AdmitStore()
         self.keep_released_sec = KEEP_RELEASED_SEC
         self._entries: dict[str, Entry] = {}
-        self._listeners: list[Callable[[AdmitInfo], None]] = []
-        self._pending: list[AdmitInfo] = []
+        self._listeners: list[Callable[[Admit], None]] = []
+        self._pending: list[Admit] = []
 
     def nudge(self) -> None:
         """Tick as soon as possible."""
         self.core.nudge()
 
-    def add_listener(self, listener: Callable[[AdmitInfo], None]) -> None:
+    def add_listener(self, listener: Callable[[Admit], None]) -> None:
         """Call ``listener(info)`` (on a scheduler or request thread) when an entry changes."""
         with self.core.lock:
             self._listeners.append(listener)
 
-    def remove_listener(self, listener: Callable[[AdmitInfo], None]) -> None:
+    def remove_listener(self, listener: Callable[[Admit], None]) -> None:
         with self.core.lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
     # ---- requests -----------------------------------------------------------------------
     def add(self, label: str, holder: PidRef, *, vram_mb: int | None, exclusive: bool,
-            priority: int = 0, command: str = "") -> AdmitInfo:
+            priority: int = 0, command: str = "") -> Admit:
         """Queue an entry held by ``holder`` (a live process on this machine)."""
         _check_holder(holder, "holder process")
         c = self.core
@@ -105,12 +105,12 @@ class AdmitQueue:
         c.nudge()
         return info
 
-    def get(self, admit_id: str) -> AdmitInfo:
+    def get(self, admit_id: str) -> Admit:
         """The entry now (AdmitNotFound if unknown)."""
         with self.core.lock:
             return self._find(admit_id).info(self.core.fake)
 
-    def wait(self, admit_id: str, timeout: float, seen: int | None = None) -> AdmitInfo:
+    def wait(self, admit_id: str, timeout: float, seen: int | None = None) -> Admit:
         """The entry once its version differs from ``seen`` (default: its version now),
         or after ``timeout`` seconds."""
         deadline = time.monotonic() + max(0.0, timeout)
@@ -126,14 +126,14 @@ class AdmitQueue:
                 changed.wait(left)
             return entry.info(self.core.fake)
 
-    def all(self) -> list[AdmitInfo]:
+    def all(self) -> list[Admit]:
         """Waiting entries in admission order, then admitted, then recently released."""
         rank = {AdmitState.WAITING: 0, AdmitState.ADMITTED: 1, AdmitState.RELEASED: 2}
         with self.core.lock:
             entries = sorted(self._entries.values(), key=lambda e: (rank[e.state], e.sort_key()))
             return [e.info(self.core.fake) for e in entries]
 
-    def bind(self, admit_id: str, holder: PidRef) -> AdmitInfo:
+    def bind(self, admit_id: str, holder: PidRef) -> Admit:
         """Hand the entry (and its reservation) over to another live process.
 
         ``evaltui run`` binds its command once started, so that the command's GPU usage
@@ -166,7 +166,7 @@ class AdmitQueue:
             raise AdmitError(error)
         return info
 
-    def release(self, admit_id: str, reason: str = "released by its holder") -> AdmitInfo:
+    def release(self, admit_id: str, reason: str = "released by its holder") -> Admit:
         """Leave the queue, or drop the reservation; releasing twice is harmless."""
         c = self.core
         # Under the ledger lock: the tick admits under it too, so an entry can never be
@@ -284,7 +284,7 @@ class AdmitQueue:
     def _save(self, entry: Entry) -> None:
         self.store.save(entry, str(self.core.owner), str(self.core.outputs))
 
-    def _touch(self, entry: Entry) -> AdmitInfo:
+    def _touch(self, entry: Entry) -> Admit:
         """Record a change (lock held): wake waiters, queue the event."""
         entry.version += 1
         info = entry.info(self.core.fake)

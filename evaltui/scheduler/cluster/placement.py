@@ -21,12 +21,12 @@ from evaltui.scheduler.admission.gpukey import GpuKey, NodeGpu, split_key
 from evaltui.scheduler.admission.resources import GpuProbe, ResourceSnapshot
 from evaltui.scheduler.cluster.keys import ClusterReservation, cluster_views, node_env
 from evaltui.scheduler.cluster.probe import ClusterProbe
-from evaltui.scheduler.placement import Displaced, LocalPlacement, Placement
+from evaltui.scheduler.placement import Displaced, GpuPlacement, LocalPlacement
 from evaltui.views import LedgerEntry, NodeHost, NodeLost
 
 
 def placement_for(probe: GpuProbe, *, fake: bool, allowed: frozenset[int] | set[int] | None
-                  ) -> Placement:
+                  ) -> GpuPlacement:
     """The placement a scheduler reading GPUs through ``probe`` admits onto."""
     if isinstance(probe, ClusterProbe):  # the one place that asks: every other asks it
         return RayPlacement(probe)
