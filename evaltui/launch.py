@@ -33,11 +33,25 @@ from evaltui.states import RunState
 
 class SpecToWrite(Protocol):
     """What a run dir is written from: a spec the engine checked
-    (``engine.specchecks.CheckedSpec``; this layer below the engine names only what it
+    (``engine.graph.specchecks.CheckedSpec``; this layer below the engine names only what it
     reads of it)."""
 
     @property
     def spec(self) -> JobSpec: ...
+
+
+def outputs_problem(outputs: Path) -> str | None:
+    """Why runs cannot be written under ``outputs`` (one line), else None; creates it
+    (and its parents) when missing -- as the first run would."""
+    if outputs.exists() and not outputs.is_dir():
+        return f"outputs {outputs}: not a directory"
+    try:
+        outputs.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"outputs {outputs}: cannot create it ({exc.strerror or exc})"
+    if not os.access(outputs, os.W_OK | os.X_OK):
+        return f"outputs {outputs}: not writable"
+    return None
 
 
 def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUEUED,
@@ -47,7 +61,7 @@ def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUE
     # this module's record helpers without it. The one import of the layer above
     # (allowed by name in pyproject's import-linter contract): a test's and a script's
     # one call, validate then write.
-    from evaltui.engine.specchecks import validate_spec
+    from evaltui.engine.graph.specchecks import validate_spec
 
     checked = validate_spec(spec_data)
     return write_run(checked, outputs, state=state, record_extra=record_extra), checked

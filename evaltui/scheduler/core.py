@@ -46,6 +46,7 @@ from evaltui.scheduler.events import Listeners, NodesetsChanged, RunStateChanged
 from evaltui.scheduler.lock import InteractiveLock
 from evaltui.scheduler.placement import gpu_env
 from evaltui.scheduler.runs.episodes import EpisodeWatcher
+from evaltui.scheduler.runs.fairshare import ServedClock
 from evaltui.scheduler.runs.jobs import Job, JobQueue, RecordWriter
 from evaltui.scheduler.runs.ownership import new_owner
 from evaltui.scheduler.runs.runindex import RunIndex
@@ -115,6 +116,8 @@ class Core:
         self.queue = JobQueue()
         self.running: dict[str, Job] = {}
         self.loading: dict[str, Job] = {}
+        self.served = ServedClock()
+        """When each set (and the lone runs) last had a job admitted (fairshare.py)."""
         self.tick_no = 0
         self.rss = RssCache()
         self.writer = RecordWriter(self.lock)

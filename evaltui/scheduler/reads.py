@@ -78,7 +78,8 @@ class Reads:
     def queue(self) -> list[views.QueueEntry]:
         """Queued runs and waiting admit entries in admission order, with why they wait."""
         with self.core.lock:
-            order = queue_order(list(self.core.queue), self.admits.waiting())
+            order = queue_order(list(self.core.queue), self.admits.waiting(),
+                                self.core.served)
             return [_queued_job(item, position) if isinstance(item, Job)
                     else _queued_admit(item, position) for position, item in enumerate(order)]
 

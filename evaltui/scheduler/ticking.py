@@ -23,6 +23,7 @@ from evaltui.scheduler.admits.entry import Entry
 from evaltui.scheduler.admits.queue import AdmitQueue
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.runs.claims import Claims
+from evaltui.scheduler.runs.fairshare import ServedClock, fair_share
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.lifecycle import Lifecycle
 from evaltui.scheduler.runs.moving import move_displaced
@@ -32,8 +33,11 @@ from evaltui.scheduler.runs.starting import Starter
 log = logging.getLogger(__name__)
 
 
-def queue_order(jobs: list[Job], entries: list[Entry]) -> list[Job | Entry]:
-    """Queued jobs and waiting admit entries (each list already sorted) in one order."""
+def queue_order(jobs: list[Job], entries: list[Entry], clock: ServedClock | None = None
+                ) -> list[Job | Entry]:
+    """Queued jobs and waiting admit entries (each list already sorted) in one order;
+    sets and lone runs take turns within a priority (fairshare.py, by ``clock``)."""
+    jobs = fair_share(jobs, clock).order
     if not entries:  # always so on a cluster: the queue is in order already
         return list(jobs)
     keyed: list[tuple[Any, Job | Entry]] = [(j.sort_key(), j) for j in jobs]
@@ -111,17 +115,18 @@ class Ticker:
             entries = self._placeable_entries()
             if not gpus and self._refuse_without_gpus(jobs):
                 return
-            order = queue_order(jobs, entries)
+            order = queue_order(jobs, entries, c.served)
             version = c.estimate_version()
             candidates = [self._candidate(item, version) if isinstance(item, Job)
                           else item.candidate() for item in order]
             admits, waits = decide(candidates, gpus, acct.host, now=time.time(),
                                    claim_after_sec=c.claim_after_sec)
             by_id = {cand.run_id: item for cand, item in zip(candidates, order, strict=True)}
+            share = fair_share(jobs, c.served)
             for run_id, wait in waits.items():
                 item = by_id[run_id]
                 if isinstance(item, Job):
-                    c.set_wait(item, wait)
+                    c.set_wait(item, share.explain(wait))
                 else:
                     self.admits.set_wait(item, wait)
             for admit in admits:
@@ -146,6 +151,7 @@ class Ticker:
                         c.set_wait(item, Wait(item.run_id, WaitKind.NO_NODE, refused))
                         continue
                 self.starter.start(item, admit.gpu, txn)
+                c.served.served(item)
 
     def _placeable_entries(self) -> list[Entry]:
         """The waiting admit entries (``evaltui run``), unless the placement cannot

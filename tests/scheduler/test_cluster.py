@@ -82,7 +82,7 @@ def test_a_ledger_restarted_empty_learns_the_live_reservations_again() -> None:
 
 
 def test_a_moved_run_is_released_on_its_old_gpu_and_found_by_its_id() -> None:
-    """What a run whose node left reads back (engine/ray_placement.py): the ledger's
+    """What a run whose node left reads back (engine/executor/ray/placement.py): the ledger's
     current entry for its id; the move is audited as a release then an admit."""
     ledger = LedgerActor()
     assert ledger.placement("r1") is None

@@ -13,8 +13,8 @@ import pytest
 from proctools import kill_group
 from schedhelpers import line_spec, wait_until
 
-from evaltui.engine.channel import host_secret
-from evaltui.engine.proxy import connect
+from evaltui.engine.hosting.channel import host_secret
+from evaltui.engine.hosting.proxy import connect
 from evaltui.rundir import PidRef, read_json, runs_root
 from evaltui.scheduler.admission.calibration import NodesetPart, nodeset_key
 from evaltui.scheduler.events import NodesetsChanged

@@ -15,7 +15,7 @@ from tuihelpers import SIZE, wait_for
 
 from evaltui.cli import main
 from evaltui.commands import demo as demo_cmd
-from evaltui.engine.specchecks import validate_spec
+from evaltui.engine.graph.specchecks import validate_spec
 from evaltui.graphs import builtin_graph_names, builtin_graph_path
 from evaltui.tui import display
 from evaltui.tui.screens.replay import ReplayScreen

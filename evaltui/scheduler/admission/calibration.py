@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import orjson
 
-from evaltui.engine.graph import GraphDefinition, GraphError
+from evaltui.engine.graph.definition import GraphDefinition, GraphError
 from evaltui.rundir import PRIVATE_MODE, state_dir, write_json_atomic
 from evaltui.spec import JobSpec
 

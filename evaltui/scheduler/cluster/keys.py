@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evaltui.engine.ray_resources import NODE_GPU_ENV, NODE_ID_ENV, RUN_ID_ENV
+from evaltui.engine.executor.ray.resources import NODE_GPU_ENV, NODE_ID_ENV, RUN_ID_ENV
 from evaltui.scheduler.admission.accounting import IDLE_GPU_MB, GpuView
 from evaltui.scheduler.admission.gpukey import NodeGpu
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from evaltui.engine.ray_resources import LEDGER_NAME, LEDGER_NAMESPACE
+from evaltui.engine.executor.ray.resources import LEDGER_NAME, LEDGER_NAMESPACE
 from evaltui.scheduler.admission.gpukey import NodeGpu, gpu_label
 from evaltui.scheduler.cluster.keys import ClusterReservation
 

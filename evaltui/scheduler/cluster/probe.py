@@ -29,7 +29,7 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
-from evaltui.engine.ray_resources import RUN_ID_ENV
+from evaltui.engine.executor.ray.resources import RUN_ID_ENV
 from evaltui.scheduler.admission.gpukey import NodeGpu
 from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot, HostSnapshot
 from evaltui.scheduler.cluster.keys import NODE_NAME_ENV, ClusterReservation

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine.specchecks import check_spec, validate_spec
+from evaltui.engine.graph.specchecks import check_spec, validate_spec
 from evaltui.launch import scheduler_record, scheduler_record_lock, write_run
 from evaltui.records import (
     DONE_FILENAME,

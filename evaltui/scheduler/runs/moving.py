@@ -1,15 +1,15 @@
 """Moving running runs off a GPU that went away with its node (a Ray node that left).
 
-A run admitted onto a node's GPU has its actors pinned there. When that node leaves, the
-run's episodes there fail and are retried (the Ray executor), but nothing can start on
-the node again. So at every tick, after the placement's sync, each run of this scheduler
-the placement reports displaced is decided again by ``decide`` as a lone candidate (it
-is running: it goes before anything queued, and asks no host RAM, which it holds here
-already) against the GPUs admission may place on. If a GPU takes it and the placement
-reserves it there (the old reservation released, both audited), its record names the
-new place; the run reads the move from the cluster ledger (engine/ray_placement.py).
-Otherwise its old reservation is released at once and the run is tried again at the
-next ticks, its record saying why it waits.
+A run admitted onto a node's GPU has its actors pinned there. When that node leaves,
+the run's episodes there fail and are retried (engine/executor/ray/executor.py), but
+nothing can start on the node again. So at every tick, after the placement's sync, each
+run of this scheduler that the placement reports displaced is decided again by
+``decide`` as a lone candidate (it is running: it goes before anything queued, and asks
+no host RAM, which it holds here already) against the GPUs admission may place on. If a
+GPU takes it and the placement reserves it there (the old reservation released, both
+audited), its record names the new place; the run reads the move from the cluster
+ledger (engine/executor/ray/placement.py). Otherwise its old reservation is released at
+once and the run is tried again at the next ticks, its record saying why it waits.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine.channel import UNIX_SCHEME, host_secret, parse_url
+from evaltui.engine.hosting.channel import UNIX_SCHEME, host_secret, parse_url
 from evaltui.process import terminate_group
 from evaltui.rundir import PidRef, state_dir
 from evaltui.scheduler.shared.hostfiles import HOSTS_DIRNAME

@@ -1,6 +1,6 @@
 """``python -m evaltui.scheduler.shared.nodeset_host``: a shared nodeset hosted for the scheduler.
 
-Unlike a run's own hosts (evaltui.engine.hostprocess), this one must outlive the
+Unlike a run's own hosts (evaltui.engine.hosting.hostprocess), this one must outlive the
 scheduler that started it: the runs using it do. So it runs in its own session, arms no
 death signal and does not watch a control pipe. It reads its config as one JSON line on
 stdin, authenticates clients with the per-host secret of the state dir
@@ -38,8 +38,8 @@ def main() -> int:
                          daemon=True).start()
 
     try:
-        from evaltui.engine.channel import host_secret
-        from evaltui.engine.hosting import serve_nodeset
+        from evaltui.engine.hosting.channel import host_secret
+        from evaltui.engine.hosting.host import serve_nodeset
 
         serve_nodeset(config["impl"], config.get("params", {}), config["url"],
                       host_secret(create=True), stop=stop, on_ready=ready)
