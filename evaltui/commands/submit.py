@@ -24,9 +24,10 @@ from evaltui.commands.runs import emit_json, print_run, reachable, state_text, w
 from evaltui.engine.graph.specchecks import check_executor
 from evaltui.graphs import builtin_graph_names
 from evaltui.spec import JobSpec, SpecError
-from evaltui.states import RunState
+from evaltui.states import RunExit, RunState
 
-EXIT_BY_STATE = {RunState.DONE: 0, RunState.CANCELLED: 3}
+# --wait exits as the run process would have (evaltui eval does the same).
+EXIT_BY_STATE = {RunState.DONE: RunExit.OK, RunState.CANCELLED: RunExit.CANCELLED}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json(final.model_dump(mode="json"))
     else:
         print_run(Console(), final)
-    return EXIT_BY_STATE.get(final.state, 1)
+    return int(EXIT_BY_STATE.get(final.state, RunExit.FAILED))
 
 
 def ray_missing(spec: dict[str, Any]) -> str | None:
