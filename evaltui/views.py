@@ -214,6 +214,9 @@ class Resources(_View):
     machine (``host`` is then the only host). ``host`` stays the scheduler's machine."""
     nodes_lost: list[NodeLost] = Field(default_factory=list)
     """On a Ray cluster: nodes that left it, by name; empty on one machine."""
+    ledger_error: str | None = None
+    """Why reservations cannot be made durable now (the ledger's disk is full or
+    read-only): while set, nothing is admitted (queued jobs wait with kind ``ledger``)."""
 
 
 class Nodeset(_View):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fulldisk import small_disk  # noqa: F401  (the fixture: a tmpfs mounted for a test)
 
 
 @pytest.fixture(autouse=True)

@@ -47,6 +47,9 @@ class WaitKind(StrEnum):
     """Admitted; the shared nodesets it uses are being loaded before it is spawned."""
     NO_NODE = "no_node"
     """On a Ray cluster: no node's GPU can take it now (memory, or none answering)."""
+    LEDGER = "ledger"
+    """The reservation ledger cannot be stored (its disk is full or read-only): nothing
+    is admitted until a reservation can be made durable (fail closed)."""
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from evaltui.scheduler.admitentry import (
     entry_from,
 )
 from evaltui.scheduler.core import Core
-from evaltui.scheduler.ledger import LedgerTxn, Reservation
+from evaltui.scheduler.ledger import LedgerNotDurable, LedgerTxn, Reservation
 from evaltui.scheduler.ownership import owner_alive
 
 __all__ = ["ADMIT_PREFIX", "AdmitError", "AdmitInfo", "AdmitNotFound", "AdmitQueue",
@@ -210,7 +210,10 @@ class AdmitQueue:
 
     def grant(self, entry: Entry, gpu: int | None, view: GpuView | None,
               txn: LedgerTxn) -> None:
-        """Admit the entry on ``gpu`` (ledger lock and core lock held): reserve for it."""
+        """Admit the entry on ``gpu`` (ledger lock and core lock held): reserve for it.
+
+        The reservation is stored before the entry is told (fail closed): LedgerNotDurable,
+        with the entry still waiting, if it cannot be."""
         c = self.core
         # What to hold: the request, or for a whole GPU what it has free after reservations.
         mb = entry.vram_mb if entry.vram_mb is not None else \
@@ -219,6 +222,11 @@ class AdmitQueue:
                                   os.getpid(), str(c.outputs), gpu, mb, 0, entry.exclusive,
                                   time.time())
         txn.add(reservation)
+        try:
+            c.ledger.flush(txn)
+        except LedgerNotDurable:
+            txn.discard(reservation.key)
+            raise
         entry.state, entry.gpu, entry.reserved_mb = AdmitState.ADMITTED, gpu, mb
         entry.key, entry.admitted_at, entry.wait = reservation.key, time.time(), None
         self._save(entry)

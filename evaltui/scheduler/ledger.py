@@ -9,11 +9,21 @@ crashed scheduler or run never leaks a reservation.
 
 With ``EVALTUI_LEDGER_AUDIT=/path/audit.jsonl`` (or ``audit_path``) every admit, release
 and purge is appended, under the lock, as one JSON line with the totals after it.
+
+**Fail closed** (DESIGN §12): a reservation that is not on disk protects nothing, since
+every other scheduler (and this one's next transaction) reads the disk. So a run is
+spawned only under a *hold* already stored: a reservation of the same size held by the
+admitting scheduler itself, written by :meth:`Ledger.flush` before the spawn and replaced
+by the run's own reservation in the same transaction. If a store fails (ENOSPC, EROFS,
+EACCES...), the hold stays on disk, the failed changes are kept in memory and replayed
+over the disk's entries by every later transaction until one stores them, and
+:attr:`Ledger.error` says why; the tick admits nothing while it is set.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -31,6 +41,14 @@ from evaltui.settings import settings
 LEDGER_FILENAME = "ledger.json"
 LOCK_FILENAME = "ledger.lock"
 _VERSION = 1
+UNAUDITED_OPS = frozenset({"hold", "unhold"})
+"""A hold is the pre-spawn copy of an admission, not an admission of its own."""
+
+log = logging.getLogger(__name__)
+
+
+class LedgerNotDurable(OSError):
+    """The ledger could not be stored: nothing may be admitted on the strength of it."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +95,8 @@ class LedgerTxn:
     def __init__(self, entries: dict[str, Reservation]) -> None:
         self._entries = entries
         self.changes: list[tuple[str, Reservation]] = []
+        self.stored: list[tuple[str, Reservation]] = []
+        """Changes already on disk through :meth:`Ledger.flush`."""
 
     @property
     def entries(self) -> list[Reservation]:
@@ -97,9 +117,35 @@ class LedgerTxn:
             self.changes.append(("release", reservation))
         return reservation
 
+    def hold(self, reservation: Reservation) -> None:
+        """Hold memory for an admission about to be spawned (held by the scheduler)."""
+        self._entries[reservation.key] = reservation
+        self.changes.append(("hold", reservation))
+
+    def unhold(self, key: str) -> None:
+        """Drop a hold: its run's own reservation replaces it, or the start failed."""
+        reservation = self._entries.pop(key, None)
+        if reservation is not None:
+            self.changes.append(("unhold", reservation))
+
+    def discard(self, key: str) -> None:
+        """Forget an entry added in this transaction that could not be made durable (its
+        changes too: it was never admitted, so nothing is to be released)."""
+        self._entries.pop(key, None)
+        self.changes = [(op, r) for op, r in self.changes if r.key != key]
+
     def _purge(self, reservation: Reservation) -> None:
         del self._entries[reservation.key]
         self.changes.append(("purge", reservation))
+
+    def _replay(self, changes: list[tuple[str, Reservation]]) -> None:
+        """Re-apply changes a failed store left unsaved (on this scheduler's own entries)."""
+        for op, reservation in changes:
+            if op in ("admit", "hold"):
+                self._entries[reservation.key] = reservation
+            else:
+                self._entries.pop(reservation.key, None)
+            self.changes.append((op, reservation))
 
 
 class Ledger:
@@ -112,26 +158,63 @@ class Ledger:
         self.lock_path = self.directory / LOCK_FILENAME
         env_audit = settings().ledger_audit  # EVALTUI_LEDGER_AUDIT
         self.audit_path = audit_path or (Path(env_audit) if env_audit else None)
+        self._unsaved: list[tuple[str, Reservation]] = []
+        self.error: str | None = None
+        """Why the last store failed (nothing is admitted while set); None once one works."""
 
     @contextmanager
     def transaction(self) -> Iterator[LedgerTxn]:
-        """Lock, load and purge stale entries; write back on a clean exit if anything changed."""
+        """Lock, load (plus what an earlier failed store left unsaved) and purge stale
+        entries; write back at the end if anything changed, also after an error in the
+        body (a run spawned there must stay reserved). A failed write does not raise: it is
+        kept for the next transaction and reported in :attr:`error`."""
         with self._locked(fcntl.LOCK_EX):
             txn = LedgerTxn(self._load())
+            txn._replay(self._unsaved)
             for reservation in txn.entries:
                 if not procs.alive(reservation.holder_pid, reservation.holder_create_time):
                     txn._purge(reservation)
             try:
                 yield txn
             finally:
-                # Also after an error in the body: a run spawned there must stay reserved.
                 if txn.changes:
-                    self._store(txn)
+                    try:
+                        self.flush(txn)
+                    except LedgerNotDurable:
+                        pass  # kept in _unsaved and said in self.error by flush
+                else:
+                    self._unsaved = []  # what a failed flush kept was discarded since
+
+    def flush(self, txn: LedgerTxn) -> None:
+        """Store the transaction's entries now (its lock held): LedgerNotDurable if they
+        cannot be, in which case its changes wait in memory for the next store."""
+        try:
+            self._store(txn)
+        except OSError as exc:
+            self._unsaved = list(txn.changes)
+            reason = f"cannot store the reservation ledger {self.path}: " \
+                     f"{exc.strerror or exc}; nothing is admitted until it can be written"
+            if self.error is None:
+                log.warning("%s", reason)  # once, when it starts failing
+            self.error = reason
+            raise LedgerNotDurable(exc.errno, reason) from exc
+        if self.audit_path is not None:
+            self._audit(txn)
+        if self.error is not None:
+            log.warning("reservation ledger %s stored again; admitting", self.path)
+        self._unsaved, self.error = [], None
+        txn.stored.extend(txn.changes)
+        txn.changes = []
 
     def entries(self) -> list[Reservation]:
-        """A consistent read of the current entries (stale ones included until purged)."""
+        """A consistent read of the current entries (stale ones included until purged),
+        with this scheduler's changes that a failed store left unsaved."""
         with self._locked(fcntl.LOCK_SH):
-            return list(self._load().values())
+            if not self._unsaved:
+                return list(self._load().values())
+            txn = LedgerTxn(self._load())
+            txn._replay(self._unsaved)
+            return txn.entries
 
     @contextmanager
     def _locked(self, mode: int) -> Iterator[None]:
@@ -166,8 +249,6 @@ class Ledger:
         write_json_atomic(self.path, {"version": _VERSION,
                                       "entries": {r.key: r.to_json() for r in txn.entries}},
                           durable=False, mode=PRIVATE_MODE, compact=True)
-        if self.audit_path is not None:
-            self._audit(txn)
 
     def _audit(self, txn: LedgerTxn) -> None:
         now = time.time()
@@ -178,7 +259,8 @@ class Ledger:
             orjson.dumps({"t": now, "op": op, "key": r.key, "run_id": r.run_id, "gpu": r.gpu,
                           "vram_mb": r.vram_mb, "ram_mb": r.ram_mb, "exclusive": r.exclusive,
                           "scheduler_pid": r.scheduler_pid, "reserved_after_txn": totals}) + b"\n"
-            for op, r in txn.changes
+            for op, r in txn.changes if op not in UNAUDITED_OPS
         )
-        with open(self.audit_path, "ab") as f:  # type: ignore[arg-type]
-            f.write(lines)
+        if lines:
+            with open(self.audit_path, "ab") as f:  # type: ignore[arg-type]
+                f.write(lines)

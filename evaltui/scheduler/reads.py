@@ -114,7 +114,8 @@ class Reads:
             fake_gpus=snap.gpu.fake, gpus=gpus, host=host,
             ledger=[views.LedgerEntry(**asdict(r)) for r in live],
             lock=lock_view(held) if held is not None else None, taken_at=snap.taken_at,
-            nodes=node_hosts(c.gpu_probe), nodes_lost=nodes_lost(c.gpu_probe))
+            nodes=node_hosts(c.gpu_probe), nodes_lost=nodes_lost(c.gpu_probe),
+            ledger_error=c.ledger.error)
 
     def nodesets(self) -> list[views.Nodeset]:
         """Shared nodesets hosted by this scheduler, with refcounts."""

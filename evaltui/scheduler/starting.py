@@ -26,7 +26,7 @@ from evaltui.scheduler.cluster_probe import ClusterProbe
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.handles import RunHandle
 from evaltui.scheduler.jobs import Job, Loading
-from evaltui.scheduler.ledger import LedgerTxn, Reservation, holder_key
+from evaltui.scheduler.ledger import LedgerNotDurable, LedgerTxn, Reservation, holder_key
 from evaltui.scheduler.shared import SharedNodeset
 from evaltui.states import RunState
 
@@ -56,30 +56,31 @@ class Starter:
         and the run is spawned by the tick after the load (``finish_loading``). The job
         stays ``queued`` on disk meanwhile, so a crash then re-queues it rather than losing
         it. Otherwise the run is spawned now.
+
+        Raises LedgerNotDurable, having started nothing, if the reservation cannot be
+        stored (fail closed: see ledger.py).
         """
         c = self.core
         est = job.estimate
         vram, ram = (est.vram_mb, est.ram_mb) if est else (0, 0)
         if isinstance(key, NodeGpu):  # a Ray cluster: no shared nodeset hosted here
-            self._spawn(job, key, vram, ram, txn, fresh=())
+            self._spawn(job, key, vram, ram, txn, fresh=(),
+                        hold_key=self._hold(job, key, vram, ram, txn))
             return
         gpu = key
         env = c.run_env(gpu)
-        missing = []
-        for part in self._shared_parts(job):
-            if part.key in c.shared.loaded_keys():
+        parts = self._shared_parts(job)
+        missing = [p for p in parts if p.key not in c.shared.loaded_keys()]
+        # Stored before anything starts (fail closed): the hold of a run spawned now, or
+        # the pending reservation that minutes of loading happen on the strength of.
+        hold_key = self._hold(job, key, vram, ram, txn, loading=bool(missing))
+        for part in parts:
+            if part not in missing:
                 _attach(job, c.shared.acquire(job.run_id, part, env, gpu), part)
-            else:
-                missing.append(part)
         if not missing:
-            self._spawn(job, gpu, vram, ram, txn, fresh=())
+            self._spawn(job, gpu, vram, ram, txn, fresh=(), hold_key=hold_key)
             return
-        me = c.me
-        pending = Reservation(job.run_id, me.pid, me.create_time, os.getpid(),
-                              str(c.outputs), gpu, vram, ram, job.exclusive, time.time(),
-                              pending=True)
-        txn.add(pending)
-        job.loading = Loading(gpu, pending.key)
+        job.loading = Loading(gpu, hold_key)
         c.loading[job.run_id] = job
         where = f" on GPU{gpu}" if gpu is not None else ""
         names = ", ".join(p.name for p in missing)
@@ -127,7 +128,10 @@ class Starter:
                     _attach(job, ns, part)
                 est = job.estimate
                 vram, ram = (est.vram_mb, est.ram_mb) if est else (0, 0)
-                self._spawn(job, loading.gpu, vram, ram, txn, fresh=loading.started)
+                # The loading's pending reservation (removed above) stays on disk until
+                # this transaction stores the run's own: it is the hold.
+                self._spawn(job, loading.gpu, vram, ram, txn, fresh=loading.started,
+                            hold_key=None)
 
     def release_pending(self) -> None:
         """Drop the pending reservations of loads in flight (the scheduler stops: their
@@ -141,8 +145,11 @@ class Starter:
                     txn.remove(key)
 
     def _spawn(self, job: Job, key: GpuKey | None, vram: int, ram: int, txn: LedgerTxn,
-               fresh: Sequence[tuple[NodesetPart, SharedNodeset]]) -> None:
-        """Spawn the run and reserve for it (ledger lock and core lock held).
+               fresh: Sequence[tuple[NodesetPart, SharedNodeset]],
+               hold_key: str | None) -> None:
+        """Spawn the run and reserve for it (ledger lock and core lock held), under the
+        stored hold ``hold_key`` (which the run's own reservation replaces) or a pending
+        reservation its caller removed in this transaction.
 
         Hosts started for this job get their own reservation (their share of the
         estimate), which outlives the run if the nodeset stays loaded.
@@ -181,9 +188,13 @@ class Starter:
         try:
             proc = self._spawner(job.run_dir, env)
         except OSError as exc:
+            if hold_key is not None:
+                txn.unhold(hold_key)
             self._fail_unstarted(job, f"cannot start the run subprocess: {exc}")
             return
         ref = spawned_ref(proc)
+        if hold_key is not None:
+            txn.unhold(hold_key)  # replaced by the run's own, in the same store
         txn.add(Reservation(job.run_id, ref.pid, ref.create_time, os.getpid(),
                             str(c.outputs), gpu, vram, ram, job.exclusive, time.time()))
         job.reservation_key = holder_key(ref.pid, ref.create_time, job.run_id)
@@ -194,6 +205,26 @@ class Starter:
         c.queue.remove(job)
         c.running[job.run_id] = job
         c.episodes.watch(job.run_id, job.run_dir)
+
+    def _hold(self, job: Job, key: GpuKey | None, vram: int, ram: int, txn: LedgerTxn,
+              loading: bool = False) -> str:
+        """Store a reservation for the job's memory held by this scheduler (a hold, or
+        with ``loading`` the pending one its shared nodesets load under); its key."""
+        c = self.core
+        me = c.me
+        gpu = key if not isinstance(key, NodeGpu) else None
+        hold = Reservation(job.run_id, me.pid, me.create_time, os.getpid(), str(c.outputs),
+                           gpu, vram, ram, job.exclusive, time.time(), pending=True)
+        if loading:
+            txn.add(hold)  # an admission of its own until the load ends
+        else:
+            txn.hold(hold)
+        try:
+            c.ledger.flush(txn)
+        except LedgerNotDurable:
+            txn.discard(hold.key)
+            raise
+        return hold.key
 
     def _shared_parts(self, job: Job) -> list[NodesetPart]:
         """The job's shared nodesets this scheduler hosts (not given a URL by the spec)."""

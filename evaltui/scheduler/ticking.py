@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from evaltui.scheduler.accounting import Accounting
-from evaltui.scheduler.admission import Candidate, Wait, WaitKind, decide
+from evaltui.scheduler.admission import Admit, Candidate, Wait, WaitKind, decide
 from evaltui.scheduler.admitentry import Entry
 from evaltui.scheduler.admits import AdmitQueue
 from evaltui.scheduler.claims import Claims
@@ -24,7 +24,7 @@ from evaltui.scheduler.cluster import NodeGpu
 from evaltui.scheduler.cluster_probe import ClusterProbe
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.jobs import Job
-from evaltui.scheduler.ledger import LedgerTxn
+from evaltui.scheduler.ledger import LedgerNotDurable, LedgerTxn
 from evaltui.scheduler.lifecycle import Lifecycle
 from evaltui.scheduler.replacing import move_displaced
 from evaltui.scheduler.restore import read_record
@@ -94,7 +94,8 @@ class Ticker:
             with c.ledger.transaction() as txn:
                 acct = self.sampler.account(txn.entries)
                 self.sampler.sample(acct)
-                self._admission(acct, txn)
+                if self._durable(txn):
+                    self._admission(acct, txn)
             return
         if c.running or c.shared.all():
             self.sampler.sample(self.sampler.account(c.ledger.entries()))
@@ -106,6 +107,29 @@ class Ticker:
                 for entry in self.admits.waiting():
                     self.admits.set_wait(entry, Wait(entry.ledger_id, WaitKind.LOCK,
                                                      lock_reason))
+
+    def _durable(self, txn: LedgerTxn) -> bool:
+        """Whether what the ledger holds is on disk (storing it now if an earlier store
+        failed); if not, every waiting job and entry is told why and nothing is admitted."""
+        c = self.core
+        if c.ledger.error is None:
+            return True
+        try:
+            c.ledger.flush(txn)
+            return True
+        except LedgerNotDurable as exc:
+            with c.lock:
+                self._ledger_waits([j for j in c.queue if j.loading is None]
+                                   + self.admits.waiting(), str(exc))
+            return False
+
+    def _ledger_waits(self, items: list[Job | Entry], reason: str) -> None:
+        """Fail closed: each of ``items`` waits for the ledger (core lock held)."""
+        for item in items:
+            if isinstance(item, Job):
+                self.core.set_wait(item, Wait(item.run_id, WaitKind.LEDGER, reason))
+            else:
+                self.admits.set_wait(item, Wait(item.ledger_id, WaitKind.LEDGER, reason))
 
     def _admission(self, acct: Accounting, txn: LedgerTxn) -> None:
         c = self.core
@@ -133,25 +157,35 @@ class Ticker:
                     c.set_wait(item, wait)
                 else:
                     self.admits.set_wait(item, wait)
-            for admit in admits:
-                item = by_id[admit.run_id]
-                if isinstance(item, Entry):
-                    assert not isinstance(admit.gpu, NodeGpu)  # not candidates on a cluster
-                    self.admits.grant(item, admit.gpu, views.get(admit.gpu)
-                                      if admit.gpu is not None else None, txn)
-                    continue
-                record = read_record(item.run_dir)
-                if record is None or not self.claims.still_ours(record):
-                    self.claims.drop(item)  # cancelled or taken over by another backend
-                    continue
-                if cluster is not None and isinstance(admit.gpu, NodeGpu):
-                    est = item.estimate
-                    refused = cluster.reserve(item.run_id, admit.gpu, est.vram_mb if est else 0,
-                                              item.exclusive, views[admit.gpu].free_mb)
-                    if refused is not None:  # another scheduler took it first
-                        c.set_wait(item, Wait(item.run_id, WaitKind.NO_NODE, refused))
-                        continue
-                self.starter.start(item, admit.gpu, txn)
+            for done, admit in enumerate(admits):
+                try:
+                    self._admit(admit, by_id[admit.run_id], cluster, views, txn)
+                except LedgerNotDurable as exc:  # fail closed: this one and the rest wait
+                    self._ledger_waits([by_id[a.run_id] for a in admits[done:]], str(exc))
+                    break
+
+    def _admit(self, admit: Admit, item: Job | Entry, cluster: ClusterProbe | None,
+               views: dict[Any, Any], txn: LedgerTxn) -> None:
+        """Start one admission (ledger lock and core lock held); LedgerNotDurable if its
+        reservation cannot be stored, with nothing started."""
+        c = self.core
+        if isinstance(item, Entry):
+            assert not isinstance(admit.gpu, NodeGpu)  # not candidates on a cluster
+            self.admits.grant(item, admit.gpu, views.get(admit.gpu)
+                              if admit.gpu is not None else None, txn)
+            return
+        record = read_record(item.run_dir)
+        if record is None or not self.claims.still_ours(record):
+            self.claims.drop(item)  # cancelled or taken over by another backend
+            return
+        if cluster is not None and isinstance(admit.gpu, NodeGpu):
+            est = item.estimate
+            refused = cluster.reserve(item.run_id, admit.gpu, est.vram_mb if est else 0,
+                                      item.exclusive, views[admit.gpu].free_mb)
+            if refused is not None:  # another scheduler took it first
+                c.set_wait(item, Wait(item.run_id, WaitKind.NO_NODE, refused))
+                return
+        self.starter.start(item, admit.gpu, txn)
 
     def _cluster_waits(self, jobs: list[Job], any_gpu: bool) -> None:
         """On a cluster: admit entries (``evaltui run``) are not placed on nodes, and
