@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -48,23 +49,35 @@ def write_run(checked: CheckedSpec, outputs: Path, *, state: RunState = RunState
               record_extra: Mapping[str, Any] | None = None) -> Path:
     """Allocate the run dir of a validated spec; write spec.json, shared_urls.json and
     scheduler.json (plus ``record_extra`` fields, e.g. the scheduler's estimate, or the
-    PID of a run process that writes its own run dir)."""
+    PID of a run process that writes its own run dir).
+
+    If a write fails (a full disk: OSError), the run dir is removed before the error is
+    raised: a half-written one would list as an aborted run."""
     from evaltui.engine.summary import now_iso
 
     run_dir = allocate_run_dir(outputs)
+    try:
+        _write_records(checked, run_dir, state, record_extra, now_iso())
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return run_dir
+
+
+def _write_records(checked: CheckedSpec, run_dir: Path, state: RunState,
+                   record_extra: Mapping[str, Any] | None, queued_at: str) -> None:
     spec_json = checked.spec.to_json_dict()
     write_json_atomic(run_dir / SPEC_FILENAME, spec_json)
     write_json_atomic(run_dir / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
     # Through the record's model, so a mistyped field fails here and not in a reader;
     # only the fields given are written (later updates merge theirs in).
     fields: dict[str, Any] = {
-        "queued_at": now_iso(), "admitted_at": None, "pid": None, "pid_create_time": None,
+        "queued_at": queued_at, "admitted_at": None, "pid": None, "pid_create_time": None,
         "reservation": None, "cancel_requested_at": None, "exit_code": None,
         **(record_extra or {})}
     record = SchedulerRecord(state=state, priority=checked.spec.scheduling.priority, **fields)
     write_json_atomic(run_dir / SCHEDULER_FILENAME,
                       record.model_dump(mode="json", exclude_unset=True))
-    return run_dir
 
 
 def spawn_run(run_dir: Path, env: Mapping[str, str] | None = None, *, record: bool = True

@@ -344,7 +344,9 @@ def _read_optional_object(path: Path, errors: list[str]) -> dict[str, Any] | Non
     return obj
 
 
-_EXIT_FAILED, _EXIT_CANCELLED = 1, 3  # the run subprocess's codes (engine.runner)
+_EXIT_FAILED, _EXIT_CANCELLED, EXIT_DISK_FULL = 1, 3, 4  # the run subprocess's (runner)
+DISK_FULL_NOTE = "disk full: {run_dir} (the run's writes found no room for longer than " \
+    "EVALTUI_DISK_FULL_WAIT_SEC); resume it once there is room"
 
 
 def _derive_state(
@@ -392,5 +394,7 @@ def _derive_state(
     # run could not even be spawned); a run killed by a signal or dead without a word is
     # `aborted` (DESIGN §3), whatever its exit code.
     if status == SummaryStatus.FAILED or sched_state == RunState.FAILED:
+        return RunState.FAILED
+    if sched.get("exit_code") == EXIT_DISK_FULL:  # it said why the only way it could
         return RunState.FAILED
     return RunState.ABORTED

@@ -35,6 +35,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from evaltui.diskfull import DISK
 from evaltui.engine.dealqueue import DealQueue
 from evaltui.engine.hostprocess import HostProcess
 from evaltui.engine.loop import EpisodeOutcome
@@ -211,6 +212,8 @@ class EnvWorkerPool:
         return hung
 
     def _deal_idle(self, queue: DealQueue, recorder: Recorder) -> None:
+        if DISK.waiting() is not None:
+            return  # the disk is full: deal nothing until the run's writes go through
         dealt = False
         for slot in self.slots:
             if queue and slot.ready and slot.index is None and slot.child is not None:

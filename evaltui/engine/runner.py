@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import sys
 import tempfile
 import threading
 import traceback
@@ -28,6 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from evaltui.diskfull import DISK, DiskFull
 from evaltui.engine.batching import HOST_MAX_BATCH_SIZE, HOST_MAX_WAIT_MS
 from evaltui.engine.channel import ChannelError, host_secret, new_secret, parse_url
 from evaltui.engine.datasets import load_episodes
@@ -57,6 +59,8 @@ from evaltui.spec import SpecError, parse_spec
 from evaltui.states import EpisodeStatus, SummaryStatus
 
 EXIT_OK, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 3
+EXIT_DISK_FULL = 4
+"""The run dir's disk stayed full past ``EVALTUI_DISK_FULL_WAIT_SEC``: failed, resumable."""
 
 
 def reset_budget(ev: Any) -> float | None:
@@ -84,9 +88,35 @@ class BatchEvalRunner:
         self.zygote = zygote  # the workers' template process, started early by main
         self.checked = checked
         """The spec, checked already by this process (it wrote spec.json from it)."""
+        self._summary: SummaryWriter | None = None
 
     def run(self) -> int:
-        """Run every selected episode; returns the process exit code."""
+        """Run every selected episode; returns the process exit code.
+
+        A full disk makes the run's writes wait for room (:mod:`evaltui.diskfull`); past
+        the deadline the run ends here: ``failed`` with "disk full: PATH" wherever that
+        can still be written, always on stderr and as :data:`EXIT_DISK_FULL`.
+        """
+        try:
+            return self._run()
+        except DiskFull as exc:
+            return self._disk_full(exc)
+
+    def _disk_full(self, exc: DiskFull) -> int:
+        try:  # stderr may be run.log on the same full disk
+            print(f"evaltui: run {self.run_id} failed: {exc} (resume it once there is room)",
+                  file=sys.stderr, flush=True)
+        except OSError:
+            pass
+        try:
+            if self._summary is not None:
+                self._summary.finish(SummaryStatus.FAILED, str(exc), wait_for_room=False)
+            touch_done(self.run_dir)
+        except OSError:
+            pass  # still full: the exit code and the line above say it
+        return EXIT_DISK_FULL
+
+    def _run(self) -> int:
         header = {"run_id": self.run_id, "graph_name": None, "dataset": None, "split": None,
                   "worker_count": 1}
         try:
@@ -101,8 +131,10 @@ class BatchEvalRunner:
                  for n, nd in checked.graph.nodes.items()}
         write_json_atomic(self.run_dir / GRAPH_FILENAME, self._graph_snapshot(checked, specs))
         episodes = load_episodes(checked.dataset_path)
-        summary = SummaryWriter(self.run_dir, header, len(checked.episode_indices),
-                                max_error_rate=ev.max_error_rate)
+        # A summary writer that fails for good stops the run (then failed, below).
+        summary = self._summary = SummaryWriter(
+            self.run_dir, header, len(checked.episode_indices),
+            max_error_rate=ev.max_error_rate, on_failure=lambda _exc: self.stop.set())
         kept, attempts = self._earlier_rows(checked.episode_indices)
         summary.preload(kept)
         summary.start()
@@ -114,14 +146,18 @@ class BatchEvalRunner:
         def record(result: EpisodeResult) -> None:
             row = self._row(row_base, episodes[result.index], result)
             ep_dir = episode_dir(self.run_dir, result.index)
-            ep_dir.mkdir(parents=True, exist_ok=True)  # a worker may have died before it
             traj = result.outcome.trajectory or trajectory_record(
                 episodes[result.index], result.outcome.status, None,
                 success_distance=d_th)
-            write_json_atomic(ep_dir / TRAJECTORY_FILENAME, trajectory_json(result.index, traj),
-                              durable=False)
-            write_json_atomic(ep_dir / EPISODE_FILENAME, row.model_dump(mode="json"),
-                              durable=False)
+
+            def write() -> None:
+                ep_dir.mkdir(parents=True, exist_ok=True)  # a worker may have died before it
+                write_json_atomic(ep_dir / TRAJECTORY_FILENAME,
+                                  trajectory_json(result.index, traj), durable=False)
+                write_json_atomic(ep_dir / EPISODE_FILENAME, row.model_dump(mode="json"),
+                                  durable=False)
+
+            DISK.retry(ep_dir, write)  # a full disk: wait for room (the pool deals nothing)
             summary.add(row, unsynced=[ep_dir / TRAJECTORY_FILENAME, ep_dir / EPISODE_FILENAME])
 
         hosts: list[HostProcess] = []
@@ -143,6 +179,13 @@ class BatchEvalRunner:
             for host in hosts:
                 host.stop()
             sockets.remove()
+        if summary.failure is not None:  # its flusher stopped the run
+            if isinstance(summary.failure, DiskFull):
+                raise summary.failure
+            summary.finish(SummaryStatus.FAILED, "cannot write summary.json: "
+                           + "".join(traceback.format_exception_only(summary.failure)).strip())
+            touch_done(self.run_dir)
+            return EXIT_FAILED
         if self.stop.is_set():
             summary.finish(SummaryStatus.CANCELLED)
             touch_done(self.run_dir)

@@ -11,6 +11,7 @@ request is ever lost.
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +28,8 @@ from evaltui.scheduler.handles import RunHandle
 from evaltui.scheduler.shared import SharedNodeset
 from evaltui.spec import JobSpec
 from evaltui.states import RunState
+
+log = logging.getLogger(__name__)
 
 
 def parse_iso(value: Any, default: float) -> float:
@@ -156,12 +159,14 @@ class RecordWriter:
         self._pending: dict[str, Job] = {}
         self._pending_lock = threading.Lock()
         self._taken = 0
+        self._failing: set[str] = set()  # runs whose record write failed (said once)
 
     def write(self, job: Job) -> None:
-        """Write the job's changed fields now."""
+        """Write the job's changed fields now (soon again, if its disk refuses them)."""
         with self._pending_lock:
             self._pending.pop(job.run_id, None)
-        self._write(job)
+        if not self._write(job):
+            self.schedule(job)
 
     def schedule(self, job: Job) -> None:
         """Write the changed fields soon."""
@@ -172,19 +177,25 @@ class RecordWriter:
         """Write pending records for up to ``budget_sec``; returns how many were written."""
         deadline = time.monotonic() + budget_sec
         written = 0
+        refused: list[Job] = []
         while time.monotonic() < deadline:
             with self._pending_lock:
                 if not self._pending:
                     break
                 job = self._pending.pop(next(iter(self._pending)))
-            self._write(job)
-            written += 1
+            if self._write(job):
+                written += 1
+            else:
+                refused.append(job)  # tried again at the next flush, not in this one
+        for job in refused:
+            self.schedule(job)
         return written
 
-    def _write(self, job: Job) -> None:
+    def _write(self, job: Job) -> bool:
+        """Write the job's changed fields; False if its disk refused them (kept dirty)."""
         with self._lock:  # fields are set under it: the copy is consistent
             if not job.dirty:
-                return
+                return True
             self._taken += 1
             taken = self._taken
             fields = {k: job.record.get(k) for k in job.dirty}
@@ -195,8 +206,23 @@ class RecordWriter:
             fresh = {k: v for k, v in fields.items() if job.written.get(k, -1) < taken}
             job.written.update(dict.fromkeys(fresh, taken))
             if not fresh:
-                return
+                return True
             try:
                 update_scheduler_record(job.run_dir, **fresh)
+                self._failing.discard(job.run_id)
+                return True
             except (FileNotFoundError, NotADirectoryError):
-                pass  # the run dir was deleted by hand: nothing left to record
+                return True  # the run dir was deleted by hand: nothing left to record
+            except OSError as exc:
+                refused = exc
+                for key in fresh:
+                    job.written.pop(key, None)
+        # Its disk is full (or read-only): kept, and written by a later flush; the
+        # scheduler goes on (reaping, admitting) meanwhile. (Its lock after the job's.)
+        with self._lock:
+            job.dirty.update(fresh)
+        if job.run_id not in self._failing:
+            self._failing.add(job.run_id)
+            log.warning("cannot write %s/scheduler.json (%s); retrying", job.run_dir,
+                        refused.strerror or refused)
+        return False

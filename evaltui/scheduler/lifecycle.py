@@ -24,7 +24,15 @@ from evaltui.records import (
     SPEC_FILENAME,
     SUMMARY_FILENAME,
 )
-from evaltui.rundir import abort_note, derive_run_state, episode_dir, read_json, write_json_atomic
+from evaltui.rundir import (
+    DISK_FULL_NOTE,
+    EXIT_DISK_FULL,
+    abort_note,
+    derive_run_state,
+    episode_dir,
+    read_json,
+    write_json_atomic,
+)
 from evaltui.scheduler.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.jobs import Job
@@ -220,6 +228,8 @@ class Lifecycle:
                 job.set(exit_code=code)
         c.writer.write(job)  # the exit code on disk first: the state derives from it
         state = derive_run_state(job.run_dir)
+        if code == EXIT_DISK_FULL and state is RunState.ABORTED:
+            state = RunState.FAILED  # its exit code is all it could write: disk full
         if not state.terminal:  # its PID is dead: only a race with the files gets here
             state = RunState.ABORTED
         with c.lock:
@@ -229,6 +239,8 @@ class Lifecycle:
             c.report(*c.episodes.unwatch(job.run_id))
             aborted: dict[str, Any] = ({"error": abort_note(job.record.get("exit_code"))}
                                        if state is RunState.ABORTED else {})
+            if code == EXIT_DISK_FULL:
+                aborted = {"error": DISK_FULL_NOTE.format(run_dir=job.run_dir)}
             c.transition(job, state, **aborted)  # on disk before anyone is told
         if state is RunState.DONE:
             self._learn(job)
