@@ -16,7 +16,7 @@ from typing import Any
 
 from evaltui.launch import scheduler_record_lock
 from evaltui.records import SCHEDULER_FILENAME, SHARED_URLS_FILENAME, SUMMARY_FILENAME
-from evaltui.rundir import PidRef, derive_run_state, read_json, write_json_atomic
+from evaltui.rundir import PidRef, abort_note, derive_run_state, read_json, write_json_atomic
 from evaltui.scheduler.cluster_probe import ClusterProbe
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.handles import RunHandle
@@ -73,8 +73,32 @@ class Claims:
             self._seen[run_id] = (mtime, watch)
             if found is not None and record is not None and self._may_claim(record):
                 wanted.append((queue_order(record, run_id), run_dir))
+            elif found is None and record is not None and record.get("state") in _LIVE \
+                    and self._may_claim(record):
+                self._record_ended(run_dir)
         if wanted:
             self._claim([run_dir for _, run_dir in sorted(wanted)])
+
+    def _record_ended(self, run_dir: Path) -> None:
+        """A run whose process ended while no scheduler watched it still reads
+        ``starting``/``running`` in its scheduler.json: write the state it ended in (its
+        reservation went with its process)."""
+        with scheduler_record_lock(run_dir):
+            record = read_record(run_dir)
+            if record is None or record.get("state") not in _LIVE \
+                    or classify(run_dir, record) is not None or not self._may_claim(record):
+                return  # changed meanwhile, or back alive
+            state = derive_run_state(run_dir)
+            if not state.terminal:
+                return
+            record["state"] = state.value
+            if state is RunState.ABORTED and not record.get("error"):
+                record["error"] = abort_note(record.get("exit_code"))
+            try:
+                write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+            except OSError:
+                return  # a full disk: tried again at a later scan (the file is unchanged)
+        self._seen.pop(run_dir.name, None)
 
     def _may_claim(self, record: Mapping[str, Any]) -> bool:
         owner = record.get("owner")
