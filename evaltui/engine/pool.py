@@ -39,6 +39,7 @@ from evaltui.diskfull import DISK
 from evaltui.engine.dealqueue import DealQueue
 from evaltui.engine.hostprocess import HostProcess
 from evaltui.engine.loop import EpisodeOutcome
+from evaltui.engine.oomkills import OOM_KILLED, OomKills
 from evaltui.engine.poolslot import WorkerSlot, tell
 from evaltui.engine.recorder import Recorder
 from evaltui.engine.worker import WorkerConfig
@@ -91,6 +92,7 @@ class EnvWorkerPool:
         self._queue = DealQueue(())  # the run's, while it runs
         self._ever_ready = False
         self._start_failures = 0
+        self._oom = OomKills()  # a SIGKILL of the OOM killer reads as memory, not by hand
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> EnvWorkerPool:
@@ -278,6 +280,8 @@ class EnvWorkerPool:
         child = slot.child
         assert child is not None
         how = child.describe_exit()
+        if how.startswith("signal 9") and self._oom.since_last():
+            how = f"signal 9, {OOM_KILLED}"  # not by hand: memory
         child.end(grace_sec=0.5)
         slot.child = None
         index, slot.index = slot.index, None
