@@ -31,6 +31,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "run": ("run",),
     "teardown": ("teardown",),
     "verify": ("verify",),
+    "ledger": ("ledger",),
 }
 MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items()
              for command in commands}

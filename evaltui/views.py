@@ -183,6 +183,11 @@ class LedgerEntry(_View):
     exclusive: bool
     admitted_at: float
     pending: bool
+    uid: int | None = None
+    """The Unix user whose process made it (None: not recorded)."""
+    other_user: bool = False
+    """Made by another Unix user's scheduler (the machine-wide ledger): counted, never
+    released from here."""
 
 
 class Lock(_View):

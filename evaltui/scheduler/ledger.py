@@ -1,8 +1,12 @@
 """The machine-wide reservation ledger: what every scheduler on this machine has admitted.
 
-``state_dir()/ledger.json`` holds one reservation per admitted run (or hosted nodeset),
-keyed by its holder process (PID and create time) and run id. Every read-decide-write goes through
-:meth:`Ledger.transaction`, which holds ``fcntl.flock`` on ``ledger.lock``: two schedulers
+``ledger.json`` in the machine-wide ledger directory (every Unix user's schedulers;
+ledgerdir.py), else in the per-user state dir, holds one reservation per admitted run (or
+hosted nodeset), recording the uid of the user whose process made it: anyone reads all of
+them, a user releases only their own, and a dead holder's entry is purged by anyone.
+Entries are keyed by their holder process (PID and create time) and run id. Every
+read-decide-write goes through :meth:`Ledger.transaction`, which holds ``fcntl.flock``
+on ``ledger.lock``: two schedulers
 (the TUI, ``evaltui serve``, a wrapper) never decide on the same free memory. A
 reservation whose holder is dead is stale and is purged by the next transaction, so a
 crashed scheduler or run never leaks a reservation.
@@ -28,14 +32,15 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from evaltui.rundir import PRIVATE_MODE, state_dir, write_json_atomic
+from evaltui.rundir import PRIVATE_MODE, write_json_atomic
 from evaltui.scheduler import procs
+from evaltui.scheduler.ledgerdir import FILE_MODE, ledger_place, say_once
 from evaltui.settings import settings
 
 LEDGER_FILENAME = "ledger.json"
@@ -70,6 +75,8 @@ class Reservation:
     admitted_at: float = 0.0
     pending: bool = False
     """Held by the admitting scheduler while the run's shared nodesets load (no run yet)."""
+    uid: int | None = field(default_factory=os.getuid)
+    """The Unix user whose process made it (None: written before uids were recorded)."""
 
     @property
     def key(self) -> str:
@@ -81,7 +88,14 @@ class Reservation:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Reservation:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        fields.setdefault("uid", None)  # not the reader's: unknown
+        return cls(**fields)
+
+    @property
+    def mine(self) -> bool:
+        """Made by this process's user (or of unknown user): it may release it."""
+        return self.uid is None or self.uid == os.getuid()
 
 
 def holder_key(pid: int, create_time: float, run_id: str) -> str:
@@ -111,10 +125,18 @@ class LedgerTxn:
         self.changes.append(("admit", reservation))
 
     def remove(self, key: str) -> Reservation | None:
-        """Release the reservation of a holder; returns it, or None if there was none."""
-        reservation = self._entries.pop(key, None)
-        if reservation is not None:
-            self.changes.append(("release", reservation))
+        """Release the reservation of a holder; returns it, or None if there was none.
+
+        Another user's reservation is not released (it lives until its holder exits):
+        PermissionError."""
+        reservation = self._entries.get(key)
+        if reservation is None:
+            return None
+        if not reservation.mine:
+            raise PermissionError(f"reservation {key} belongs to uid {reservation.uid}; "
+                                  "only its own user releases it")
+        del self._entries[key]
+        self.changes.append(("release", reservation))
         return reservation
 
     def hold(self, reservation: Reservation) -> None:
@@ -149,10 +171,16 @@ class LedgerTxn:
 
 
 class Ledger:
-    """Reservations shared by every scheduler of this user on this machine."""
+    """Reservations shared by every scheduler on this machine (of every user where the
+    machine-wide directory is set up, else of this user); ``directory`` overrides it."""
 
     def __init__(self, directory: Path | None = None, audit_path: Path | None = None) -> None:
-        self.directory = Path(directory) if directory is not None else state_dir()
+        if directory is None:
+            place = ledger_place()
+            say_once(place)  # the per-user fallback, once per process
+            self.directory, self.shared = place.directory, place.shared
+        else:
+            self.directory, self.shared = Path(directory), False
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / LEDGER_FILENAME
         self.lock_path = self.directory / LOCK_FILENAME
@@ -218,7 +246,10 @@ class Ledger:
 
     @contextmanager
     def _locked(self, mode: int) -> Iterator[None]:
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        if self.shared:
+            fd = _open_shared(self.lock_path)
+        else:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, mode)
             yield
@@ -248,7 +279,12 @@ class Ledger:
         # rename alone keeps a reader (who holds the lock) from seeing half a file.
         write_json_atomic(self.path, {"version": _VERSION,
                                       "entries": {r.key: r.to_json() for r in txn.entries}},
-                          durable=False, mode=PRIVATE_MODE, compact=True)
+                          durable=False, mode=FILE_MODE if self.shared else PRIVATE_MODE,
+                          compact=True)
+        if self.shared:
+            # Under the lock, before any reader: the umask must not hide it from the group
+            # (an unreadable ledger would read as empty to the other users).
+            os.chmod(self.path, FILE_MODE)
 
     def _audit(self, txn: LedgerTxn) -> None:
         now = time.time()
@@ -258,9 +294,24 @@ class Ledger:
         lines = b"".join(
             orjson.dumps({"t": now, "op": op, "key": r.key, "run_id": r.run_id, "gpu": r.gpu,
                           "vram_mb": r.vram_mb, "ram_mb": r.ram_mb, "exclusive": r.exclusive,
-                          "scheduler_pid": r.scheduler_pid, "reserved_after_txn": totals}) + b"\n"
+                          "scheduler_pid": r.scheduler_pid, "uid": r.uid,
+                          "reserved_after_txn": totals}) + b"\n"
             for op, r in txn.changes if op not in UNAUDITED_OPS
         )
         if lines:
             with open(self.audit_path, "ab") as f:  # type: ignore[arg-type]
                 f.write(lines)
+
+
+def _open_shared(path: Path) -> int:
+    """The shared ledger's lock file, made group read-write (whatever the umask); one
+    another user made read-only to us still takes a lock (flock needs no write)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        try:
+            return os.open(path, os.O_RDWR)
+        except PermissionError:
+            return os.open(path, os.O_RDONLY)
+    os.fchmod(fd, FILE_MODE)
+    return fd

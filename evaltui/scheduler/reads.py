@@ -112,7 +112,7 @@ class Reads:
         return views.Resources(
             gpu_available=snap.gpu.available, gpu_reason=snap.gpu.reason,
             fake_gpus=snap.gpu.fake, gpus=gpus, host=host,
-            ledger=[views.LedgerEntry(**asdict(r)) for r in live],
+            ledger=[views.LedgerEntry(**asdict(r), other_user=not r.mine) for r in live],
             lock=lock_view(held) if held is not None else None, taken_at=snap.taken_at,
             nodes=node_hosts(c.gpu_probe), nodes_lost=nodes_lost(c.gpu_probe),
             ledger_error=c.ledger.error)
