@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fulldisk import small_disk  # noqa: F401  (the fixture: a tmpfs mounted for a test)
+from fulldisk import maybe_small_disk, small_disk  # noqa: F401  (tmpfs fixtures: ENOSPC)
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,6 +46,11 @@ class SmallDisk:
         """Give the space back."""
         (self.path / FILLER).unlink(missing_ok=True)
 
+    def read_only(self, on: bool) -> None:
+        """Remount it read-only (every write then fails with EROFS), or writable again."""
+        subprocess.run(["mount", "-o", f"remount,{'ro' if on else 'rw'}", str(self.path)],
+                       check=True)
+
     def leftovers(self) -> list[str]:
         """Names there that are partial temp files (``.NAME.*``), the filler aside."""
         return sorted(p.name for p in self.path.rglob(".*") if p.name != FILLER)
@@ -60,6 +66,25 @@ def _mount(path: Path, size: str) -> str | None:
     if done.returncode != 0:
         return f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}"
     return None
+
+
+@pytest.fixture
+def maybe_small_disk(tmp_path: Path) -> Iterator[Callable[..., SmallDisk | None]]:
+    """As ``small_disk``, but None (said once on stderr) where it cannot be mounted."""
+    mounted: list[Path] = []
+
+    def make(name: str = "disk", size: str = "1m") -> SmallDisk | None:
+        path = tmp_path / name
+        why = _mount(path, size)
+        if why is not None:
+            print(f"(no small tmpfs for {name}: {why})", file=sys.stderr)
+            return None
+        mounted.append(path)
+        return SmallDisk(path, size)
+
+    yield make
+    for path in reversed(mounted):
+        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 @pytest.fixture

@@ -44,6 +44,7 @@ from evaltui.engine.trajrecord import dataset_id, trajectory_json, trajectory_re
 from evaltui.engine.worker import SharedEndpoint, WorkerConfig
 from evaltui.engine.zygote import WorkerZygote
 from evaltui.records import (
+    DONE_FILENAME,
     EPISODE_FILENAME,
     GRAPH_FILENAME,
     LOG_FILENAME,
@@ -129,7 +130,9 @@ class BatchEvalRunner:
                       split=checked.split, worker_count=ev.worker_count)
         specs = {n: checked.classes[nd.nodeset].node_specs()[nd.op]
                  for n, nd in checked.graph.nodes.items()}
-        write_json_atomic(self.run_dir / GRAPH_FILENAME, self._graph_snapshot(checked, specs))
+        graph = self._graph_snapshot(checked, specs)
+        DISK.retry(self.run_dir / GRAPH_FILENAME,
+                   partial(write_json_atomic, self.run_dir / GRAPH_FILENAME, graph))
         episodes = load_episodes(checked.dataset_path)
         # A summary writer that fails for good stops the run (then failed, below).
         summary = self._summary = SummaryWriter(
@@ -169,11 +172,11 @@ class BatchEvalRunner:
         except (HostStartError, PoolError, ChannelError) as exc:
             summary.finish(SummaryStatus.FAILED, "cannot build the graph's nodesets: "
                            + "".join(traceback.format_exception_only(exc)).strip())
-            touch_done(self.run_dir)
+            self._touch_done()
             return EXIT_FAILED
         except ExecutorError as exc:
             summary.finish(SummaryStatus.FAILED, str(exc))
-            touch_done(self.run_dir)
+            self._touch_done()
             return EXIT_FAILED
         finally:
             for host in hosts:
@@ -184,22 +187,26 @@ class BatchEvalRunner:
                 raise summary.failure
             summary.finish(SummaryStatus.FAILED, "cannot write summary.json: "
                            + "".join(traceback.format_exception_only(summary.failure)).strip())
-            touch_done(self.run_dir)
+            self._touch_done()
             return EXIT_FAILED
         if self.stop.is_set():
             summary.finish(SummaryStatus.CANCELLED)
-            touch_done(self.run_dir)
+            self._touch_done()
             return EXIT_CANCELLED
         every_error = summary.every_episode_errored()
         if every_error is not None:
             summary.finish(SummaryStatus.FAILED, every_error)
-            touch_done(self.run_dir)
+            self._touch_done()
             return EXIT_FAILED
         summary.finish(SummaryStatus.DONE)
-        touch_done(self.run_dir)
+        self._touch_done()
         return EXIT_OK
 
     # ---- pieces ---------------------------------------------------------------------------
+    def _touch_done(self) -> None:
+        """``_DONE``, last; waiting for room on a full disk like every write of the run."""
+        DISK.retry(self.run_dir / DONE_FILENAME, partial(touch_done, self.run_dir))
+
     def _executor(self, checked: CheckedSpec, episodes: list[dict[str, Any]], todo: int,
                   sockets: _SocketDir, hosts: list[HostProcess]) -> EpisodeExecutor:
         """The spec's executor: the local pool, or K actors on a Ray cluster."""
@@ -229,7 +236,7 @@ class BatchEvalRunner:
     def _fail(self, header: Mapping[str, Any], error: str) -> int:
         summary = SummaryWriter(self.run_dir, header, 0)
         summary.finish(SummaryStatus.FAILED, error)
-        touch_done(self.run_dir)
+        self._touch_done()
         return EXIT_FAILED
 
     def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: _SocketDir,
@@ -257,7 +264,8 @@ class BatchEvalRunner:
             urls[name] = host.start()
             endpoints[name] = SharedEndpoint(host.url, secret)
         if hosts:
-            write_json_atomic(self.run_dir / SHARED_URLS_FILENAME, urls)
+            DISK.retry(self.run_dir / SHARED_URLS_FILENAME,
+                       partial(write_json_atomic, self.run_dir / SHARED_URLS_FILENAME, urls))
         return endpoints
 
     def _given_urls(self, checked: CheckedSpec) -> dict[str, str]:

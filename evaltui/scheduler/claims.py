@@ -8,6 +8,7 @@ under the ledger lock, so of several backends exactly one wins each run.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ from evaltui.scheduler.restore import (
 )
 from evaltui.states import RunState
 
+log = logging.getLogger(__name__)
 _LIVE = frozenset({RunState.STARTING.value, RunState.RUNNING.value})
 UNOWNED_GRACE_SEC = 10.0
 """A queued run dir no scheduler owns is taken over once it has waited this long."""
@@ -120,7 +122,12 @@ class Claims:
                     if found is None or record is None or not self._may_claim(record):
                         continue
                     record["owner"] = str(c.owner)
-                    write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+                    try:
+                        write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+                    except OSError as exc:  # a full disk: claimed at a later scan
+                        log.warning("cannot claim run %s yet: %s", run_dir.name,
+                                    exc.strerror or exc)
+                        continue
                 claimed.append(Claimed(run_dir, record, found))
             with c.lock:
                 adopted = [self._take(claim, txn) for claim in claimed]

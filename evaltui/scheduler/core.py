@@ -70,6 +70,8 @@ class Write(Enum):
     """Within the loop's next flush (starting -> running)."""
     ALREADY = "already"
     """Not at all: another process wrote it (a cancel or a take-over seen on disk)."""
+    MUST = "must"
+    """Before anyone is told, or OSError with nothing changed (a spawn depends on it)."""
 
 
 class Core:
@@ -148,6 +150,14 @@ class Core:
         previous = job.state
         if write is Write.ALREADY:
             job.record.update(fields, state=state.value)  # not dirty: never written back
+        elif write is Write.MUST:
+            before = {k: job.record.get(k) for k in ("state", *fields)}
+            job.set(state=state.value, **fields)
+            try:
+                self.writer.write(job, must=True)
+            except OSError:
+                job.set(**before)  # as it was (and as the disk still says)
+                raise
         else:
             job.set(state=state.value, **fields)
             if write is Write.NOW:

@@ -161,12 +161,16 @@ class RecordWriter:
         self._taken = 0
         self._failing: set[str] = set()  # runs whose record write failed (said once)
 
-    def write(self, job: Job) -> None:
-        """Write the job's changed fields now (soon again, if its disk refuses them)."""
+    def write(self, job: Job, *, must: bool = False) -> None:
+        """Write the job's changed fields now (soon again, if its disk refuses them; with
+        ``must``, the refusal is raised as well)."""
         with self._pending_lock:
             self._pending.pop(job.run_id, None)
-        if not self._write(job):
+        refused = self._write(job)
+        if refused is not None:
             self.schedule(job)
+            if must:
+                raise refused
 
     def schedule(self, job: Job) -> None:
         """Write the changed fields soon."""
@@ -183,7 +187,7 @@ class RecordWriter:
                 if not self._pending:
                     break
                 job = self._pending.pop(next(iter(self._pending)))
-            if self._write(job):
+            if self._write(job) is None:
                 written += 1
             else:
                 refused.append(job)  # tried again at the next flush, not in this one
@@ -191,11 +195,12 @@ class RecordWriter:
             self.schedule(job)
         return written
 
-    def _write(self, job: Job) -> bool:
-        """Write the job's changed fields; False if its disk refused them (kept dirty)."""
+    def _write(self, job: Job) -> OSError | None:
+        """Write the job's changed fields; the OSError if its disk refused them (kept
+        dirty), else None."""
         with self._lock:  # fields are set under it: the copy is consistent
             if not job.dirty:
-                return True
+                return None
             self._taken += 1
             taken = self._taken
             fields = {k: job.record.get(k) for k in job.dirty}
@@ -206,13 +211,13 @@ class RecordWriter:
             fresh = {k: v for k, v in fields.items() if job.written.get(k, -1) < taken}
             job.written.update(dict.fromkeys(fresh, taken))
             if not fresh:
-                return True
+                return None
             try:
                 update_scheduler_record(job.run_dir, **fresh)
                 self._failing.discard(job.run_id)
-                return True
+                return None
             except (FileNotFoundError, NotADirectoryError):
-                return True  # the run dir was deleted by hand: nothing left to record
+                return None  # the run dir was deleted by hand: nothing left to record
             except OSError as exc:
                 refused = exc
                 for key in fresh:
@@ -225,4 +230,4 @@ class RecordWriter:
             self._failing.add(job.run_id)
             log.warning("cannot write %s/scheduler.json (%s); retrying", job.run_dir,
                         refused.strerror or refused)
-        return False
+        return refused

@@ -249,7 +249,12 @@ class Ledger:
         if self.shared:
             fd = _open_shared(self.lock_path)
         else:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError:
+                # A read-only state dir (EROFS): the lock still works on a read-only
+                # descriptor, so the transaction runs and fails closed at its store.
+                fd = os.open(self.lock_path, os.O_RDONLY)
         try:
             fcntl.flock(fd, mode)
             yield

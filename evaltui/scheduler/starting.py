@@ -23,7 +23,7 @@ from evaltui.scheduler.admission import Wait, WaitKind
 from evaltui.scheduler.calibration import NodesetPart
 from evaltui.scheduler.cluster import GpuKey, NodeGpu, node_env, split_key
 from evaltui.scheduler.cluster_probe import ClusterProbe
-from evaltui.scheduler.core import Core
+from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.handles import RunHandle
 from evaltui.scheduler.jobs import Job, Loading
 from evaltui.scheduler.ledger import LedgerNotDurable, LedgerTxn, Reservation, holder_key
@@ -167,18 +167,27 @@ class Starter:
             txn.add(Reservation(f"nodeset:{ns.name}", ref.pid, ref.create_time, os.getpid(),
                                 str(c.outputs), gpu, mb, 0, False, time.time()))
             vram = max(0, vram - mb)
-        if job.spec is not None:
-            # Rewritten at every start: a resumed run must not find the URLs of hosts that
-            # served its earlier attempt. spec.json keeps only what the client gave.
-            write_json_atomic(job.run_dir / SHARED_URLS_FILENAME,
-                              {**job.spec.shared_urls, **job.shared_urls})
-        # On disk before the spawn: a crash in between reads as aborted (resumable), never
-        # as a job still queued that a restarted scheduler would start a second time.
-        c.transition(job, RunState.STARTING, admitted_at=now_iso(), gpu=index,
-                     reservation={"gpu": index, "mb": vram, "ram_mb": ram, **placed,
-                                  **held},
-                     waiting_reason=None, waiting_kind=None, scheduler_pid=os.getpid(),
-                     **placed)
+        try:
+            if job.spec is not None:
+                # Rewritten at every start: a resumed run must not find the URLs of hosts
+                # that served its earlier attempt. spec.json keeps only what the client gave.
+                write_json_atomic(job.run_dir / SHARED_URLS_FILENAME,
+                                  {**job.spec.shared_urls, **job.shared_urls})
+            # On disk before the spawn: a crash in between reads as aborted (resumable),
+            # never as a job still queued that a restarted scheduler would start again.
+            c.transition(job, RunState.STARTING, write=Write.MUST, admitted_at=now_iso(),
+                         gpu=index, reservation={"gpu": index, "mb": vram, "ram_mb": ram,
+                                                 **placed, **held},
+                         waiting_reason=None, waiting_kind=None, scheduler_pid=os.getpid(),
+                         **placed)
+        except OSError as exc:  # its run dir's disk is full: stays queued, tried again
+            if hold_key is not None:
+                txn.unhold(hold_key)
+            c.shared.release(job.run_id, c.tick_no)
+            c.set_wait(job, Wait(job.run_id, WaitKind.DISK_FULL,
+                                 f"cannot write its run dir ({exc.strerror or exc}); "
+                                 "started once there is room"))
+            return
         env = c.run_env(gpu)
         if isinstance(key, NodeGpu):
             env.update(node_env(key, job.run_id))

@@ -6,7 +6,6 @@ The outputs root is a small tmpfs filled to the last byte (root only; skipped el
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from apihelpers import Backend, bot_spec

@@ -103,3 +103,35 @@ def test_a_full_state_dir_admits_nothing_and_says_why(
         assert sched.resources().ledger_error is None
     assert live.peak == 1  # never two 16,000 MiB runs on the 24,576 MiB GPU
     assert disk.leftovers() == []
+
+
+def test_a_read_only_ledger_dir_fails_closed_and_recovers(small_disk) -> None:
+    """EROFS as well as ENOSPC: even the lock file cannot be opened for writing."""
+    import os
+    import time
+
+    from evaltui.rundir import PidRef
+    from evaltui.scheduler.ledger import Reservation
+
+    disk = small_disk("ledger", "256k")
+    ledger = Ledger(disk.path)
+    me = PidRef.of(os.getpid())
+
+    def reserve(run_id: str) -> None:
+        with ledger.transaction() as txn:
+            txn.add(Reservation(run_id, me.pid, me.create_time, me.pid, "/o", 0, 1000, 0,
+                                admitted_at=time.time()))
+
+    reserve("a")
+    disk.read_only(True)
+    try:
+        reserve("b")  # kept in memory, said in ledger.error
+        assert ledger.error is not None and "Read-only file system" in ledger.error
+        assert {r.run_id for r in ledger.entries()} == {"a", "b"}
+        assert {r.run_id for r in Ledger(disk.path).entries()} == {"a"}  # what others see
+    finally:
+        disk.read_only(False)
+    with ledger.transaction():
+        pass  # the next transaction stores what was kept
+    assert ledger.error is None
+    assert {r.run_id for r in Ledger(disk.path).entries()} == {"a", "b"}
