@@ -31,6 +31,10 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "run": ("run",),
     "teardown": ("teardown",),
     "verify": ("verify",),
+    "report": ("report",),
+    "export": ("export",),
+    "gpus": ("gpus",),
+    "sets": ("set",),
     "ledger": ("ledger",),
 }
 MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items()
@@ -96,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         return tui_cmd.run(args)  # bare `evaltui`: the TUI
     code = int(args.func(args))
     if argv is None and command in QUICK_EXIT_COMMANDS:
-        from evaltui.engine.quickexit import exit_now
+        from evaltui.engine.processes.quickexit import exit_now
 
         exit_now(code)
     return code

@@ -1,6 +1,6 @@
 """An episode's tiled frames on disk: one append-only file, ``ep{NNNN}/frames.bin``.
 
-A :class:`~evaltui.engine.tiles.TiledFrame` is stored as its tile ids, and each tile the
+A :class:`~evaltui.engine.episode.tiles.TiledFrame` is stored as its tile ids, and each tile the
 episode uses once, so a frame costs two bytes a grid cell and no image encoding. One file
 per episode, next to log.jsonl: creating a file or directory costs ~0.3-0.6 ms on the
 development VM's ext4, as much as a short GoToLocal episode's frames themselves.
@@ -19,7 +19,7 @@ A reader finds a frame's tiles by following the chain back from its ``tiles`` of
 scanning the file. log.jsonl refers to a frame as ``{"$frame": "frames.bin", "at":
 <offset of its record>, "shape": [H, W, 3]}``. The writer keeps the records of the frames
 since its last ``flush`` in memory; the episode's log writer calls ``flush`` right before
-it writes log lines (:mod:`evaltui.engine.logflush`), so the frames go to disk in the
+it writes log lines (:mod:`evaltui.engine.episode.logflush`), so the frames go to disk in the
 same ~50 ms batches as the lines, always ahead of any line that refers to them: a
 process killed at any point leaves every logged reference resolvable. This module
 depends on numpy only: the run's workers write it and the replay viewer reads it.

@@ -31,7 +31,21 @@ from evaltui.rundir import PidRef, allocate_run_dir, read_json, write_json_atomi
 from evaltui.states import RunState
 
 if TYPE_CHECKING:
-    from evaltui.engine.specchecks import CheckedSpec
+    from evaltui.engine.graph.specchecks import CheckedSpec
+
+
+def outputs_problem(outputs: Path) -> str | None:
+    """Why runs cannot be written under ``outputs`` (one line), else None; creates it
+    (and its parents) when missing -- as the first run would."""
+    if outputs.exists() and not outputs.is_dir():
+        return f"outputs {outputs}: not a directory"
+    try:
+        outputs.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"outputs {outputs}: cannot create it ({exc.strerror or exc})"
+    if not os.access(outputs, os.W_OK | os.X_OK):
+        return f"outputs {outputs}: not writable"
+    return None
 
 
 def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUEUED,
@@ -39,7 +53,7 @@ def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUE
     """Validate (raising SpecError), then allocate the run dir and write its records."""
     # Imported here: the spec check imports the nodeset modules; ``evaltui eval`` uses
     # this module's record helpers without it.
-    from evaltui.engine.specchecks import validate_spec
+    from evaltui.engine.graph.specchecks import validate_spec
 
     checked = validate_spec(spec_data)
     return write_run(checked, outputs, state=state, record_extra=record_extra), checked
@@ -53,7 +67,7 @@ def write_run(checked: CheckedSpec, outputs: Path, *, state: RunState = RunState
 
     If a write fails (a full disk: OSError), the run dir is removed before the error is
     raised: a half-written one would list as an aborted run."""
-    from evaltui.engine.summary import now_iso
+    from evaltui.engine.run.summary import now_iso
 
     run_dir = allocate_run_dir(outputs)
     try:
@@ -88,7 +102,7 @@ def spawn_run(run_dir: Path, env: Mapping[str, str] | None = None, *, record: bo
     with ``CUDA_VISIBLE_DEVICES`` set. With ``record`` the PID is merged into
     scheduler.json here; the scheduler passes False and writes its own record.
     """
-    from evaltui.engine.summary import now_iso
+    from evaltui.engine.run.summary import now_iso
 
     child_env = dict(os.environ if env is None else env)
     child_env["EVALTUI_PARENT_PID"] = str(os.getpid())

@@ -344,7 +344,7 @@ def _read_optional_object(path: Path, errors: list[str]) -> dict[str, Any] | Non
     return obj
 
 
-_EXIT_FAILED, _EXIT_CANCELLED, EXIT_DISK_FULL = 1, 3, 4  # the run subprocess's (runner)
+_EXIT_FAILED, _EXIT_CANCELLED, EXIT_DISK_FULL = 1, 3, 4  # the run subprocess's (engine.run.runner)
 DISK_FULL_NOTE = "disk full: {run_dir} (the run's writes found no room for longer than " \
     "EVALTUI_DISK_FULL_WAIT_SEC); resume it once there is room"
 

@@ -1,7 +1,7 @@
 """JobSpec: everything a run needs (DESIGN §4) -- the contract, depending on nothing.
 
 :func:`parse_spec` checks types and ranges; the engine's
-:func:`evaltui.engine.specchecks.check_spec` then resolves the graph (imports every
+:func:`evaltui.engine.graph.specchecks.check_spec` then resolves the graph (imports every
 nodeset impl, checks the DAG) and the dataset selection. Both raise :class:`SpecError`,
 whose message starts with the dotted path of the field at fault.
 """
@@ -78,6 +78,11 @@ class EvalSection(BaseModel):
             for i, index in enumerate(value):
                 if index < 0:
                     raise ValueError(f"item {i} is {index}: indices must be >= 0")
+            # Each episode runs once: [0, 0, 0] used to run one episode without a word.
+            repeated = sorted({x for x in value if value.count(x) > 1})
+            if repeated:
+                raise ValueError(f"{', '.join(map(str, repeated))} given more than once "
+                                 "(each episode runs once; a repeat is a separate run)")
         return value
 
     @field_validator("episode_selectors")
@@ -102,6 +107,9 @@ class SchedulingSection(BaseModel):
     priority: int = Field(default=0, ge=-100, le=100)
     tie_to_backend: bool = False
     """Kill the run when the backend that spawned it dies (PR_SET_PDEATHSIG)."""
+    set_id: str | None = None
+    """The experiment set this run is a member of (``evaltui set run``): at equal
+    priority the queue takes sets and lone runs in turn (fair share)."""
 
 
 class JobSpec(BaseModel):

@@ -12,7 +12,9 @@ up (the shipped manifests use seeds 0-499, so no evaluation level is ever traine
 
 Deterministic: fixed seeds, single-threaded BLAS, rollouts gathered in seed order, and
 an .npz with fixed timestamps -- a rerun writes the same bytes. About a minute on two
-cores. Usage: ``python scripts/train_babyai_policy.py [--out PATH] [--quick]``.
+cores. Usage: ``python scripts/train_babyai_policy.py [--out PATH] [--quick]``;
+``--checkpoint-dir DIR --every N`` also writes the policy every N epochs, for
+``evaltui set watch`` to evaluate as training goes (a learning curve).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import multiprocessing  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -136,8 +139,11 @@ def forward(params: Params, x: np.ndarray) -> list[np.ndarray]:
 
 
 def train(params: Params, x: np.ndarray, y: np.ndarray, *, epochs: int, seed: int,
-          lr: float = 1e-3, batch: int = 256, decay: float = 1e-5) -> float:
-    """Adam on softmax cross-entropy; returns the final training accuracy."""
+          lr: float = 1e-3, batch: int = 256, decay: float = 1e-5,
+          on_epoch: Callable[[Params, np.ndarray], None] | None = None) -> float:
+    """Adam on softmax cross-entropy; returns the final training accuracy.
+
+    ``on_epoch(params, x)`` is called after every epoch (checkpoints)."""
     rng = np.random.default_rng(seed)
     m = [np.zeros_like(p) for p in params]
     v = [np.zeros_like(p) for p in params]
@@ -166,6 +172,8 @@ def train(params: Params, x: np.ndarray, y: np.ndarray, *, epochs: int, seed: in
                 mhat = m[i] / (1 - b1 ** t)
                 vhat = v[i] / (1 - b2 ** t)
                 params[i] -= (lr * mhat / (np.sqrt(vhat) + 1e-8)).astype(np.float32)
+        if on_epoch is not None:
+            on_epoch(params, x)
     return float((forward(params, x)[-1].argmax(axis=1) == y).mean())
 
 
@@ -188,6 +196,31 @@ def quantize(params: Params, x: np.ndarray) -> dict[str, np.ndarray]:
     return arrays
 
 
+class Checkpoints:
+    """Every ``every`` epochs (counted over the whole training), the quantized policy as
+    ``DIR/policy_{epoch:06d}.npz``: written under a temporary name and renamed, then its
+    sidecar ``.npz.done`` -- so ``evaltui set watch`` never reads half a file."""
+
+    def __init__(self, directory: Path, every: int) -> None:
+        if every < 1:
+            raise SystemExit(f"--every must be >= 1, got {every}")
+        self.directory = directory
+        self.every = every
+        self.epoch = 0
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, params: Params, x: np.ndarray) -> None:
+        self.epoch += 1
+        if self.epoch % self.every:
+            return
+        path = self.directory / f"policy_{self.epoch:06d}.npz"
+        tmp = self.directory / f".{path.name}.tmp"
+        save_weights(tmp, quantize(params, x))
+        os.replace(tmp, path)
+        (self.directory / f"{path.name}.done").touch()
+        print(f"checkpoint {path}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_WEIGHTS)
@@ -201,7 +234,12 @@ def main() -> int:
     parser.add_argument("--heldout", type=int, default=300)
     parser.add_argument("--quick", action="store_true",
                         help="a tiny run (seconds) for checking the pipeline")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help="write intermediate checkpoints here (policy_EPOCH.npz)")
+    parser.add_argument("--every", type=int, default=1,
+                        help="epochs between checkpoints (with --checkpoint-dir)")
     args = parser.parse_args()
+    save = Checkpoints(args.checkpoint_dir, args.every) if args.checkpoint_dir else None
     if args.quick:
         args.episodes, args.dagger_rounds, args.dagger_episodes = 60, 1, 30
         args.epochs, args.dagger_epochs, args.hidden, args.heldout = 2, 1, [32], 20
@@ -212,7 +250,7 @@ def main() -> int:
                                   args.noise, None)
         report["expert_samples"], report["expert_sr_with_noise"] = len(y), expert_sr
         params = init_params([NUM_FEATURES, *args.hidden, NUM_ACTIONS], seed=0)
-        report["bc_accuracy"] = train(params, x, y, epochs=args.epochs, seed=1)
+        report["bc_accuracy"] = train(params, x, y, epochs=args.epochs, seed=1, on_epoch=save)
         for r in range(args.dagger_rounds):
             seed0 = DAGGER_SEED0 + r * args.dagger_episodes
             dx, dy, sr = collect(pool, range(seed0, seed0 + args.dagger_episodes), 0.0,
@@ -220,7 +258,7 @@ def main() -> int:
             report[f"dagger{r}_policy_sr"] = sr
             x, y = np.concatenate([x, dx]), np.concatenate([y, dy])
             report[f"dagger{r}_accuracy"] = train(params, x, y, epochs=args.dagger_epochs,
-                                                  seed=2 + r)
+                                                  seed=2 + r, on_epoch=save)
         arrays = quantize(params, x)
         net = QuantizedMLP(arrays)
         report["quantized_agreement"] = float(

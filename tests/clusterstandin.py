@@ -16,9 +16,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from evaltui.scheduler.cluster import ClusterReservation, NodeGpu
-from evaltui.scheduler.cluster_probe import ClusterProbe
-from evaltui.scheduler.resources import GpuReading, GpuSnapshot, HostSnapshot
+from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot, HostSnapshot
+from evaltui.scheduler.cluster.keys import ClusterReservation, NodeGpu
+from evaltui.scheduler.cluster.probe import ClusterProbe
 
 
 @dataclass(frozen=True)

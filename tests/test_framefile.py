@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaltui.engine.tiles import TileAtlas, TiledFrame
+from evaltui.engine.episode.tiles import TileAtlas, TiledFrame
 from evaltui.framefile import FRAMES_FILENAME, FrameFileError, FrameFileWriter, read_frame
 
 TILES_HEAD = struct.calcsize("<cIIHHQ")

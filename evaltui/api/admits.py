@@ -1,5 +1,5 @@
 """Routes of admit entries: ``evaltui run`` queues its command here (an addition to
-DESIGN §7; see evaltui.scheduler.admits)."""
+DESIGN §7; see evaltui.scheduler.admits.queue)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.models import Admit, AdmitBind, AdmitRequest
 from evaltui.rundir import PidRef
-from evaltui.scheduler.admits import AdmitError, AdmitNotFound, AdmitQueue, HolderNotRunning
+from evaltui.scheduler.admits.queue import AdmitError, AdmitNotFound, AdmitQueue, HolderNotRunning
 
 router = APIRouter(tags=["admits"])
 Ctx = Annotated[ApiContext, Depends(context)]

@@ -32,8 +32,8 @@ from evaltui.api.limits import DEFAULT_MAX_BODY, BodyLimit, error_reply
 from evaltui.api.models import API_PREFIX, Health
 from evaltui.api.runfiles import RunFiles
 from evaltui.api.runlist import RunList
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler.admits import AdmitQueue
+from evaltui.scheduler.admits.queue import AdmitQueue
+from evaltui.scheduler.scheduler import JobScheduler
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from evaltui.api.app import make_api
 from evaltui.api.auth import load_or_create_token
 from evaltui.api.limits import DEFAULT_MAX_BODY
 from evaltui.api.server import ApiServer
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler.admits import AdmitQueue
+from evaltui.scheduler.admits.queue import AdmitQueue
+from evaltui.scheduler.scheduler import JobScheduler
 
 
 @dataclass

@@ -20,8 +20,8 @@ from evaltui.api.events import EventHub
 from evaltui.api.models import ErrorBody
 from evaltui.api.runfiles import RunFiles
 from evaltui.api.runlist import RunList
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler.admits import AdmitQueue
+from evaltui.scheduler.admits.queue import AdmitQueue
+from evaltui.scheduler.scheduler import JobScheduler
 
 
 @dataclass

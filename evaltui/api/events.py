@@ -19,9 +19,13 @@ from typing import Any
 
 import orjson
 
-from evaltui.scheduler import EpisodeFinished, NodesetsChanged, RunStateChanged
-from evaltui.scheduler.admits import AdmitInfo
-from evaltui.scheduler.events import SchedulerEvent
+from evaltui.scheduler.admits.queue import AdmitInfo
+from evaltui.scheduler.events import (
+    EpisodeFinished,
+    NodesetsChanged,
+    RunStateChanged,
+    SchedulerEvent,
+)
 
 
 @dataclass(frozen=True)

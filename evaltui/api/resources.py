@@ -21,8 +21,9 @@ from evaltui.api.models import (
 )
 from evaltui.engine.nodes import import_impl
 from evaltui.rundir import state_dir
-from evaltui.scheduler import LockHeldError, NodesetError
+from evaltui.scheduler.lock import LockHeldError
 from evaltui.scheduler.reads import lock_view
+from evaltui.scheduler.shared.nodesets import NodesetError
 from evaltui.settings import settings
 
 router = APIRouter(tags=["machine"])

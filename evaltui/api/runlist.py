@@ -20,7 +20,9 @@ from typing import Any
 from evaltui.api.runfiles import run_refusal
 from evaltui.rundir import DONE_FILENAME, SCHEDULER_FILENAME, SUMMARY_FILENAME, is_run_id
 from evaltui.safeopen import Root
-from evaltui.scheduler import JobScheduler, RunNotFound, procs
+from evaltui.scheduler import procs
+from evaltui.scheduler.core import RunNotFound
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.states import RunState
 from evaltui.views import Run
 

@@ -11,7 +11,7 @@ from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_re
 from evaltui.api.models import EpisodeRow, LogPage, PriorityRequest, Run, RunRef, SubmitRef
 from evaltui.api.runfiles import BadOffset, NotFoundError
 from evaltui.diskfull import is_disk_full
-from evaltui.scheduler import NotQueued, NotResumable, RunNotFound
+from evaltui.scheduler.core import NotQueued, NotResumable, RunNotFound
 from evaltui.spec import JobSpec, SpecError
 from evaltui.states import RunState
 

@@ -61,7 +61,7 @@ def ensure_gpu() -> str | None:
     """Declare a fake GPU when there is no real one; returns a note saying so, if done."""
     if settings().fake_gpus:
         return None
-    from evaltui.scheduler.resources import NvmlProbe
+    from evaltui.scheduler.admission.resources import NvmlProbe
 
     probe = NvmlProbe()
     try:
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     note = ensure_gpu()
     from evaltui.commands.tui import run_app, serve_api
     from evaltui.rundir import outputs_root
-    from evaltui.scheduler import JobScheduler
+    from evaltui.scheduler.scheduler import JobScheduler
     from evaltui.spec import SpecError
     from evaltui.tui.embedded import EmbeddedBackend
 

@@ -4,7 +4,7 @@ The run process (``python -m evaltui.engine.main --spec-from-stdin --reply-fd N`
 started before anything else, so that its imports overlap with the building of the spec
 here. It gets the spec on its stdin, checks it -- the one check: this process never
 imports a nodeset module -- writes the run dir, and answers on a pipe of its own with the
-run dir or the one-line refusal (:mod:`evaltui.engine.intake`).
+run dir or the one-line refusal (:mod:`evaltui.engine.run.intake`).
 
 Until the run is followed, Ctrl-C is not raised in the middle of whatever is being
 imported (pydantic's Rust core panics when interrupted in its import): it is remembered

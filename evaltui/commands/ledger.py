@@ -1,7 +1,7 @@
 """``evaltui ledger setup | where``: the machine-wide reservation ledger (DESIGN §12).
 
 ``setup`` (as root) makes the directory every Unix user's schedulers share
-(scheduler/ledgerdir.py): root-owned, its group ``evaltui`` (made if missing), mode
+(scheduler/admission/ledgerdir.py): root-owned, its group ``evaltui`` (made if missing), mode
 2770. ``where`` says which ledger this user's schedulers use, and why.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from evaltui.scheduler.ledgerdir import DEFAULT_GROUP, SHARED_LEDGER_DIR
+    from evaltui.scheduler.admission.ledgerdir import DEFAULT_GROUP, SHARED_LEDGER_DIR
 
     p = sub.add_parser("ledger", help="the machine-wide reservation ledger",
                        description="The reservation ledger shared by every user's "
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_setup(args: argparse.Namespace) -> int:
-    from evaltui.scheduler.ledgerdir import DEFAULT_GROUP, setup_shared_dir
+    from evaltui.scheduler.admission.ledgerdir import DEFAULT_GROUP, setup_shared_dir
 
     try:
         grp.getgrnam(args.group)
@@ -60,7 +60,7 @@ def run_setup(args: argparse.Namespace) -> int:
 
 
 def run_where(args: argparse.Namespace) -> int:
-    from evaltui.scheduler.ledgerdir import ledger_place
+    from evaltui.scheduler.admission.ledgerdir import ledger_place
 
     place = ledger_place()
     print(f"{place.directory} ({'machine-wide' if place.shared else 'per-user'})")

@@ -21,7 +21,7 @@ from evaltui.api.client import ApiClient
 from evaltui.api.models import Run
 from evaltui.commands import eval as eval_cmd
 from evaltui.commands.runs import emit_json, print_run, state_text, with_client
-from evaltui.engine.specchecks import check_executor
+from evaltui.engine.graph.specchecks import check_executor
 from evaltui.graphs import builtin_graph_names
 from evaltui.spec import JobSpec, SpecError
 from evaltui.states import RunState

@@ -8,7 +8,7 @@ episode in flight ends ``cancelled`` at its next step boundary, the summary says
 
 ``--spec-from-stdin --reply-fd N`` (what ``evaltui eval`` starts, before it has built its
 spec): import the runner first, then read the spec from stdin, check it, write the run
-dir and answer on fd N (:mod:`evaltui.engine.intake`); from the run dir on, it is the same
+dir and answer on fd N (:mod:`evaltui.engine.run.intake`); from the run dir on, it is the same
 run process, its output in ``run.log``, and its workers' zygote a fork of it. The spec is
 checked once, here: the CLI never imports the nodeset modules.
 """
@@ -24,12 +24,12 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaltui.engine.pdeathsig import arm_pdeathsig
-from evaltui.engine.quickexit import exit_now
-from evaltui.engine.zygote import WorkerZygote, preload_modules
+from evaltui.engine.executor.local.zygote import WorkerZygote, preload_modules
+from evaltui.engine.processes.pdeathsig import arm_pdeathsig
+from evaltui.engine.processes.quickexit import exit_now
 
 if TYPE_CHECKING:
-    from evaltui.engine.specchecks import CheckedSpec
+    from evaltui.engine.graph.specchecks import CheckedSpec
 
 EXIT_INTERRUPTED = 130
 """``--spec-from-stdin``: stopped (SIGTERM/SIGINT) before its run dir was written."""
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = {}  # the runner reports the broken spec in summary.json
     adopt(spec)
     stop = stop_on_signals()
-    from evaltui.engine.specchecks import check_spec
+    from evaltui.engine.graph.specchecks import check_spec
     from evaltui.spec import parse_spec
 
     try:
@@ -73,8 +73,8 @@ def run_from_stdin(reply_fd: int) -> int:
     """``evaltui eval``'s run process: the spec from stdin, checked here, then the run."""
     stop = stop_on_signals()
     # Imported while the CLI builds the spec (the runner for the run after the answer).
-    import evaltui.engine.runner  # noqa: F401
-    from evaltui.engine.intake import REFUSED_EXIT, read_request, take_spec
+    import evaltui.engine.run.runner  # noqa: F401
+    from evaltui.engine.run.intake import REFUSED_EXIT, read_request, take_spec
 
     request = read_request(sys.stdin.buffer)
     if request is None:
@@ -97,7 +97,7 @@ def run_checked(run_dir: Path, spec: Any, checked: CheckedSpec | None,
     the workers' zygote is a fork of this process (no thread yet), not a cold interpreter
     doing the same imports on the same cores.
     """
-    from evaltui.engine.runner import BatchEvalRunner
+    from evaltui.engine.run.runner import BatchEvalRunner
 
     zygote = None if checked is None or on_ray(spec) \
         else WorkerZygote(preload_modules(spec)).start_by_fork()

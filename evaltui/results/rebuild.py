@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine.metrics import aggregate
+from evaltui.engine.episode.metrics import aggregate
 from evaltui.results.runrows import RunDirError, load_run
 from evaltui.states import RunState
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine.datasets import DatasetError, load_episodes, resolve_dataset
+from evaltui.engine.graph.datasets import DatasetError, load_episodes, resolve_dataset
 from evaltui.logread import iter_log
 from evaltui.records import GRAPH_FILENAME, LOG_FILENAME, SPEC_FILENAME, TRAJECTORY_FILENAME
 from evaltui.results.verify import AGGREGATED, StoredEpisode, VerifyInputError

@@ -4,7 +4,7 @@ Every ``episodes/epNNNN/`` dir holds ``trajectory.json`` (positions, reference p
 geodesic distance, ``d_th``), so each per-episode metric can be recomputed from the dir
 alone; the run means, 95% CIs and counts are then recomputed from those values, not from
 the stored ones. The CI is computed here (mean +/- t * sd / sqrt(n), clipped to the
-metric's range) rather than with ``engine.metrics.aggregate``, so a bug in the engine's
+metric's range) rather than with ``engine.episode.metrics.aggregate``, so a bug in the engine's
 aggregation shows up as a difference instead of being reproduced.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from evaltui.engine.metrics import METRIC_RANGES, ndtw, path_length, spl, t_quantile_975
+from evaltui.engine.episode.metrics import METRIC_RANGES, ndtw, path_length, spl, t_quantile_975
 from evaltui.records import (
     EPISODE_FILENAME,
     EPISODES_DIRNAME,

@@ -1,7 +1,7 @@
 """RunningMeans: how a run's metric means and their 95% CIs evolved, episode by episode.
 
 Episodes are taken in the order they finished (``finished_at``, then index), scored as
-the run's summary scores them (``engine.metrics.row_values``: errors and timeouts are
+the run's summary scores them (``engine.episode.metrics.row_values``: errors and timeouts are
 failures, cancelled episodes do not count), so the last point of each series is the
 summary's mean and CI. Only the points a plot asks for are computed, from cumulative
 sums, so a plot of a 5,000-episode run costs a few small numpy passes.
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from evaltui.engine.metrics import row_values
-from evaltui.engine.student_t import t_quantile_975
+from evaltui.engine.episode.metrics import row_values
+from evaltui.engine.episode.student_t import t_quantile_975
 
 Z_975 = 1.959963984540054
 

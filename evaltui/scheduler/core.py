@@ -30,19 +30,25 @@ from typing import Any
 from evaltui import fakegpu
 from evaltui.process import terminate_group
 from evaltui.rundir import PidRef, is_run_id, outputs_root, runs_root
-from evaltui.scheduler.accounting import RssCache
-from evaltui.scheduler.admission import Wait
-from evaltui.scheduler.calibration import Calibration, nodeset_parts
-from evaltui.scheduler.episodes import EpisodeWatcher
+from evaltui.scheduler.admission.accounting import RssCache
+from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
+from evaltui.scheduler.admission.decision import Wait
+from evaltui.scheduler.admission.ledger import Ledger
+from evaltui.scheduler.admission.resources import (
+    FakeGpuProbe,
+    GpuProbe,
+    HostProbe,
+    visible_gpu_indices,
+)
 from evaltui.scheduler.events import Listeners, NodesetsChanged, RunStateChanged, SchedulerEvent
-from evaltui.scheduler.hostlauncher import SubprocessLauncher, hosts_dir
-from evaltui.scheduler.jobs import Job, JobQueue, RecordWriter
-from evaltui.scheduler.ledger import Ledger
 from evaltui.scheduler.lock import InteractiveLock
-from evaltui.scheduler.ownership import new_owner
-from evaltui.scheduler.resources import FakeGpuProbe, GpuProbe, HostProbe, visible_gpu_indices
-from evaltui.scheduler.runindex import RunIndex
-from evaltui.scheduler.shared import NodesetLauncher, SharedNodeset, SharedNodesets
+from evaltui.scheduler.runs.episodes import EpisodeWatcher
+from evaltui.scheduler.runs.fairshare import ServedClock
+from evaltui.scheduler.runs.jobs import Job, JobQueue, RecordWriter
+from evaltui.scheduler.runs.ownership import new_owner
+from evaltui.scheduler.runs.runindex import RunIndex
+from evaltui.scheduler.shared.launcher import SubprocessLauncher, hosts_dir
+from evaltui.scheduler.shared.nodesets import NodesetLauncher, SharedNodeset, SharedNodesets
 from evaltui.spec import JobSpec
 from evaltui.states import RunState
 
@@ -106,6 +112,8 @@ class Core:
         self.queue = JobQueue()
         self.running: dict[str, Job] = {}
         self.loading: dict[str, Job] = {}
+        self.served = ServedClock()
+        """When each set (and the lone runs) last had a job admitted (fairshare.py)."""
         self.tick_no = 0
         self.rss = RssCache()
         self.writer = RecordWriter(self.lock)

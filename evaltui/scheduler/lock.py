@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from evaltui.rundir import PRIVATE_MODE, state_dir, write_json_atomic
-from evaltui.scheduler.admission import format_clock
+from evaltui.scheduler.admission.decision import format_clock
 
 LOCK_FILENAME = "interactive_lock.json"
 MAX_TTL_SEC = 24 * 3600.0

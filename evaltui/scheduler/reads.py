@@ -12,14 +12,14 @@ from evaltui import views
 from evaltui.records import SUMMARY_FILENAME
 from evaltui.rundir import read_json
 from evaltui.scheduler import procs
-from evaltui.scheduler.admitentry import Entry
-from evaltui.scheduler.admits import AdmitQueue
-from evaltui.scheduler.cluster import split_key
+from evaltui.scheduler.admission.sampling import Sampler
+from evaltui.scheduler.admits.entry import Entry
+from evaltui.scheduler.admits.queue import AdmitQueue
+from evaltui.scheduler.cluster.keys import split_key
 from evaltui.scheduler.core import Core, RunNotFound
-from evaltui.scheduler.jobs import Job
 from evaltui.scheduler.lock import LockInfo
-from evaltui.scheduler.sampling import Sampler
-from evaltui.scheduler.shared import SharedNodeset
+from evaltui.scheduler.runs.jobs import Job
+from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.scheduler.ticking import queue_order
 from evaltui.spec import JobSpec
 from evaltui.states import RunState
@@ -80,7 +80,8 @@ class Reads:
     def queue(self) -> list[views.QueueEntry]:
         """Queued runs and waiting admit entries in admission order, with why they wait."""
         with self.core.lock:
-            order = queue_order(list(self.core.queue), self.admits.waiting())
+            order = queue_order(list(self.core.queue), self.admits.waiting(),
+                                self.core.served)
             return [_queued_job(item, position) if isinstance(item, Job)
                     else _queued_admit(item, position) for position, item in enumerate(order)]
 

@@ -30,21 +30,21 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from evaltui.scheduler.admits import AdmitQueue
-from evaltui.scheduler.calibration import Calibration, nodeset_key
-from evaltui.scheduler.claims import Claims
+from evaltui.scheduler.admission.calibration import Calibration, nodeset_key
+from evaltui.scheduler.admission.ledger import Ledger, Reservation
+from evaltui.scheduler.admission.resources import GpuProbe, HostProbe, make_gpu_probe
+from evaltui.scheduler.admission.sampling import Sampler
+from evaltui.scheduler.admits.queue import AdmitQueue
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, RunNotFound
 from evaltui.scheduler.events import Listener
-from evaltui.scheduler.ledger import Ledger, Reservation
-from evaltui.scheduler.lifecycle import Lifecycle
 from evaltui.scheduler.lock import InteractiveLock, LockInfo
 from evaltui.scheduler.loop import SchedulerLoop
-from evaltui.scheduler.ownership import retire, revive
 from evaltui.scheduler.reads import Reads, nodeset_view
-from evaltui.scheduler.resources import GpuProbe, HostProbe, make_gpu_probe
-from evaltui.scheduler.sampling import Sampler
-from evaltui.scheduler.shared import NodesetLauncher
-from evaltui.scheduler.starting import Spawner, Starter, default_spawner
+from evaltui.scheduler.runs.claims import Claims
+from evaltui.scheduler.runs.lifecycle import Lifecycle
+from evaltui.scheduler.runs.ownership import retire, revive
+from evaltui.scheduler.runs.starting import Spawner, Starter, default_spawner
+from evaltui.scheduler.shared.nodesets import NodesetLauncher
 from evaltui.scheduler.ticking import Ticker
 from evaltui.states import RunState
 from evaltui.views import Nodeset, QueueEntry, Resources, Run

@@ -15,27 +15,31 @@ import threading
 import time
 from typing import Any
 
-from evaltui.scheduler.accounting import Accounting
-from evaltui.scheduler.admission import Admit, Candidate, Wait, WaitKind, decide
-from evaltui.scheduler.admitentry import Entry
-from evaltui.scheduler.admits import AdmitQueue
-from evaltui.scheduler.claims import Claims
-from evaltui.scheduler.cluster import NodeGpu
-from evaltui.scheduler.cluster_probe import ClusterProbe
+from evaltui.scheduler.admission.accounting import Accounting
+from evaltui.scheduler.admission.decision import Admit, Candidate, Wait, WaitKind, decide
+from evaltui.scheduler.admission.ledger import LedgerNotDurable, LedgerTxn
+from evaltui.scheduler.admission.sampling import Sampler
+from evaltui.scheduler.admits.entry import Entry
+from evaltui.scheduler.admits.queue import AdmitQueue
+from evaltui.scheduler.cluster.keys import NodeGpu
+from evaltui.scheduler.cluster.probe import ClusterProbe
+from evaltui.scheduler.cluster.replacing import move_displaced
 from evaltui.scheduler.core import Core
-from evaltui.scheduler.jobs import Job
-from evaltui.scheduler.ledger import LedgerNotDurable, LedgerTxn
-from evaltui.scheduler.lifecycle import Lifecycle
-from evaltui.scheduler.replacing import move_displaced
-from evaltui.scheduler.restore import read_record
-from evaltui.scheduler.sampling import Sampler
-from evaltui.scheduler.starting import Starter
+from evaltui.scheduler.runs.claims import Claims
+from evaltui.scheduler.runs.fairshare import ServedClock, fair_share
+from evaltui.scheduler.runs.jobs import Job
+from evaltui.scheduler.runs.lifecycle import Lifecycle
+from evaltui.scheduler.runs.restore import read_record
+from evaltui.scheduler.runs.starting import Starter
 
 log = logging.getLogger(__name__)
 
 
-def queue_order(jobs: list[Job], entries: list[Entry]) -> list[Job | Entry]:
-    """Queued jobs and waiting admit entries (each list already sorted) in one order."""
+def queue_order(jobs: list[Job], entries: list[Entry], clock: ServedClock | None = None
+                ) -> list[Job | Entry]:
+    """Queued jobs and waiting admit entries (each list already sorted) in one order;
+    sets and lone runs take turns within a priority (fairshare.py, by ``clock``)."""
+    jobs = fair_share(jobs, clock).order
     if not entries:  # always so on a cluster: the queue is in order already
         return list(jobs)
     keyed: list[tuple[Any, Job | Entry]] = [(j.sort_key(), j) for j in jobs]
@@ -144,17 +148,19 @@ class Ticker:
                 self._cluster_waits(jobs, bool(gpus))
                 if not gpus:
                     return
-            order = queue_order(jobs, self.admits.waiting() if cluster is None else [])
+            order = queue_order(jobs, self.admits.waiting() if cluster is None else [],
+                                c.served)
             version = c.estimate_version()
             candidates = [self._candidate(item, version) if isinstance(item, Job)
                           else item.candidate() for item in order]
             admits, waits = decide(candidates, gpus, acct.host, now=time.time(),
                                    claim_after_sec=c.claim_after_sec)
             by_id = {cand.run_id: item for cand, item in zip(candidates, order, strict=True)}
+            share = fair_share(jobs, c.served)
             for run_id, wait in waits.items():
                 item = by_id[run_id]
                 if isinstance(item, Job):
-                    c.set_wait(item, wait)
+                    c.set_wait(item, share.explain(wait))
                 else:
                     self.admits.set_wait(item, wait)
             for done, admit in enumerate(admits):
@@ -186,6 +192,7 @@ class Ticker:
                 c.set_wait(item, Wait(item.run_id, WaitKind.NO_NODE, refused))
                 return
         self.starter.start(item, admit.gpu, txn)
+        c.served.served(item)
 
     def _cluster_waits(self, jobs: list[Job], any_gpu: bool) -> None:
         """On a cluster: admit entries (``evaltui run``) are not placed on nodes, and

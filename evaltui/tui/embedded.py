@@ -16,7 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evaltui.scheduler import JobScheduler, LockHeldError, NotResumable, RunNotFound
+from evaltui.scheduler.core import NotResumable, RunNotFound
+from evaltui.scheduler.lock import LockHeldError
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.states import RunState
 from evaltui.tui.backend import (
     BackendError,

@@ -21,8 +21,8 @@ from evaltui.api.models import API_PREFIX
 from evaltui.api.server import ApiServer
 from evaltui.graphs import builtin_graph_path
 from evaltui.rundir import PidRef, read_json
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler.admits import AdmitQueue
+from evaltui.scheduler.admits.queue import AdmitQueue
+from evaltui.scheduler.scheduler import JobScheduler
 
 # tests/ holds the suite-wide helpers; driver scripts run from their own folder need it too.
 _TESTS_DIR = str(Path(__file__).resolve().parents[1])

@@ -14,10 +14,10 @@ import pytest
 from apihelpers import Backend, bot_spec, wait_until
 
 from evaltui.rundir import PidRef
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler.admits import AdmitError, AdmitQueue, AdmitState, HolderNotRunning
-from evaltui.scheduler.ledger import Ledger
+from evaltui.scheduler.admission.ledger import Ledger
+from evaltui.scheduler.admits.queue import AdmitError, AdmitQueue, AdmitState, HolderNotRunning
 from evaltui.scheduler.lock import InteractiveLock
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.states import RunState
 
 GIB = 1024

@@ -123,7 +123,7 @@ def test_start_backend_serves_and_a_failed_start_leaves_nothing_running() -> Non
     import httpx
 
     from evaltui.api.backend_start import start_backend
-    from evaltui.scheduler import JobScheduler
+    from evaltui.scheduler.scheduler import JobScheduler
 
     scheduler = JobScheduler()
     before = set(threading.enumerate())

@@ -14,7 +14,7 @@ from apihelpers import Backend, bot_spec
 
 from evaltui.api.models import API_PREFIX
 from evaltui.rundir import runs_root, write_json_atomic
-from evaltui.scheduler.episodes import EpisodeWatcher
+from evaltui.scheduler.runs.episodes import EpisodeWatcher
 from evaltui.states import RunState
 
 SECRET = "top-secret-outside-the-outputs-root"

@@ -18,7 +18,7 @@ from proctools import kill_group
 from evaltui.api.client import ApiClient, ApiError
 from evaltui.cli import main
 from evaltui.rundir import PidRef, read_json
-from evaltui.scheduler.ledger import Ledger
+from evaltui.scheduler.admission.ledger import Ledger
 
 Popen = Callable[..., subprocess.Popen[Any]]
 STAMP = ('echo "$1 start $(date +%s.%N)" >> "$2"; sleep {sleep}; '

@@ -40,7 +40,7 @@ from soakhelpers import TERMINAL, Backends, Tracker, job_spec
 
 from evaltui.logread import read_log
 from evaltui.rundir import PidRef, runs_root
-from evaltui.scheduler.ledger import Ledger
+from evaltui.scheduler.admission.ledger import Ledger
 
 CAPACITY_MB = 24576
 

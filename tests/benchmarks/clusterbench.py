@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler.admission import decide
-from evaltui.scheduler.cluster_probe import ClusterProbe
+from evaltui.scheduler.admission.decision import decide
+from evaltui.scheduler.cluster.probe import ClusterProbe
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.scheduler.ticking import queue_order
 
 HOLD = 'sleep "$1"\nprintf \'{"status": "done"}\' > summary.json\n'

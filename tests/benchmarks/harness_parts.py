@@ -22,9 +22,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine import loop, session
-from evaltui.engine.datasets import load_episodes
-from evaltui.engine.specchecks import check_spec
+from evaltui.engine.episode import loop, session
+from evaltui.engine.graph.datasets import load_episodes
+from evaltui.engine.graph.specchecks import check_spec
 from evaltui.rundir import episode_dir, read_json
 from evaltui.spec import parse_spec
 

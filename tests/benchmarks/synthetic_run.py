@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from evaltui.engine.summary import SummaryWriter
+from evaltui.engine.run.summary import SummaryWriter
 from evaltui.rundir import episode_dir, touch_done, write_json_atomic
 from evaltui.states import SummaryStatus
 

@@ -23,7 +23,7 @@ from evaltui.api.models import API_PREFIX
 from evaltui.api.server import ApiServer
 from evaltui.graphs import builtin_graph_path
 from evaltui.rundir import runs_root, touch_done, write_json_atomic
-from evaltui.scheduler import JobScheduler
+from evaltui.scheduler.scheduler import JobScheduler
 
 RUNS = 2000
 EPISODES_PER_RUN = 50

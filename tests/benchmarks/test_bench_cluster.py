@@ -44,9 +44,8 @@ from clusterbench import (
 )
 
 from evaltui.rundir import read_json
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler.cluster_probe import ClusterProbe
-from evaltui.scheduler.scheduler import default_spawner
+from evaltui.scheduler.cluster.probe import ClusterProbe
+from evaltui.scheduler.scheduler import JobScheduler, default_spawner
 from evaltui.states import RunState
 
 TESTS = Path(__file__).resolve().parents[1]

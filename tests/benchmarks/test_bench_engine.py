@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaltui.engine.logger import ExecutionLogger
+from evaltui.engine.episode.logger import ExecutionLogger
 from evaltui.launch import prepare_run, spawn_run
 from evaltui.rundir import episode_dir, read_json, write_json_atomic
 

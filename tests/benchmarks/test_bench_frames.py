@@ -243,7 +243,7 @@ def test_frame_cost_per_step_before_and_after(tmp_path: Path) -> None:
 @pytest.mark.bench
 def test_replay_loads_any_step_fast() -> None:
     from evaltui.benchmarks.babyai.frames import GridFrames
-    from evaltui.engine.logger import ExecutionLogger
+    from evaltui.engine.episode.logger import ExecutionLogger
     from evaltui.runview.replay import EpisodeReplay
 
     states = goto_obj_maze_states(3)

@@ -37,13 +37,13 @@ from typing import Any
 import pytest
 from test_bench_pool import GRAPHS, MODEL, observations, timed_run
 
-from evaltui.engine.channel import new_secret
-from evaltui.engine.hostprocess import HostConfig, HostProcess
-from evaltui.engine.pool import EnvWorkerPool
-from evaltui.engine.proxy import connect
-from evaltui.engine.specchecks import check_spec
-from evaltui.engine.worker import WorkerConfig
-from evaltui.engine.zygote import WorkerZygote
+from evaltui.engine.executor.local.pool import EnvWorkerPool
+from evaltui.engine.executor.local.worker import WorkerConfig
+from evaltui.engine.executor.local.zygote import WorkerZygote
+from evaltui.engine.graph.specchecks import check_spec
+from evaltui.engine.hosting.channel import new_secret
+from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess
+from evaltui.engine.hosting.proxy import connect
 from evaltui.spec import parse_spec
 
 REPEAT = int(os.environ.get("EVALTUI_BENCH_REPEAT", "3"))
@@ -99,7 +99,7 @@ import json, sys, time
 sys.path.insert(0, {bench!r})
 from test_bench_pool import observations
 from evaltui.benchmarks.babyai.model import BabyAIModelPolicy
-from evaltui.engine.stacking import stack
+from evaltui.engine.hosting.stacking import stack
 model = BabyAIModelPolicy()
 obs = observations(400)
 def rate(b):
@@ -237,7 +237,8 @@ def worker_start(tmp_path: Path, rep: int) -> dict[str, float]:
         finally:
             pool.close()
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", f"import evaltui.engine.worker, {', '.join(PRELOAD)}"],
+    imports = ", ".join(("evaltui.engine.executor.local.worker", *PRELOAD))
+    subprocess.run([sys.executable, "-c", f"import {imports}"],
                    check=True)
     interpreter = time.perf_counter() - t0
     return {"p50": statistics.median(pool.start_times), "k6": k6, "zygote": cold,

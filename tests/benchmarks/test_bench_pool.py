@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaltui.engine.channel import new_secret
-from evaltui.engine.hostprocess import HostConfig, HostProcess
-from evaltui.engine.proxy import connect
+from evaltui.engine.hosting.channel import new_secret
+from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess
+from evaltui.engine.hosting.proxy import connect
 from evaltui.launch import prepare_run, spawn_run
 from evaltui.rundir import read_json
 

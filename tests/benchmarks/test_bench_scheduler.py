@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler.scheduler import default_spawner
+from evaltui.scheduler.scheduler import JobScheduler, default_spawner
 from evaltui.states import RunState
 
 SCHED_TESTS = Path(__file__).resolve().parents[1] / "scheduler"

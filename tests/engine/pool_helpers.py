@@ -70,7 +70,8 @@ def engine_children(pid: int) -> list[psutil.Process]:
             cmd = " ".join(kid.cmdline())
         except psutil.Error:
             continue
-        if any(m in cmd for m in ("evaltui.engine.zygoteproc", "evaltui.engine.hostprocess",
+        if any(m in cmd for m in ("evaltui.engine.executor.local.zygoteproc",
+                                  "evaltui.engine.hosting.hostprocess",
                                   "evaltui.engine.main")):
             out.append(kid)
     return out

@@ -13,8 +13,8 @@ import pytest
 from evaltui.benchmarks.babyai import SPLITS, load_manifest
 from evaltui.benchmarks.babyai.frames import GridFrames
 from evaltui.benchmarks.babyai.minigrid_import import BabyAIBot, Grid, make_env
+from evaltui.engine.episode.tiles import TiledFrame
 from evaltui.engine.nodes import Frame
-from evaltui.engine.tiles import TiledFrame
 
 COLORS = ("red", "green", "blue", "purple", "yellow", "grey")
 

@@ -12,8 +12,8 @@ import pytest
 from faulty_nodesets import BatchedStepPolicy
 from runhelpers import ENGINE_TESTS
 
-from evaltui.engine.batching import BatchedInferenceServer
-from evaltui.engine.stacking import BatchOfOne, stack, unstack
+from evaltui.engine.hosting.batching import BatchedInferenceServer
+from evaltui.engine.hosting.stacking import BatchOfOne, stack, unstack
 
 
 @pytest.fixture(autouse=True)

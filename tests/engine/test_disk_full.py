@@ -18,7 +18,7 @@ import pytest
 from runhelpers import finished_count, wait_until
 
 from evaltui.rundir import read_json, runs_root
-from evaltui.scheduler import JobScheduler
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.specbuild import build_spec
 from evaltui.states import RunState
 

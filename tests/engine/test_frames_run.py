@@ -21,7 +21,7 @@ from runhelpers import builtin_graph, episode_rows, run_to_end, running, wait_un
 
 from evaltui.benchmarks.babyai import SPLITS, load_manifest
 from evaltui.benchmarks.babyai.minigrid_import import make_env
-from evaltui.engine.logger import ExecutionLogger
+from evaltui.engine.episode.logger import ExecutionLogger
 from evaltui.engine.nodes import Frame
 from evaltui.logread import iter_log
 from evaltui.rundir import read_json

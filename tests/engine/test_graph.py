@@ -8,7 +8,7 @@ import pytest
 from fixture_nodesets import corridor_graph
 from runhelpers import ENGINE_TESTS
 
-from evaltui.engine.graph import GraphDefinition, GraphError
+from evaltui.engine.graph.definition import GraphDefinition, GraphError
 
 
 @pytest.fixture(autouse=True)

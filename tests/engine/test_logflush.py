@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from evaltui.engine.logflush import StepWriter
-from evaltui.engine.logger import ExecutionLogger
+from evaltui.engine.episode.logflush import StepWriter
+from evaltui.engine.episode.logger import ExecutionLogger
 
 
 def steps_on_disk(path: Path) -> list[int]:

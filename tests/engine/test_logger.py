@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from evaltui.engine.logger import ExecutionLogger
-from evaltui.engine.tiles import TileAtlas, TiledFrame
+from evaltui.engine.episode.logger import ExecutionLogger
+from evaltui.engine.episode.tiles import TileAtlas, TiledFrame
 from evaltui.framefile import FRAMES_FILENAME, read_frame
 
 

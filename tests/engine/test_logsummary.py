@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from evaltui.engine.logsummary import MAX_DEPTH, MAX_LIST, MAX_STR, SMALL_ARRAY, summarise
+from evaltui.engine.episode.logsummary import MAX_DEPTH, MAX_LIST, MAX_STR, SMALL_ARRAY, summarise
+from evaltui.engine.episode.tiles import TileAtlas, TiledFrame
 from evaltui.engine.nodes import Frame
-from evaltui.engine.tiles import TileAtlas, TiledFrame
 
 
 def nested(value: Any, levels: int) -> Any:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evaltui.engine.metrics import (
+from evaltui.engine.episode.metrics import (
     aggregate,
     dtw,
     episode_metrics,
@@ -20,10 +20,10 @@ from evaltui.engine.metrics import (
     spl,
     t_quantile_975,
 )
-from evaltui.engine.nodes import Trajectory
-from evaltui.engine.student_t import (
+from evaltui.engine.episode.student_t import (
     central_probability,
 )
+from evaltui.engine.nodes import Trajectory
 
 LINE = [(0.0, 0.0), (1.0, 0.0), (2.0, 0.0)]
 

@@ -23,11 +23,11 @@ from evaltui.benchmarks.babyai.model import (
     encode,
     parse_mission,
 )
-from evaltui.engine.channel import new_secret
-from evaltui.engine.graph import GraphDefinition
-from evaltui.engine.hostprocess import HostConfig, HostProcess
-from evaltui.engine.proxy import RemoteError, connect
-from evaltui.engine.stacking import BatchOfOne, stack
+from evaltui.engine.graph.definition import GraphDefinition
+from evaltui.engine.hosting.channel import new_secret
+from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess
+from evaltui.engine.hosting.proxy import RemoteError, connect
+from evaltui.engine.hosting.stacking import BatchOfOne, stack
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "evaltui.benchmarks.babyai.model:BabyAIModelPolicy"

@@ -9,8 +9,8 @@ import pytest
 from faulty_nodesets import BatchedStepPolicy
 from runhelpers import ENGINE_TESTS
 
-from evaltui.engine.packing import Packed, pack, parse_layout
-from evaltui.engine.stacking import call_stacked, request_signature, stack
+from evaltui.engine.hosting.packing import Packed, pack, parse_layout
+from evaltui.engine.hosting.stacking import call_stacked, request_signature, stack
 
 
 @pytest.fixture(autouse=True)

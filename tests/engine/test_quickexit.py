@@ -10,7 +10,7 @@ from pathlib import Path
 SCRIPT = textwrap.dedent("""
     import atexit, sys, threading, time
     from pathlib import Path
-    from evaltui.engine.quickexit import exit_now
+    from evaltui.engine.processes.quickexit import exit_now
     out = Path(sys.argv[1])
 
     def late():

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from evaltui.engine.watchdog import LogWatch
+from evaltui.engine.executor.watchdog import LogWatch
 
 
 def premade_log(tmp_path: Path) -> Path:

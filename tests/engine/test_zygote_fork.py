@@ -17,9 +17,9 @@ sys.path[:0] = [{engine_tests!r}]
 import psutil
 from pool_helpers import walk_graph, walk_spec
 from runhelpers import wait_until
-from evaltui.engine.specchecks import check_spec
-from evaltui.engine.worker import WorkerConfig
-from evaltui.engine.zygote import WorkerZygote
+from evaltui.engine.graph.specchecks import check_spec
+from evaltui.engine.executor.local.worker import WorkerConfig
+from evaltui.engine.executor.local.zygote import WorkerZygote
 from evaltui.spec import parse_spec
 
 tmp = {tmp!r}
@@ -69,7 +69,7 @@ def test_the_zygote_is_a_fork_of_its_run_and_forks_the_workers(tmp_path: Path) -
 
 def test_a_process_with_a_thread_starts_a_fresh_zygote_instead(tmp_path: Path) -> None:
     info = drive(tmp_path, threaded=True)
-    assert "evaltui.engine.zygoteproc" in info["first_cmdline"]
+    assert "evaltui.engine.executor.local.zygoteproc" in info["first_cmdline"]
     assert info["first_ready"]
 
 
@@ -77,5 +77,5 @@ def test_a_killed_forked_zygote_is_replaced_by_a_fresh_one(tmp_path: Path) -> No
     info = drive(tmp_path, kill=True)
     assert "signal 9" in info["death"]
     assert info["second_zygote"] != info["first_zygote"]
-    assert "evaltui.engine.zygoteproc" in info["second_cmdline"]
+    assert "evaltui.engine.executor.local.zygoteproc" in info["second_cmdline"]
     assert info["second_ready"] and info["second_worker_parent"] == info["second_zygote"]

@@ -30,8 +30,8 @@ from gpuhelpers import (  # noqa: E402
 )
 from proctools import kill_group, kill_runs  # noqa: E402
 
-from evaltui.scheduler import JobScheduler  # noqa: E402
-from evaltui.scheduler.resources import NvmlProbe, visible_gpu_indices  # noqa: E402
+from evaltui.scheduler.admission.resources import NvmlProbe, visible_gpu_indices  # noqa: E402
+from evaltui.scheduler.scheduler import JobScheduler  # noqa: E402
 
 SKIPPED_KEY = pytest.StashKey[int]()
 

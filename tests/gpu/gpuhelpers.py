@@ -16,7 +16,7 @@ from proctools import kill_group
 
 from evaltui.gpu.cudadriver import LIBCUDA
 from evaltui.rundir import read_json, runs_root
-from evaltui.scheduler.resources import GpuSnapshot, NvmlProbe
+from evaltui.scheduler.admission.resources import GpuSnapshot, NvmlProbe
 
 # tests/ holds the suite-wide helpers; driver scripts run from their own folder need it too.
 _TESTS_DIR = str(Path(__file__).resolve().parents[1])

@@ -11,7 +11,7 @@ import pytest
 from gpuhelpers import holding_spec, libcuda_loads, summary
 
 from evaltui.gpu.cudadriver import LIBCUDA
-from evaltui.scheduler import JobScheduler
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.states import RunState
 
 MakeScheduler = Callable[..., JobScheduler]

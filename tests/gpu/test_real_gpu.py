@@ -27,7 +27,7 @@ from gpuhelpers import (
     wait_until,
 )
 
-from evaltui.scheduler import JobScheduler
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.states import RunState
 
 pytestmark = pytest.mark.gpu

@@ -25,8 +25,8 @@ sys.path.insert(0, str(HERE.parent))  # shared test helpers the scheduler's impo
 from schedhelpers import line_spec, write_dataset  # noqa: E402
 
 from evaltui.rundir import read_json, runs_root  # noqa: E402
-from evaltui.scheduler import JobScheduler  # noqa: E402
-from evaltui.scheduler.cluster_probe import ClusterProbe  # noqa: E402
+from evaltui.scheduler.cluster.probe import ClusterProbe  # noqa: E402
+from evaltui.scheduler.scheduler import JobScheduler  # noqa: E402
 
 HOLD = """
 sleep "$1"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from evaltui.scheduler import JobScheduler
+from evaltui.scheduler.scheduler import JobScheduler
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from evaltui.scheduler.accounting import GpuView, HostView
-from evaltui.scheduler.admission import Admit, Candidate, WaitKind, decide
+from evaltui.scheduler.admission.accounting import GpuView, HostView
+from evaltui.scheduler.admission.decision import Admit, Candidate, WaitKind, decide
 
 GIB = 1024
 HOST = HostView(ram_total_mb=64 * GIB, ram_available_mb=60 * GIB, outstanding_mb=0)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from evaltui.scheduler.accounting import GpuView, HostView
-from evaltui.scheduler.admission import Candidate, WaitKind, decide
-from evaltui.scheduler.cluster import ClusterReservation, NodeGpu, cluster_views
-from evaltui.scheduler.cluster_ledger import LedgerActor
-from evaltui.scheduler.resources import GpuSnapshot
+from evaltui.scheduler.admission.accounting import GpuView, HostView
+from evaltui.scheduler.admission.decision import Candidate, WaitKind, decide
+from evaltui.scheduler.admission.resources import GpuSnapshot
+from evaltui.scheduler.cluster.keys import ClusterReservation, NodeGpu, cluster_views
+from evaltui.scheduler.cluster.ledger import LedgerActor
 
 A0, B0 = NodeGpu("aaaa" * 14, 0, "node-a"), NodeGpu("bbbb" * 14, 0, "node-b")
 HOST = HostView(64_000, 60_000, 0)
@@ -81,7 +81,7 @@ def test_a_ledger_restarted_empty_learns_the_live_reservations_again() -> None:
 
 
 def test_a_moved_run_is_released_on_its_old_gpu_and_found_by_its_id() -> None:
-    """What a run whose node left reads back (engine/ray_placement.py): the ledger's
+    """What a run whose node left reads back (engine/executor/ray/placement.py): the ledger's
     current entry for its id; the move is audited as a release then an admit."""
     ledger = LedgerActor()
     assert ledger.placement("r1") is None

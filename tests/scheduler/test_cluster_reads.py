@@ -7,7 +7,7 @@ import time
 
 from clusterstandin import NODE_A, two_nodes_and_a_lost_one
 
-from evaltui.scheduler import JobScheduler
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.views import Resources
 
 

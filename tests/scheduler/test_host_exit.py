@@ -15,7 +15,7 @@ from pathlib import Path
 from schedhelpers import line_spec, wait_until
 
 from evaltui.rundir import PidRef, runs_root, write_json_atomic
-from evaltui.scheduler.hostfiles import HolderWatch, exit_reason, host_file
+from evaltui.scheduler.shared.hostfiles import HolderWatch, exit_reason, host_file
 
 HERE = Path(__file__).resolve().parent
 

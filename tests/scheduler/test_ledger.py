@@ -12,17 +12,17 @@ import pytest
 from schedhelpers import line_spec
 
 from evaltui.rundir import PidRef
-from evaltui.scheduler.accounting import RssCache, account
-from evaltui.scheduler.calibration import Calibration, nodeset_parts
-from evaltui.scheduler.ledger import Ledger, Reservation
-from evaltui.scheduler.lock import InteractiveLock, LockHeldError
-from evaltui.scheduler.resources import (
+from evaltui.scheduler.admission.accounting import RssCache, account
+from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
+from evaltui.scheduler.admission.ledger import Ledger, Reservation
+from evaltui.scheduler.admission.resources import (
     GpuProcess,
     GpuReading,
     GpuSnapshot,
     HostSnapshot,
     ResourceSnapshot,
 )
+from evaltui.scheduler.lock import InteractiveLock, LockHeldError
 from evaltui.spec import parse_spec
 
 

@@ -15,8 +15,8 @@ import psutil
 from schedhelpers import line_spec, wait_until
 
 from evaltui.rundir import read_json
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler.ledger import Ledger
+from evaltui.scheduler.admission.ledger import Ledger
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.states import RunState
 
 CAPACITY_MB = 24576
@@ -111,7 +111,7 @@ def test_a_read_only_ledger_dir_fails_closed_and_recovers(small_disk) -> None:
     import time
 
     from evaltui.rundir import PidRef
-    from evaltui.scheduler.ledger import Reservation
+    from evaltui.scheduler.admission.ledger import Reservation
 
     disk = small_disk("ledger", "256k")
     ledger = Ledger(disk.path)

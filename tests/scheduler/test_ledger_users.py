@@ -27,7 +27,7 @@ from schedhelpers import HERE, wait_until, write_dataset
 
 from evaltui.cli import main
 from evaltui.rundir import PidRef, read_json, runs_root, state_dir
-from evaltui.scheduler.ledger import Ledger, Reservation
+from evaltui.scheduler.admission.ledger import Ledger, Reservation
 
 CAPACITY_MB = 24576
 RUN_MB = 16000
@@ -191,7 +191,7 @@ def test_without_the_shared_ledger_it_is_per_user_and_said_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
         ) -> None:
     monkeypatch.setenv("EVALTUI_LEDGER_DIR", str(tmp_path / "not-set-up"))
-    with caplog.at_level(logging.WARNING, logger="evaltui.scheduler.ledgerdir"):
+    with caplog.at_level(logging.WARNING, logger="evaltui.scheduler.admission.ledgerdir"):
         first, second = Ledger(), Ledger()
     assert first.directory == second.directory == state_dir() and not first.shared
     said = [r.getMessage() for r in caplog.records if "per-user" in r.getMessage()]

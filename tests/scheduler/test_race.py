@@ -21,7 +21,7 @@ import orjson
 from schedhelpers import HERE
 
 from evaltui.rundir import read_json, runs_root
-from evaltui.scheduler.ledger import Ledger
+from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.lock import InteractiveLock
 
 CAPACITY_MB = 24576

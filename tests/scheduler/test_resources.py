@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from evaltui import fakegpu
-from evaltui.scheduler.resources import (
+from evaltui.scheduler.admission.resources import (
     FakeGpuProbe,
     HostProbe,
     NvmlProbe,

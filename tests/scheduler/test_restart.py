@@ -17,8 +17,8 @@ from schedhelpers import HERE, group_members, line_spec, record, wait_until
 
 from evaltui.launch import prepare_run
 from evaltui.rundir import PidRef, runs_root
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler import claims as claims_module
+from evaltui.scheduler.runs import claims as claims_module
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.states import RunState
 
 Make = Callable[..., JobScheduler]

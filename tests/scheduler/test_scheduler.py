@@ -16,16 +16,11 @@ import pytest
 from schedhelpers import group_members, line_spec, record, wait_until
 
 from evaltui.rundir import read_json, runs_root
-from evaltui.scheduler import (
-    EpisodeFinished,
-    JobScheduler,
-    NotQueued,
-    NotResumable,
-    RunNotFound,
-    RunStateChanged,
-    WaitKind,
-)
-from evaltui.scheduler.resources import GpuReading, GpuSnapshot
+from evaltui.scheduler.admission.decision import WaitKind
+from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot
+from evaltui.scheduler.core import NotQueued, NotResumable, RunNotFound
+from evaltui.scheduler.events import EpisodeFinished, RunStateChanged
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.spec import SpecError
 from evaltui.states import RunState
 

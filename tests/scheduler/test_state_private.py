@@ -12,7 +12,7 @@ from schedhelpers import line_spec, wait_until
 
 from evaltui.api.auth import load_or_create_token
 from evaltui.rundir import state_dir
-from evaltui.scheduler import JobScheduler
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.states import RunState
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from evaltui.rundir import runs_root, touch_done, write_json_atomic
-from evaltui.scheduler import JobScheduler, RunNotFound
+from evaltui.scheduler.core import RunNotFound
+from evaltui.scheduler.scheduler import JobScheduler
 
 SECRET = "secret-outside-the-outputs-root"
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from evaltui.rundir import PidRef, runs_root
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler.resources import GpuReading, GpuSnapshot, HostSnapshot
+from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot, HostSnapshot
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.tui.app import EvalApp, make_app
 from evaltui.tui.embedded import EmbeddedBackend
 

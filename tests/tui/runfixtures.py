@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from evaltui.engine.metrics import aggregate
+from evaltui.engine.episode.metrics import aggregate
 from evaltui.graphs import builtin_graph_path
 from evaltui.rundir import PidRef, episode_dir, runs_root, touch_done, write_json_atomic
 

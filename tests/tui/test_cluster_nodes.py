@@ -24,8 +24,8 @@ from evaltui import cli
 from evaltui.api.app import make_api
 from evaltui.api.server import ApiServer
 from evaltui.rundir import write_json_atomic
-from evaltui.scheduler import JobScheduler
-from evaltui.scheduler.resources import HostSnapshot
+from evaltui.scheduler.admission.resources import HostSnapshot
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.tui.attached import AttachedBackend
 from evaltui.tui.embedded import EmbeddedBackend
 from evaltui.tui.widgets.meters import ResourceMeters

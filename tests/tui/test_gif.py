@@ -10,7 +10,7 @@ import numpy as np
 from PIL import Image, ImageSequence
 
 from evaltui.cli import main
-from evaltui.engine.logger import ExecutionLogger
+from evaltui.engine.episode.logger import ExecutionLogger
 from evaltui.engine.nodes import Frame
 from evaltui.runview.gif import episode_frames
 

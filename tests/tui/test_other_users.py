@@ -11,7 +11,7 @@ from test_run_layout import screen_lines
 from tuihelpers import wait_for
 
 from evaltui.rundir import PidRef
-from evaltui.scheduler.ledger import Ledger, Reservation
+from evaltui.scheduler.admission.ledger import Ledger, Reservation
 from evaltui.tui.widgets.meters import ResourceMeters
 
 pytestmark = pytest.mark.anyio

@@ -14,9 +14,9 @@ from tuihelpers import SIZE, wait_for
 
 from evaltui.benchmarks.babyai import load_manifest
 from evaltui.benchmarks.babyai.minigrid_import import make_env
-from evaltui.engine.graph import GraphDefinition
-from evaltui.engine.logger import ExecutionLogger
-from evaltui.engine.loop import LoopRunner
+from evaltui.engine.episode.logger import ExecutionLogger
+from evaltui.engine.episode.loop import LoopRunner
+from evaltui.engine.graph.definition import GraphDefinition
 from evaltui.logread import iter_log
 from evaltui.runview.frames import FrameRef
 from evaltui.tui.screens.replay import ReplayScreen

@@ -209,7 +209,7 @@ def test_a_run_dir_given_relative_to_the_working_dir_is_read(
     """``evaltui open outputs/eval_runs/RUN`` as typed: the episode files are read, and the
     scheduler's episode watch reads their status the same way."""
     from evaltui.runview.watcher import read_episode_file
-    from evaltui.scheduler.episodes import _status
+    from evaltui.scheduler.runs.episodes import _status
 
     rows = [write_episode(tmp_path / "runs" / "20260101_000000", i) for i in range(2)]
     monkeypatch.chdir(tmp_path)

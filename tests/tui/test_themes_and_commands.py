@@ -15,7 +15,7 @@ from tuihelpers import SIZE, wait_for
 
 from evaltui.cli import main
 from evaltui.commands import demo as demo_cmd
-from evaltui.engine.specchecks import validate_spec
+from evaltui.engine.graph.specchecks import validate_spec
 from evaltui.graphs import builtin_graph_names, builtin_graph_path
 from evaltui.tui import display
 from evaltui.tui.screens.replay import ReplayScreen
@@ -212,7 +212,7 @@ def test_demo_specs_validate() -> None:
 
 
 def test_demo_declares_a_fake_gpu_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
-    from evaltui.scheduler import resources
+    from evaltui.scheduler.admission import resources
 
     class NoNvml:
         def read(self) -> resources.GpuReading:
@@ -232,7 +232,7 @@ def test_the_api_is_served_beside_the_tui_when_its_port_is_free(outputs: Path) -
     import httpx
 
     from evaltui.commands.tui import serve_api
-    from evaltui.scheduler import JobScheduler
+    from evaltui.scheduler.scheduler import JobScheduler
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -6,7 +6,7 @@ direction and the tile size) and copies it into the picture: ~2 ms for a 22x22 l
 plus a field-of-view computation that ``highlight=False`` does not use. The picture is
 fully determined by each cell's ``(type, colour, state)`` encoding and the agent's cell
 and direction, so here each distinct tile is rendered once, by minigrid's own
-``Grid.render_tile``, into a :class:`~evaltui.engine.tiles.TileAtlas`, and a frame is the
+``Grid.render_tile``, into a :class:`~evaltui.engine.episode.tiles.TileAtlas`, and a frame is the
 (height, width) array of tile ids: pixel for pixel the same picture (tests compare
 them), for a few microseconds a step.
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from evaltui.engine.tiles import TileAtlas, TiledFrame
+from evaltui.engine.episode.tiles import TileAtlas, TiledFrame
 
 from . import tilecache
 from .minigrid_import import Grid, WorldObj

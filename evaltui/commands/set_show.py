@@ -1,0 +1,96 @@
+"""``evaltui set show SET``: the set's table, from set.json and the run dirs alone.
+
+A row per member (its axis values), each metric's mean [95% CI] and n, the best per
+column in bold; ``--pivot AXIS`` spreads an axis over the columns; ``--baseline`` adds
+each member's paired difference to the baseline and the exact McNemar p with Holm's
+correction; ``--format md|latex|csv|json`` for papers and scripts. A set with a
+checkpoint axis also gets a plot of each metric over the steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+
+from evaltui.setspec import SetFileError, SetRecord
+
+FORMATS = ("md", "latex", "csv", "json")
+
+
+def add_parser(cmds: argparse._SubParsersAction) -> None:
+    p = cmds.add_parser("show", help="the set's table (read from the run dirs, no backend)")
+    p.add_argument("set", help="set dir or set id")
+    p.add_argument("--outputs", help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
+    p.add_argument("--pivot", metavar="AXIS", help="spread this axis over the columns")
+    p.add_argument("--baseline", nargs="?", const="", default=None, metavar="AXIS=VALUE,...",
+                   help="compare each member with the baseline (default: the set file's)")
+    p.add_argument("--format", choices=FORMATS, help="md, latex, csv or json (default: a "
+                   "table on the terminal)")
+    p.add_argument("--metrics", help="metrics to show, comma separated (default: all)")
+    p.add_argument("--digits", type=int, default=3)
+    p.set_defaults(func=show_set)
+
+
+def show_set(args: argparse.Namespace) -> int:
+    from evaltui.commands.sets import error
+    from evaltui.sets.setdir import SetDirError, read_set, resolve_set
+
+    if args.digits < 0:
+        return error(f"--digits must be >= 0, got {args.digits}")
+    try:
+        record = read_set(resolve_set(args.set, args.outputs))
+        return print_table(record, args, as_json=args.format == "json")
+    except (SetDirError, SetFileError, ValueError) as exc:
+        return error(str(exc))
+
+
+def baseline_entry(record: SetRecord, raw: str | None) -> dict[str, Any] | None:
+    """The axis values ``--baseline`` names: its own, or the set file's (None: not asked)."""
+    if raw is None:
+        return None
+    if raw == "":
+        entry = record.file.get("baseline")
+        if not isinstance(entry, dict) or not entry:
+            raise SetFileError("--baseline", "the set file names no baseline; give "
+                               "--baseline AXIS=VALUE,...")
+        return entry
+    entry = {}
+    for part in raw.split(","):
+        axis, sep, value = part.partition("=")
+        if not sep or not axis.strip():
+            raise SetFileError("--baseline", f"{part!r} must look like AXIS=VALUE")
+        try:
+            entry[axis.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            entry[axis.strip()] = value
+    return entry
+
+
+def print_table(record: SetRecord, args: argparse.Namespace, *, as_json: bool) -> int:
+    """Print the set's table as ``args`` ask (``set run`` ends with it too)."""
+    from evaltui.sets.render import render, rich_table
+    from evaltui.sets.table import build_table, table_json
+
+    outputs = getattr(args, "outputs", None)
+    entry = baseline_entry(record, getattr(args, "baseline", None))
+    table = build_table(record, outputs, baseline=entry)
+    fmt = getattr(args, "format", None)
+    pivot = getattr(args, "pivot", None)
+    metrics = [m.strip() for m in (getattr(args, "metrics", None) or "").split(",") if m.strip()]
+    digits = getattr(args, "digits", 3)
+    if as_json:
+        print(json.dumps(table_json(table), indent=2))
+    elif fmt in ("md", "latex", "csv"):
+        print(render(table, fmt, metrics=metrics or None, pivot=pivot, digits=digits), end="")
+    else:
+        console = Console()
+        console.print(rich_table(table, metrics=metrics or None, pivot=pivot, digits=digits))
+        from evaltui.sets.render import TERMINAL_METRICS
+        from evaltui.sets.textplot import metric_plots
+
+        for plot in metric_plots(table, metrics or list(TERMINAL_METRICS)):
+            console.print(plot, highlight=False, markup=False)
+    return 0

@@ -1,0 +1,71 @@
+"""``evaltui set watch FILE``: evaluate checkpoints as training writes them.
+
+The set file's checkpoint axis names a directory (``checkpoint: {watch: DIR, glob,
+param}``). Each checkpoint is queued once it is complete (its ``.done`` sidecar, or
+unchanged for ``--settle`` seconds), in step order; the watch ends after ``--until N``
+checkpoints, when a ``STOP`` file appears (set dir or watched dir), or on Ctrl-C, and
+prints the table with a plot of each metric over the steps. Restarted, it evaluates no
+checkpoint twice (members are known by their key in set.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from evaltui.setspec import SetFileError
+
+
+def add_parser(cmds: argparse._SubParsersAction) -> None:
+    from evaltui.commands.sets import _runner_options
+
+    p = cmds.add_parser("watch", help="evaluate checkpoints as training writes them")
+    p.add_argument("file", help="a set file whose checkpoint axis names a directory (watch)")
+    _runner_options(p)
+    p.add_argument("--until", type=int, metavar="N", help="end after N checkpoints")
+    p.add_argument("--settle", type=float, default=2.0, metavar="SEC",
+                   help="a checkpoint without a .done sidecar is complete once unchanged "
+                   "this long (default 2)")
+    p.set_defaults(func=watch_command)
+
+
+def watch_command(args: argparse.Namespace) -> int:
+    from evaltui.commands.sets import drive, error, runner_options
+    from evaltui.sets.plan import plan_file
+    from evaltui.sets.watch import CheckpointScanner, watch_set
+
+    console = Console(stderr=True)
+    path = Path(args.file)
+    try:
+        options = runner_options(args)
+        if args.until is not None and args.until < 1:
+            raise SetFileError("--until", f"must be >= 1, got {args.until}")
+        shape = plan_file(path, args.outputs, check=False, checkpoints=[])
+        axis = shape.setfile.checkpoint
+        if axis is None or axis.watch is None:
+            raise SetFileError("matrix.checkpoint.watch", "set watch needs a checkpoint axis "
+                               "that names the directory training writes to")
+        scanner = CheckpointScanner(shape.expansion.base_dir / axis.watch, axis.glob,
+                                    settle_sec=args.settle)
+        ready = scanner.complete()
+        # Every param is held to its graph now, not at the first checkpoint: a stand-in
+        # path does (a spec check never opens the weights).
+        plan_file(path, args.outputs, checkpoints=ready[:1] or [scanner.directory / "_0.npz"])
+        plan = plan_file(path, args.outputs, check=False, checkpoints=ready)
+    except SetFileError as exc:
+        return error(str(exc))
+
+    def members_for(files: list[Path]) -> list:
+        return plan_file(path, args.outputs, check=False, checkpoints=files).expansion.members
+
+    def watch(runner: object) -> None:
+        console.print(f"watching {escape(str(scanner.directory))} for {escape(axis.glob)}",
+                      highlight=False)
+        watch_set(runner, scanner, members_for, set_dir=plan.path,  # type: ignore[arg-type]
+                  until=args.until)
+
+    args.detach = False
+    return drive(plan, args, options, console, watch=watch)

@@ -1,0 +1,88 @@
+"""The Ray executor's shared nodesets: each hosted by a NodesetActor (the batching server
+of the local pool's hosts, in an actor), placed like the run's workers.
+
+A shared nodeset the spec gives a URL for is not hosted here: the workers call that URL.
+:meth:`RayHosts.arg` is what every worker actor's setup gets, one entry per shared
+nodeset: ``("url", endpoint)`` or ``("ray", actor)``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from evaltui.engine.executor.errors import NodesetBuildError
+from evaltui.engine.executor.ray.actors import NodesetActor
+from evaltui.engine.executor.ray.placement import ActorPlacement
+from evaltui.engine.executor.ray.resources import (
+    asked_text,
+    host_resources,
+    place_timeout_sec,
+    unplaceable,
+)
+from evaltui.engine.graph.specchecks import CheckedSpec
+from evaltui.engine.hosting.batching import HOST_MAX_BATCH_SIZE, HOST_MAX_WAIT_MS
+from evaltui.engine.hosting.channel import SharedEndpoint
+
+
+class RayHosts:
+    """The host actors of one run's shared nodesets; see the module docstring."""
+
+    def __init__(self, checked: CheckedSpec, given: Mapping[str, SharedEndpoint],
+                 callers: int) -> None:
+        self.checked, self.given, self.callers = checked, dict(given), callers
+        self.actors: dict[str, Any] = {}
+
+    def shared(self) -> list[str]:
+        return [name for name, ns in self.checked.graph.nodesets.items()
+                if ns.parallelism == "shared"]
+
+    def arg(self) -> dict[str, tuple[str, Any]]:
+        """Each shared nodeset as a worker actor reaches it."""
+        return {name: ("url", self.given[name]) if name in self.given
+                else ("ray", self.actors[name]) for name in self.shared()}
+
+    def start(self, where: ActorPlacement) -> None:
+        """Start a host actor per shared nodeset without a given URL, where the run is
+        placed; a clear run error if one cannot be placed within the timeout."""
+        import ray
+
+        for name in self.shared():
+            if name in self.given:
+                continue
+            ns = self.checked.graph.nodesets[name]
+            asks = host_resources(self.checked, [name], where.pinned)[name]
+            actor: Any = ray.remote(NodesetActor).options(
+                max_restarts=0, max_task_retries=0, max_concurrency=self.callers + 4,
+                name=None, **asks, **where.options).remote(
+                    ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
+                    HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir)
+            try:
+                info: Any = ray.get(actor.ping.remote(), timeout=place_timeout_sec())
+            except ray.exceptions.GetTimeoutError:
+                ray.kill(actor)
+                raise unplaceable(f"the host actor of shared nodeset {name!r}", asks,
+                                  place_timeout_sec()) from None
+            except ray.exceptions.RayError as exc:
+                ray.kill(actor)
+                raise NodesetBuildError(f"the shared nodeset {name!r} cannot start: {exc}") from exc
+            print(f"evaltui: shared nodeset {name} is Ray actor pid {info['pid']} on node "
+                  f"{info['node_id'][:8]}, asking {asked_text(asks)}", file=sys.stderr,
+                  flush=True)
+            self.actors[name] = actor
+
+    def restart(self, where: ActorPlacement) -> None:
+        """Host them again where the run was moved (its old node took them along)."""
+        self.kill()
+        self.start(where)
+
+    def kill(self) -> None:
+        import ray
+
+        for actor in self.actors.values():
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # gone with its node
+                pass
+        self.actors.clear()

@@ -1,0 +1,133 @@
+"""Checking a JobSpec against the world: its graph resolves, its episodes exist.
+
+:func:`check_spec` imports every nodeset impl, checks the DAG, selects the episodes and
+resolves the defaults that depend on them (the step budget); it also collects the
+warnings a user should see at submit. The result, a :class:`CheckedSpec`, is built once
+per submit and is what the run subprocess and its workers run from.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaltui.engine.graph.datasets import (
+    DatasetError,
+    load_episodes,
+    resolve_dataset,
+    select_episodes,
+)
+from evaltui.engine.graph.definition import GraphDefinition, GraphError
+from evaltui.engine.graph.paramtypes import (
+    ParamTypeError,
+    check_declared_params,
+    check_param_types,
+)
+from evaltui.engine.nodes import NodeSet
+from evaltui.spec import DEFAULT_STEP_BUDGET, JobSpec, SpecError, parse_spec
+
+
+@dataclass
+class CheckedSpec:
+    """A spec with its graph resolved and its episodes selected: ready to run."""
+
+    spec: JobSpec
+    graph: GraphDefinition
+    classes: dict[str, type[NodeSet]]
+    dataset_path: Path
+    split: str
+    episode_indices: list[int]
+    warnings: list[str] = field(default_factory=list)
+    """Things the user should know before the run starts (printed at submit)."""
+
+
+def check_spec(spec: JobSpec) -> CheckedSpec:
+    """Resolve the graph (with selectors) and the episode selection, or raise SpecError."""
+    try:
+        graph = GraphDefinition.from_dict(spec.graph).with_selectors(spec.eval.selectors)
+        classes = graph.check()
+        for name, ns in graph.nodesets.items():
+            try:
+                check_param_types(classes[name], ns.params)
+                check_declared_params(classes[name], ns.params)
+            except ParamTypeError as exc:
+                where = f".{exc.param}" if exc.param else ""
+                raise GraphError(f"nodesets.{name}.params{where}", exc.message) from None
+    except GraphError as exc:
+        field = exc.path if exc.path.startswith("selectors") else f"graph.{exc.path}"
+        if field.startswith("selectors"):
+            field = f"eval.{field}"
+        raise SpecError(field, str(exc).split(": ", 1)[1]) from None
+    ev = spec.eval
+    check_executor(spec)
+    try:
+        path, split = resolve_dataset(ev.dataset, ev.split)
+        episodes = load_episodes(path)
+        indices = select_episodes(
+            len(episodes),
+            episodes,
+            start=ev.start_episode_index,
+            count=ev.episode_count,
+            indices=ev.episode_indices,
+            selectors=ev.episode_selectors,
+        )
+    except DatasetError as exc:
+        raise SpecError(exc.field, str(exc).split(": ", 1)[1]) from None
+    selected = [episodes[i] for i in indices]
+    env_cls = classes[graph.loop.env]
+    budget, warnings = resolve_step_budget(ev.step_budget, env_cls, selected)
+    warnings += reference_warnings(selected)
+    spec = spec.model_copy(update={"eval": ev.model_copy(update={"step_budget": budget})})
+    return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path, split=split,
+                       episode_indices=indices, warnings=warnings)
+
+
+def check_executor(spec: JobSpec) -> None:
+    """``executor = "ray"`` needs the ``ray`` extra where the spec is checked (submit and
+    the run process: the run connects to the cluster from there)."""
+    if spec.eval.executor != "ray":
+        return
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # a broken or blocked install
+        found = False
+    if not found:
+        raise SpecError("eval.executor", "ray is not installed here: install evaltui[ray] "
+                        "(pip install 'evaltui[ray]')")
+
+
+def resolve_step_budget(asked: int | None, env_cls: type[NodeSet],
+                        episodes: list[dict[str, Any]]) -> tuple[int, list[str]]:
+    """The step budget to run with, and a warning when it cuts the env's own limit."""
+    step_limit = getattr(env_cls, "step_limit", None)
+    limits = [lim for ep in episodes
+              if step_limit is not None and (lim := step_limit(ep)) is not None]
+    if asked is None:
+        return (max(limits) if limits else DEFAULT_STEP_BUDGET), []
+    cut = [lim for lim in limits if lim > asked]
+    if not cut:
+        return asked, []
+    return asked, [f"eval.step_budget {asked} is below the env's own step limit "
+                   f"({max(cut)}) on {len(cut)} of {len(episodes)} episodes: they may be "
+                   "cut short and scored as failures where the benchmark would not"]
+
+
+def reference_warnings(episodes: list[dict[str, Any]]) -> list[str]:
+    """One warning per kind of reference data that some selected episodes lack."""
+    warnings = []
+    no_ref = sum(1 for ep in episodes if not ep.get("reference_path"))
+    no_geo = sum(1 for ep in episodes if ep.get("geodesic_distance") is None)
+    if no_ref:
+        warnings.append(f"{no_ref} of {len(episodes)} episodes have no reference_path: "
+                        "nDTW and SDTW leave them out (see metrics_n)")
+    if no_geo:
+        warnings.append(f"{no_geo} of {len(episodes)} episodes have no geodesic_distance: "
+                        "SPL leaves them out (see metrics_n)")
+    return warnings
+
+
+def validate_spec(data: Any) -> CheckedSpec:
+    """parse_spec then check_spec: the one call submit paths use."""
+    return check_spec(parse_spec(data))

@@ -1,0 +1,1 @@
+"""Shared nodesets served to workers: hosts, the authenticated channel, the wire, batching."""

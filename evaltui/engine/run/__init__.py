@@ -1,0 +1,1 @@
+"""One run: the runner that fills a run dir, its summary, the run process's intake."""

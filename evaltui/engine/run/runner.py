@@ -1,0 +1,386 @@
+"""BatchEvalRunner: scores a graph on the selected episodes and fills the run dir.
+
+It reads ``spec.json``, writes ``graph.json``, starts a host subprocess for each shared
+nodeset that ``shared_urls.json`` has no URL for, and deals the episodes to an
+executor (:mod:`evaltui.engine.executor.protocol`): by default an
+EnvWorkerPool of ``worker_count`` worker subprocesses (one is still a subprocess, so
+K = 1 and K > 1 run the same code). Each worker runs whole episodes and writes their
+``log.jsonl``/``assets``; this process is the single writer of every ``episode.json``
+(as soon as its episode ends) and of ``summary.json`` (through a SummaryWriter), and it
+touches ``_DONE`` last.
+
+Hosts started here authenticate clients with a random per-run secret that reaches the
+hosts and workers only through their inherited control pipes; their unix sockets live
+in a private 0700 temp dir (``evaltui-{run_id}-{key}-*``, removed at the end) and their URLs
+are added to ``shared_urls.json``. URLs the backend put there use the per-host secret of
+the state dir (:func:`evaltui.engine.hosting.channel.host_secret`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from evaltui.diskfull import DISK, DiskFull
+from evaltui.engine.episode.loop import EpisodeOutcome
+from evaltui.engine.episode.metrics import failure_metrics
+from evaltui.engine.episode.trajrecord import dataset_id, trajectory_json, trajectory_record
+from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
+from evaltui.engine.executor.local.pool import EnvWorkerPool
+from evaltui.engine.executor.local.worker import WorkerConfig
+from evaltui.engine.executor.local.zygote import WorkerZygote
+from evaltui.engine.executor.protocol import EpisodeExecutor, EpisodeResult
+from evaltui.engine.graph.datasets import load_episodes
+from evaltui.engine.graph.specchecks import CheckedSpec, check_spec
+from evaltui.engine.hosting.batching import HOST_MAX_BATCH_SIZE, HOST_MAX_WAIT_MS
+from evaltui.engine.hosting.channel import (
+    ChannelError,
+    SharedEndpoint,
+    host_secret,
+    new_secret,
+    parse_url,
+)
+from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
+from evaltui.engine.run.summary import SummaryWriter, now_iso
+from evaltui.records import (
+    DONE_FILENAME,
+    EPISODE_FILENAME,
+    GRAPH_FILENAME,
+    LOG_FILENAME,
+    SHARED_URLS_FILENAME,
+    SPEC_FILENAME,
+    TRAJECTORY_FILENAME,
+    EpisodeRow,
+    NodeRef,
+)
+from evaltui.rundir import episode_dir, read_json, touch_done, write_json_atomic
+from evaltui.settings import settings
+from evaltui.spec import SpecError, parse_spec
+from evaltui.states import EpisodeStatus, SummaryStatus
+
+EXIT_OK, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 3
+EXIT_DISK_FULL = 4
+"""The run dir's disk stayed full past ``EVALTUI_DISK_FULL_WAIT_SEC``: failed, resumable."""
+
+
+def reset_budget(ev: Any) -> float | None:
+    """Seconds an env reset may take (``reset_budget_sec``, else derived from the step's)."""
+    if ev.reset_budget_sec is not None:
+        return float(ev.reset_budget_sec)
+    step = ev.per_step_budget_sec
+    return max(60.0, 10.0 * step) if step is not None else None
+
+
+class BatchEvalRunner:
+    """Runs one eval from its run dir; ``stop`` (set by SIGTERM) ends it consistently.
+
+    Call ``run`` from a thread that outlives the run: the worker and host subprocesses'
+    PR_SET_PDEATHSIG is tied to the thread that spawned them.
+    """
+
+    def __init__(self, run_dir: Path, stop: threading.Event | None = None, *,
+                 cancel_grace_sec: float = 5.0, zygote: WorkerZygote | None = None,
+                 checked: CheckedSpec | None = None) -> None:
+        self.run_dir = run_dir
+        self.run_id = run_dir.name
+        self.stop = stop or threading.Event()
+        self.cancel_grace_sec = cancel_grace_sec
+        self.zygote = zygote  # the workers' template process, started early by main
+        self.checked = checked
+        """The spec, checked already by this process (it wrote spec.json from it)."""
+        self._summary: SummaryWriter | None = None
+
+    def run(self) -> int:
+        """Run every selected episode; returns the process exit code.
+
+        A full disk makes the run's writes wait for room (:mod:`evaltui.diskfull`); past
+        the deadline the run ends here: ``failed`` with "disk full: PATH" wherever that
+        can still be written, always on stderr and as :data:`EXIT_DISK_FULL`.
+        """
+        try:
+            return self._run()
+        except DiskFull as exc:
+            return self._disk_full(exc)
+
+    def _disk_full(self, exc: DiskFull) -> int:
+        try:  # stderr may be run.log on the same full disk
+            print(f"evaltui: run {self.run_id} failed: {exc} (resume it once there is room)",
+                  file=sys.stderr, flush=True)
+        except OSError:
+            pass
+        try:
+            if self._summary is not None:
+                self._summary.finish(SummaryStatus.FAILED, str(exc), wait_for_room=False)
+            touch_done(self.run_dir)
+        except OSError:
+            pass  # still full: the exit code and the line above say it
+        return EXIT_DISK_FULL
+
+    def _run(self) -> int:
+        header = {"run_id": self.run_id, "graph_name": None, "dataset": None, "split": None,
+                  "worker_count": 1}
+        try:
+            checked = self.checked or check_spec(parse_spec(
+                read_json(self.run_dir / SPEC_FILENAME)))
+        except (OSError, ValueError, SpecError) as exc:
+            return self._fail(header, f"cannot load the run: {exc}")
+        ev = checked.spec.eval
+        header.update(graph_name=ev.graph_name or checked.graph.name, dataset=ev.dataset,
+                      split=checked.split, worker_count=ev.worker_count)
+        specs = {n: checked.classes[nd.nodeset].node_specs()[nd.op]
+                 for n, nd in checked.graph.nodes.items()}
+        graph = self._graph_snapshot(checked, specs)
+        DISK.retry(self.run_dir / GRAPH_FILENAME,
+                   partial(write_json_atomic, self.run_dir / GRAPH_FILENAME, graph))
+        episodes = load_episodes(checked.dataset_path)
+        # A summary writer that fails for good stops the run (then failed, below).
+        summary = self._summary = SummaryWriter(
+            self.run_dir, header, len(checked.episode_indices),
+            max_error_rate=ev.max_error_rate, on_failure=lambda _exc: self.stop.set())
+        kept, attempts = self._earlier_rows(checked.episode_indices)
+        summary.preload(kept)
+        summary.start()
+        d_th = float(getattr(checked.classes[checked.graph.loop.env], "success_distance", 1.0))
+        row_base = {**header, "nodes": self._node_list(checked, specs)}
+        done_indices = {r.episode_index for r in kept}
+        todo = [i for i in checked.episode_indices if i not in done_indices]
+
+        def record(result: EpisodeResult) -> None:
+            row = self._row(row_base, episodes[result.index], result)
+            ep_dir = episode_dir(self.run_dir, result.index)
+            traj = result.outcome.trajectory or trajectory_record(
+                episodes[result.index], result.outcome.status, None,
+                success_distance=d_th)
+
+            def write() -> None:
+                ep_dir.mkdir(parents=True, exist_ok=True)  # a worker may have died before it
+                write_json_atomic(ep_dir / TRAJECTORY_FILENAME,
+                                  trajectory_json(result.index, traj), durable=False)
+                write_json_atomic(ep_dir / EPISODE_FILENAME, row.model_dump(mode="json"),
+                                  durable=False)
+
+            DISK.retry(ep_dir, write)  # a full disk: wait for room (the pool deals nothing)
+            summary.add(row, unsynced=[ep_dir / TRAJECTORY_FILENAME, ep_dir / EPISODE_FILENAME])
+
+        hosts: list[HostProcess] = []
+        sockets = _SocketDir(self.run_dir)
+        try:
+            if todo and not self.stop.is_set():
+                with self._executor(checked, episodes, len(todo), sockets, hosts) as executor:
+                    executor.run(todo, record, attempts_before=attempts)
+        except (HostStartError, NodesetBuildError, ChannelError) as exc:
+            summary.finish(SummaryStatus.FAILED, f"cannot build the graph's nodesets: {exc}")
+            self._touch_done()
+            return EXIT_FAILED
+        except ExecutorError as exc:
+            summary.finish(SummaryStatus.FAILED, str(exc))
+            self._touch_done()
+            return EXIT_FAILED
+        finally:
+            for host in hosts:
+                host.stop()
+            sockets.remove()
+        if summary.failure is not None:  # its flusher stopped the run
+            if isinstance(summary.failure, DiskFull):
+                raise summary.failure
+            summary.finish(SummaryStatus.FAILED, f"cannot write summary.json: "
+                           f"{type(summary.failure).__name__}: {summary.failure}")
+            self._touch_done()
+            return EXIT_FAILED
+        if self.stop.is_set():
+            summary.finish(SummaryStatus.CANCELLED)
+            self._touch_done()
+            return EXIT_CANCELLED
+        every_error = summary.every_episode_errored()
+        if every_error is not None:
+            summary.finish(SummaryStatus.FAILED, every_error)
+            self._touch_done()
+            return EXIT_FAILED
+        summary.finish(SummaryStatus.DONE)
+        self._touch_done()
+        return EXIT_OK
+
+    # ---- pieces ---------------------------------------------------------------------------
+    def _touch_done(self) -> None:
+        """``_DONE``, last; waiting for room on a full disk like every write of the run."""
+        DISK.retry(self.run_dir / DONE_FILENAME, partial(touch_done, self.run_dir))
+
+    def _executor(self, checked: CheckedSpec, episodes: list[dict[str, Any]], todo: int,
+                  sockets: _SocketDir, hosts: list[HostProcess]) -> EpisodeExecutor:
+        """The spec's executor: the local pool, or K actors on a Ray cluster."""
+        ev = checked.spec.eval
+        episode_log = partial(_episode_log, self.run_dir)
+        if ev.executor == "ray":
+            from evaltui.engine.executor.ray.executor import RayExecutor  # ray is an optional extra
+
+            return RayExecutor(
+                checked, episodes, min(ev.worker_count, todo),
+                address=ev.ray_address or settings().ray_address,
+                shared=self._shared_endpoints(checked, b"", sockets, hosts, given_only=True),
+                run_key=_SocketDir(self.run_dir).prefix.rstrip("-"),
+                max_episode_retries=ev.max_episode_retries, stop=self.stop,
+                cancel_grace_sec=self.cancel_grace_sec, hung_step_sec=ev.per_step_budget_sec,
+                hung_reset_sec=reset_budget(ev), episode_log=episode_log)
+        shared = self._shared_endpoints(checked, new_secret(), sockets, hosts)
+        make_config = partial(WorkerConfig, self.run_dir, checked=checked,
+                              shared=shared, call_timeout=ev.per_step_budget_sec)
+        return EnvWorkerPool(lambda slot: make_config(slot=slot), min(ev.worker_count, todo),
+                             max_episode_retries=ev.max_episode_retries,
+                             stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
+                             hosts=hosts, hung_step_sec=ev.per_step_budget_sec,
+                             hung_reset_sec=reset_budget(ev),
+                             episode_log=episode_log, zygote=self.zygote)
+
+    def _fail(self, header: Mapping[str, Any], error: str) -> int:
+        summary = SummaryWriter(self.run_dir, header, 0)
+        summary.finish(SummaryStatus.FAILED, error)
+        self._touch_done()
+        return EXIT_FAILED
+
+    def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: _SocketDir,
+                          hosts: list[HostProcess], *, given_only: bool = False
+                          ) -> dict[str, SharedEndpoint]:
+        """Where each shared nodeset lives: a URL the backend gave, or a host started here
+        (with ``given_only``, the given ones alone: the Ray executor hosts the others)."""
+        urls = self._given_urls(checked)
+        endpoints: dict[str, SharedEndpoint] = {}
+        given_secret: bytes | None = None
+        for i, (name, ns) in enumerate(checked.graph.nodesets.items()):
+            if ns.parallelism != "shared":
+                continue
+            if name in urls:
+                given_secret = given_secret or host_secret()
+                endpoints[name] = SharedEndpoint(urls[name], given_secret)
+                continue
+            if given_only:
+                continue
+            host = HostProcess(HostConfig(
+                name=name, impl=ns.impl, params=dict(ns.params), secret=secret,
+                url=f"evaltui+unix://{sockets.path()}/{i}-{name[:32]}.sock",
+                max_batch_size=HOST_MAX_BATCH_SIZE, max_wait_ms=HOST_MAX_WAIT_MS))
+            hosts.append(host)
+            urls[name] = host.start()
+            endpoints[name] = SharedEndpoint(host.url, secret)
+        if hosts:
+            DISK.retry(self.run_dir / SHARED_URLS_FILENAME,
+                       partial(write_json_atomic, self.run_dir / SHARED_URLS_FILENAME, urls))
+        return endpoints
+
+    def _given_urls(self, checked: CheckedSpec) -> dict[str, str]:
+        """shared_urls.json (else the spec's ``_shared_urls``), minus this run's own hosts.
+
+        An earlier attempt at this run dir (resume) recorded the URLs of the hosts it
+        started; those died with it and are recognised by their socket dir's name.
+        """
+        path = self.run_dir / SHARED_URLS_FILENAME
+        try:
+            data = read_json(path) if path.exists() else dict(checked.spec.shared_urls)
+        except (OSError, ValueError):
+            data = dict(checked.spec.shared_urls)
+        own_prefix = _SocketDir(self.run_dir).prefix
+        given: dict[str, str] = {}
+        for name, url in (data if isinstance(data, dict) else {}).items():
+            try:
+                addr = parse_url(url)
+            except (ValueError, TypeError):
+                given[name] = url  # let connecting report it, naming the URL
+                continue
+            if addr.family == "AF_UNIX" and Path(str(addr.address)).parent.name.startswith(
+                    own_prefix):
+                continue
+            given[name] = url
+        return given
+
+    def _earlier_rows(self, indices: list[int]) -> tuple[list[EpisodeRow], dict[int, int]]:
+        """Rows of episodes already ``ok`` in this run dir (kept) and attempts so far."""
+        kept: list[EpisodeRow] = []
+        attempts: dict[int, int] = {}
+        for index in indices:
+            path = episode_dir(self.run_dir, index) / EPISODE_FILENAME
+            if not path.exists():
+                continue
+            try:  # a ValidationError is a ValueError: an unusable row is run again
+                row = EpisodeRow.model_validate(read_json(path))
+            except (OSError, ValueError):
+                continue
+            attempts[index] = row.attempts if row.attempts is not None else 1
+            if row.status is EpisodeStatus.OK:
+                kept.append(row)
+        return kept, attempts
+
+    @staticmethod
+    def _node_list(checked: CheckedSpec, specs: Mapping[str, Any]) -> list[NodeRef]:
+        return [
+            NodeRef(name=n, nodeset=nd.nodeset, op=nd.op, inputs=list(specs[n].inputs),
+                    outputs=list(specs[n].outputs))
+            for n, nd in checked.graph.nodes.items()
+        ]
+
+    def _graph_snapshot(self, checked: CheckedSpec, specs: Mapping[str, Any]) -> dict[str, Any]:
+        graph = checked.graph.to_dict()
+        for name, params in checked.graph.resolved_params(checked.classes).items():
+            graph["nodesets"][name]["params"] = params
+        graph["order"] = checked.graph.topological_order()
+        graph["node_ports"] = {n: {"inputs": list(s.inputs), "outputs": list(s.outputs)}
+                               for n, s in specs.items()}
+        return graph
+
+    @staticmethod
+    def _row(base: Mapping[str, Any], episode: Mapping[str, Any],
+             result: EpisodeResult) -> EpisodeRow:
+        outcome: EpisodeOutcome = result.outcome
+        metrics: dict[str, float | None] = dict(outcome.metrics)
+        if not metrics and outcome.status in (EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT):
+            # The worker died or hung before the loop could score it: still a failure.
+            metrics = dict(failure_metrics(
+                has_reference=bool(episode.get("reference_path")),
+                has_geodesic=episode.get("geodesic_distance") is not None))
+        instruction = episode.get("instruction")
+        return EpisodeRow(
+            episode_index=result.index, episode_id=dataset_id(episode.get("episode_id")),
+            scene_id=dataset_id(episode.get("scene_id")),
+            instruction=instruction if instruction is None else str(instruction),
+            metrics=metrics, step_count=outcome.step_count,
+            elapsed_sec=round(outcome.elapsed_sec, 4), status=outcome.status,
+            error=outcome.error, worker_id=result.worker_id, attempts=result.attempts,
+            finished_at=now_iso(), **base)
+
+
+
+def _episode_log(run_dir: Path, index: int) -> Path:
+    return episode_dir(run_dir, index) / LOG_FILENAME
+
+
+class _SocketDir:
+    """The private dir of the run's host sockets, ``{tmp}/evaltui-{run_id}-{key}-*``.
+
+    ``key`` hashes the run dir's path: run ids are unique only within one outputs root.
+    Made only when a host is started; a run killed by SIGKILL leaves its dir behind, so
+    a resumed run removes the leftovers of its own run dir first.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        key = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:10]
+        self.prefix = f"evaltui-{run_dir.name}-{key}-"
+        self._path: Path | None = None
+
+    def path(self) -> Path:
+        if self._path is None:
+            # Unix socket paths must fit in 107 bytes: prefer a short temp dir.
+            tmp = tempfile.gettempdir()
+            parent = Path(tmp if len(tmp) <= 48 else "/tmp")
+            for stale in parent.glob(f"{self.prefix}*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            self._path = Path(tempfile.mkdtemp(prefix=self.prefix, dir=parent))  # 0700
+        return self._path
+
+    def remove(self) -> None:
+        if self._path is not None:
+            shutil.rmtree(self._path, ignore_errors=True)

@@ -1,0 +1,226 @@
+"""Admission as a pure function: queued jobs + resource views -> who starts, who waits and why.
+
+Jobs are taken in queue order (priority, then age; DESIGN §6). For each:
+
+1. the interactive lock admits nothing;
+2. per measured resource, the estimate must fit in measured free minus outstanding
+   reservations (host RAM always; the GPU's memory when GPUs are measured);
+3. an ``exclusive_gpu`` job starts only on a GPU nothing else runs on. While it waits it
+   *claims* one GPU (the one closest to idle): jobs behind it in the queue may not start
+   there, so a stream of small jobs cannot starve it. A job that has waited longer than
+   ``claim_after_sec`` for memory claims its GPU the same way, so big jobs are not starved
+   either. Jobs ahead of it (higher priority) are not held back.
+
+A non-exclusive job goes on the GPU where it fits most tightly (best fit), which keeps
+whole GPUs free for big and exclusive jobs. Within one tick, each admission is charged
+against the views, so a tick never over-admits. Nothing here touches processes or files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from evaltui.scheduler.admission.accounting import GpuView, HostView
+from evaltui.scheduler.cluster.keys import GpuKey, NodeGpu, gpu_label
+from evaltui.units import gib
+
+
+class WaitKind(StrEnum):
+    """Why a job is not admitted (the category; the text is in ``Wait.reason``)."""
+
+    LOCK = "lock"
+    """The interactive lock is held."""
+    HOST_RAM = "host_ram"
+    """Not enough host RAM after reservations."""
+    GPU_MEMORY = "gpu_memory"
+    """No GPU has enough memory after reservations."""
+    EXCLUSIVE = "exclusive"
+    """An exclusive job waits for its GPU to empty, or GPUs are in exclusive use."""
+    BEHIND = "behind"
+    """Held back behind a waiting job's claim (no starvation)."""
+    TOO_BIG = "too_big"
+    """Needs more than the machine has at all; it will never start as is."""
+    LOADING = "loading"
+    """Admitted; the shared nodesets it uses are being loaded before it is spawned."""
+    NO_NODE = "no_node"
+    """On a Ray cluster: no node's GPU can take it now (memory, or none answering)."""
+    DISK_FULL = "disk_full"
+    """Admitted, but its run dir could not be written (a full disk): tried again later."""
+    LEDGER = "ledger"
+    """The reservation ledger cannot be stored (its disk is full or read-only): nothing
+    is admitted until a reservation can be made durable (fail closed)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A queued job as admission sees it."""
+
+    run_id: str
+    vram_mb: int
+    ram_mb: int
+    exclusive: bool = False
+    needs_gpu: bool = True
+    """Place it on a GPU (even at 0 MiB, to measure it); False = known not to use VRAM."""
+    waiting_since: float = 0.0
+    """``time.time()`` it was queued (for claims of long-waiting jobs)."""
+
+
+@dataclass(frozen=True)
+class Admit:
+    """Start this job (on ``gpu``, or on no particular GPU)."""
+
+    run_id: str
+    gpu: GpuKey | None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """This job waits; ``reason`` is for humans."""
+
+    run_id: str
+    kind: WaitKind
+    reason: str
+
+
+def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host: HostView, *,
+           lock_reason: str | None = None, now: float = 0.0, claim_after_sec: float = 120.0
+           ) -> tuple[list[Admit], dict[str, Wait]]:
+    """Admissions in queue order, and a Wait for every job not admitted."""
+    if lock_reason is not None:
+        return [], {c.run_id: Wait(c.run_id, WaitKind.LOCK, lock_reason) for c in candidates}
+    admits: list[Admit] = []
+    waits: dict[str, Wait] = {}
+    host_free = host.available_mb
+    gpu_list = list(gpus or ())
+    free = {g.index: g.available_mb for g in gpu_list}
+    runs = {g.index: g.runs for g in gpu_list}
+    holder = {g.index: g.exclusive_run for g in gpu_list}
+    claims: dict[GpuKey, tuple[str, bool]] = {}  # gpu -> (run_id, exclusive) of the claimant
+    largest = max(gpu_list, key=lambda g: g.total_mb, default=None)
+    # GPUs open to the next job: recomputed only when a claim or an admission changed them
+    # (a thousand queued jobs are checked every tick).
+    stale = True
+    open_gpus: list[GpuKey] = []
+    usable: list[GpuKey] = []
+    blocked: Wait | None = None
+
+    for c in candidates:
+        if c.ram_mb > host.ram_total_mb:
+            waits[c.run_id] = Wait(c.run_id, WaitKind.TOO_BIG, f"needs {gib(c.ram_mb)} host RAM, "
+                                   f"more than the host has ({gib(host.ram_total_mb)})")
+            continue
+        if not gpu_list or not (c.needs_gpu or c.exclusive):
+            # No measured GPU (or the job uses none): host resources only.
+            if c.ram_mb > host_free:
+                waits[c.run_id] = _ram_wait(c, host_free)
+                continue
+            host_free -= c.ram_mb
+            admits.append(Admit(c.run_id, None))
+            continue
+        assert largest is not None
+        if c.vram_mb > largest.total_mb:
+            waits[c.run_id] = Wait(c.run_id, WaitKind.TOO_BIG, f"needs {gib(c.vram_mb)}, more "
+                                   f"than any GPU has (largest: {gpu_label(largest.index)}, "
+                                   f"{gib(largest.total_mb)})")
+            continue
+        if stale:
+            open_gpus = [g.index for g in gpu_list if g.index not in claims]
+            usable = [i for i in open_gpus if holder[i] is None]
+            blocked, stale = None, False
+        if c.exclusive:
+            ready = [i for i in open_gpus if runs[i] == 0 and holder[i] is None
+                     and free[i] >= c.vram_mb]
+            if ready and c.ram_mb <= host_free:
+                gpu = max(ready, key=lambda i: free[i])
+                _take(admits, c, gpu, free, runs, holder)
+                host_free -= c.ram_mb
+                stale = True
+                continue
+            if not open_gpus:
+                claimant, claimant_exclusive = next(iter(claims.values()))
+                waits[c.run_id] = Wait(c.run_id, WaitKind.BEHIND,
+                                       _behind(claimant, claimant_exclusive))
+                continue
+            target = min(open_gpus, key=lambda i: (runs[i], -free[i]))
+            claims[target] = (c.run_id, True)
+            stale = True
+            waits[c.run_id] = _exclusive_wait(c, target, runs[target], free[target], host_free)
+            continue
+        fits = [i for i in usable if free[i] >= c.vram_mb]
+        if fits and c.ram_mb <= host_free:
+            gpu = min(fits, key=lambda i: (free[i], i))  # best fit
+            _take(admits, c, gpu, free, runs, holder)
+            host_free -= c.ram_mb
+            continue
+        if fits:
+            waits[c.run_id] = _ram_wait(c, host_free)
+            continue
+        if not usable:
+            if blocked is None:
+                blocked = _blocked(c, gpu_list, claims, holder)
+            waits[c.run_id] = Wait(c.run_id, blocked.kind, blocked.reason)
+            continue
+        target = max(usable, key=lambda i: free[i])
+        if now - c.waiting_since >= claim_after_sec:
+            claims[target] = (c.run_id, False)
+            stale = True
+        waits[c.run_id] = _memory_wait(c, target, free[target])
+    return admits, waits
+
+
+def _memory_wait(c: Candidate, gpu: GpuKey, free: int) -> Wait:
+    if isinstance(gpu, NodeGpu):  # a cluster: the roomiest GPU of any node
+        return Wait(c.run_id, WaitKind.NO_NODE, f"needs {gib(c.vram_mb)}; {gpu} has "
+                    f"{gib(max(0, free))} free after reservations")
+    return Wait(c.run_id, WaitKind.GPU_MEMORY, f"needs {gib(c.vram_mb)} on GPU{gpu}, "
+                f"{gib(max(0, free))} free after reservations")
+
+
+def _take(admits: list[Admit], c: Candidate, gpu: GpuKey, free: dict[GpuKey, int],
+          runs: dict[GpuKey, int], holder: dict[GpuKey, str | None]) -> None:
+    admits.append(Admit(c.run_id, gpu))
+    free[gpu] -= c.vram_mb
+    runs[gpu] += 1
+    if c.exclusive:
+        holder[gpu] = c.run_id
+
+
+def _ram_wait(c: Candidate, host_free: int) -> Wait:
+    return Wait(c.run_id, WaitKind.HOST_RAM, f"needs {gib(c.ram_mb)} host RAM, "
+                f"{gib(max(0, host_free))} available after reservations")
+
+
+def _behind(claimant: str, exclusive: bool) -> str:
+    what = "exclusive job" if exclusive else "job"
+    return f"behind {what} {claimant} (no starvation)"
+
+
+def _exclusive_wait(c: Candidate, gpu: GpuKey, runs: int, free: int, host_free: int) -> Wait:
+    if runs:
+        plural = "s" if runs != 1 else ""
+        reason = f"waiting for exclusive use of {gpu_label(gpu)} ({runs} run{plural} on it)"
+    elif free < c.vram_mb:
+        reason = (f"waiting for exclusive use of {gpu_label(gpu)}: needs {gib(c.vram_mb)}, "
+                  f"{gib(max(0, free))} free after reservations")
+    else:
+        return _ram_wait(c, host_free)
+    return Wait(c.run_id, WaitKind.EXCLUSIVE, reason)
+
+
+def _blocked(c: Candidate, gpus: Sequence[GpuView], claims: dict[GpuKey, tuple[str, bool]],
+             holder: dict[GpuKey, str | None]) -> Wait:
+    """Every GPU is claimed by a waiting job or held exclusively by a running one."""
+    for g in gpus:
+        if g.index in claims:
+            run_id, exclusive = claims[g.index]
+            return Wait(c.run_id, WaitKind.BEHIND, _behind(run_id, exclusive))
+    held = ", ".join(f"{gpu_label(g.index)} by {holder[g.index]}" for g in gpus)
+    return Wait(c.run_id, WaitKind.EXCLUSIVE, f"GPUs in exclusive use ({held})")
+
+
+def format_clock(epoch: float) -> str:
+    """``10:42:03`` local time, for reasons such as a lock's expiry."""
+    return datetime.fromtimestamp(epoch).strftime("%H:%M:%S")

@@ -1,0 +1,1 @@
+"""Admit entries: queue places for commands that are not eval runs (``evaltui run``)."""

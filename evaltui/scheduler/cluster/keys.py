@@ -1,0 +1,111 @@
+"""GPU keys and admission views for a Ray cluster (issue 12), without importing Ray.
+
+On one machine a GPU is its NVML index. Across a cluster it is a :class:`NodeGpu`:
+(Ray node id, index), with the node's display name beside it (not part of the key, so
+that every scheduler on the cluster agrees on keys whatever names they show).
+:func:`cluster_views` sets the cluster ledger's reservations against the per-node
+readings the way admission/accounting.py does on one machine, except that usage on another
+machine cannot be attributed to a run's processes: a reservation counts whole until its
+run ends (conservative: never over-commits, may under-use a GPU whose run already
+allocated what it reserved) — unless the node attributes usage to runs: its probe groups
+GPU processes by the run id in their environment (a pinned run's actors carry
+``EVALTUI_RAY_RUN_ID``), and then a reservation holds back only what its run does not
+use yet, as on one machine, and the run's measured peak calibrates its estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaltui.engine.executor.ray.resources import NODE_GPU_ENV, NODE_ID_ENV, RUN_ID_ENV
+from evaltui.scheduler.admission.accounting import IDLE_GPU_MB, GpuView
+
+NODE_NAME_ENV = "EVALTUI_NODE_NAME"
+"""Optional, in a node's environment (its raylet's): the name shown for that node."""
+
+
+@dataclass(frozen=True, order=True)
+class NodeGpu:
+    """One GPU of one Ray node: the admission key of a cluster scheduler."""
+
+    node_id: str
+    index: int
+    node: str = field(default="", compare=False)
+    """Display name ("node-a"); not part of the key."""
+
+    def __str__(self) -> str:
+        return f"{self.node or 'node-' + self.node_id[:6]} GPU{self.index}"
+
+    @property
+    def ledger_key(self) -> tuple[str, int]:
+        return (self.node_id, self.index)
+
+
+GpuKey = int | NodeGpu
+"""A GPU as admission keys it: an index on one machine, a NodeGpu on a cluster."""
+
+
+def gpu_label(key: GpuKey) -> str:
+    """``GPU0`` on one machine, ``node-a GPU0`` on a cluster."""
+    return str(key) if isinstance(key, NodeGpu) else f"GPU{key}"
+
+
+def split_key(key: GpuKey | None) -> tuple[int | None, str | None]:
+    """(GPU index, node name) for records: scheduler.json keeps ``gpu`` an int."""
+    if isinstance(key, NodeGpu):
+        return key.index, str(key).rsplit(" GPU", 1)[0]
+    return key, None
+
+
+def node_env(key: NodeGpu, run_id: str) -> dict[str, str]:
+    """What a run placed on ``key`` needs: its executor pins its actors with it, and
+    finds by ``run_id`` in the cluster ledger where it was moved if that node leaves."""
+    return {NODE_ID_ENV: key.node_id, NODE_GPU_ENV: str(key.index), RUN_ID_ENV: run_id}
+
+
+@dataclass(frozen=True)
+class ClusterReservation:
+    """One entry of the cluster ledger (see cluster/ledger.py)."""
+
+    scheduler: str
+    run_id: str
+    node_id: str
+    index: int
+    vram_mb: int
+    exclusive: bool
+    at: float
+    node: str = ""
+    """The node's display name (for messages; not part of any key)."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClusterReservation:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def cluster_views(gpus: Iterable[Any], entries: Iterable[ClusterReservation]
+                  ) -> tuple[GpuView, ...]:
+    """GpuViews keyed by NodeGpu: measured free minus what each reservation on that GPU
+    still holds back (all of it, or less what its run's processes use where the node
+    attributes usage to runs: ``GpuSnapshot.runs``)."""
+    on: dict[tuple[str, int], list[ClusterReservation]] = {}
+    for r in entries:
+        on.setdefault((r.node_id, r.index), []).append(r)
+    views = []
+    for g in gpus:
+        key: NodeGpu = g.index
+        here = on.get(key.ledger_key, [])
+        idle = max(IDLE_GPU_MB, g.total_mb // 50)
+        runs = g.runs
+        if runs is None:
+            outstanding = sum(r.vram_mb for r in here)
+            foreign = 1 if g.used_mb > idle and not here else 0
+        else:
+            outstanding = sum(max(0, r.vram_mb - runs.get(r.run_id, 0)) for r in here)
+            seen = sum(runs.get(r.run_id, 0) for r in here)
+            foreign = 1 if g.used_mb - seen > idle else 0
+        holder = next((r.run_id for r in here if r.exclusive), None)
+        views.append(GpuView(key, g.total_mb, g.free_mb, outstanding, len(here) + foreign,
+                             foreign, holder))
+    return tuple(views)

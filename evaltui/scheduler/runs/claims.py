@@ -1,0 +1,222 @@
+"""Claims: taking over from disk the runs no live scheduler owns, and letting go of ours.
+
+At start a scheduler claims every queued or live run of its outputs root that nobody
+owns; every few seconds it claims those whose owner died, and drops queued jobs that
+someone else cancelled or took over (restore.py says what a run dir is). Claims happen
+under the ledger lock, so of several backends exactly one wins each run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from evaltui.launch import scheduler_record_lock
+from evaltui.records import SCHEDULER_FILENAME, SHARED_URLS_FILENAME, SUMMARY_FILENAME
+from evaltui.rundir import PidRef, abort_note, derive_run_state, read_json, write_json_atomic
+from evaltui.scheduler.admission.ledger import LedgerTxn, Reservation, holder_key
+from evaltui.scheduler.cluster.probe import ClusterProbe
+from evaltui.scheduler.core import Core, Write
+from evaltui.scheduler.runs.handles import RunHandle
+from evaltui.scheduler.runs.jobs import Job, parse_iso
+from evaltui.scheduler.runs.ownership import owner_alive
+from evaltui.scheduler.runs.restore import (
+    Claimed,
+    Found,
+    classify,
+    load_spec,
+    queue_order,
+    read_record,
+    record_ref,
+)
+from evaltui.states import RunState
+
+log = logging.getLogger(__name__)
+_LIVE = frozenset({RunState.STARTING.value, RunState.RUNNING.value})
+UNOWNED_GRACE_SEC = 10.0
+"""A queued run dir no scheduler owns is taken over once it has waited this long."""
+
+
+class Claims:
+    """Which runs are this scheduler's: claim orphans, adopt live runs, drop lost ones."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self._seen: dict[str, tuple[int, str | None]] = {}  # run_id -> (mtime, watch)
+
+    def claim_orphans(self) -> None:
+        """Take over the queued and live runs of the outputs root that no live scheduler
+        owns: all of them at start, later those whose owner died (checked every few s)."""
+        c = self.core
+        wanted: list[tuple[tuple[int, float, str], Path]] = []
+        for run_id in c.index.run_ids():
+            with c.lock:
+                if run_id in c.jobs:
+                    continue
+            run_dir = c.runs_root / run_id
+            try:
+                mtime = (run_dir / SCHEDULER_FILENAME).stat().st_mtime_ns
+            except OSError:
+                continue
+            seen = self._seen.get(run_id)
+            if seen is not None and seen[0] == mtime:
+                watch = seen[1]
+                if watch is None or (watch and owner_alive(watch)):
+                    continue  # unchanged: nothing to claim there, or its owner lives
+            record = read_record(run_dir)
+            found = classify(run_dir, record) if record is not None else None
+            # What to re-check while the file does not change: None = nothing, the owner
+            # (claim when it dies), "" = no owner (claim when its grace period is over).
+            watch = None if found is None or record is None else str(record.get("owner") or "")
+            self._seen[run_id] = (mtime, watch)
+            if found is not None and record is not None and self._may_claim(record):
+                wanted.append((queue_order(record, run_id), run_dir))
+            elif found is None and record is not None and record.get("state") in _LIVE \
+                    and self._may_claim(record):
+                self._record_ended(run_dir)
+        if wanted:
+            self._claim([run_dir for _, run_dir in sorted(wanted)])
+
+    def _record_ended(self, run_dir: Path) -> None:
+        """A run whose process ended while no scheduler watched it still reads
+        ``starting``/``running`` in its scheduler.json: write the state it ended in (its
+        reservation went with its process)."""
+        with scheduler_record_lock(run_dir):
+            record = read_record(run_dir)
+            if record is None or record.get("state") not in _LIVE \
+                    or classify(run_dir, record) is not None or not self._may_claim(record):
+                return  # changed meanwhile, or back alive
+            state = derive_run_state(run_dir)
+            if not state.terminal:
+                return
+            record["state"] = state.value
+            if state is RunState.ABORTED and not record.get("error"):
+                record["error"] = abort_note(record.get("exit_code"))
+            try:
+                write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+            except OSError:
+                return  # a full disk: tried again at a later scan (the file is unchanged)
+        self._seen.pop(run_dir.name, None)
+
+    def _may_claim(self, record: Mapping[str, Any]) -> bool:
+        owner = record.get("owner")
+        if owner is None and record.get("pid") is None:
+            # Written by a script (``evaltui eval``: prepare, then spawn at once): an orphan
+            # only if it stayed queued for a while, else both might start it.
+            return time.time() - parse_iso(record.get("queued_at"), 0.0) > UNOWNED_GRACE_SEC
+        return owner == str(self.core.owner) or not owner_alive(owner)
+
+    def _claim(self, run_dirs: list[Path]) -> None:
+        """Own the runs (under the ledger lock: one claimant wins), queue or adopt them."""
+        c = self.core
+        claimed: list[Claimed] = []
+        with c.ledger.transaction() as txn:
+            for run_dir in run_dirs:
+                with scheduler_record_lock(run_dir):
+                    record = read_record(run_dir)
+                    found = classify(run_dir, record) if record is not None else None
+                    if found is None or record is None or not self._may_claim(record):
+                        continue
+                    record["owner"] = str(c.owner)
+                    try:
+                        write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+                    except OSError as exc:  # a full disk: claimed at a later scan
+                        log.warning("cannot claim run %s yet: %s", run_dir.name,
+                                    exc.strerror or exc)
+                        continue
+                claimed.append(Claimed(run_dir, record, found))
+            with c.lock:
+                adopted = [self._take(claim, txn) for claim in claimed]
+        if any(claim.found is Found.LIVE for claim in claimed):
+            c.shared.expire_unheld(c.tick_no)
+        for job in adopted:
+            if job is not None and job.record.get("cancel_requested_at") is not None \
+                    and job.handle is not None:
+                # The scheduler that asked died before the SIGKILL deadline: finish the job.
+                job.cancelling = True
+                c.terminate_later(job.handle.ref)
+
+    def _take(self, claimed: Claimed, txn: LedgerTxn) -> Job | None:
+        """Queue a claimed queued run, or adopt a live one; returns an adopted job."""
+        c = self.core
+        run_dir, record = claimed.run_dir, claimed.record
+        spec = load_spec(run_dir)
+        if claimed.found is Found.QUEUED:
+            c.queue.add(c.new_job(run_dir, record, spec))
+            return None
+        ref = record_ref(record)
+        assert ref is not None
+        live = RunState.RUNNING if (run_dir / SUMMARY_FILENAME).exists() else RunState.STARTING
+        if record.get("state") not in _LIVE:
+            record["state"] = RunState.STARTING.value  # a live process: at least starting
+        job = c.new_job(run_dir, record, spec)
+        if job.state is not live:  # it got running while nobody watched
+            c.transition(job, live, write=Write.SOON)
+        job.handle = RunHandle(ref)
+        job.reservation_key = holder_key(ref.pid, ref.create_time, job.run_id)
+        job.peak_vram_mb = record.get("measured_peak_mb")
+        c.running[job.run_id] = job
+        c.episodes.watch(job.run_id, run_dir)
+        self._rereserve(job, record, ref, txn)
+        self._rehold_shared(job)
+        return job
+
+    def sync_queue(self) -> None:
+        """Drop queued jobs that someone else cancelled or took over (checked every few s)."""
+        c = self.core
+        with c.lock:
+            jobs = [j for j in c.queue if j.loading is None]
+        gone = []
+        for job in jobs:
+            record = read_record(job.run_dir)
+            if record is None or not self.still_ours(record):
+                gone.append(job)
+        if gone:
+            with c.lock:
+                for job in gone:
+                    self.drop(job)
+
+    def still_ours(self, record: Mapping[str, Any]) -> bool:
+        """A queued run's record on disk says it is still ours to start."""
+        return (record.get("state") == RunState.QUEUED.value
+                and record.get("cancel_requested_at") is None and record.get("pid") is None
+                and record.get("owner") == str(self.core.owner))
+
+    def drop(self, job: Job) -> None:
+        """Forget a queued job that is no longer ours to run (lock held)."""
+        c = self.core
+        c.queue.remove(job)
+        c.jobs.pop(job.run_id, None)
+        c.transition(job, derive_run_state(job.run_dir), write=Write.ALREADY)
+
+    def _rereserve(self, job: Job, record: dict[str, Any], ref: PidRef, txn: LedgerTxn) -> None:
+        res = record.get("reservation") or {}
+        gpu = res.get("gpu")
+        if res.get("node_id"):  # on a Ray node: the cluster ledger holds its GPU
+            probe = self.core.gpu_probe
+            if isinstance(probe, ClusterProbe) and isinstance(gpu, int):
+                probe.adopt(job.run_id, str(res["node_id"]), gpu, int(res.get("mb") or 0),
+                            job.exclusive, str(res.get("node") or ""))
+            gpu = None  # this machine's ledger keeps only its host RAM
+        key = holder_key(ref.pid, ref.create_time, job.run_id)
+        if txn.get(key) is not None:
+            return
+        txn.add(Reservation(job.run_id, ref.pid, ref.create_time, os.getpid(),
+                            str(self.core.outputs), gpu, int(res.get("mb") or 0),
+                            int(res.get("ram_mb") or 0), job.exclusive, time.time()))
+
+    def _rehold_shared(self, job: Job) -> None:
+        shared = self.core.shared
+        try:
+            urls = read_json(job.run_dir / SHARED_URLS_FILENAME)
+        except (OSError, ValueError):
+            return
+        for url in (urls.values() if isinstance(urls, dict) else ()):
+            if isinstance(url, str) and shared.hold(job.run_id, url):
+                ns = next(n for n in shared.all() if n.hosted.url == url)
+                if ns.name not in job.shared:
+                    job.shared.append(ns.name)

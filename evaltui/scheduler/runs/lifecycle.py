@@ -1,0 +1,267 @@
+"""A run's life in the scheduler: submit, cancel, resume, reprioritise, wait, finalize.
+
+Starting an admitted run is starting.py's; deciding who starts is ticking.py's. Every
+state change goes through ``Core.transition`` (memory, scheduler.json, event together).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from evaltui.engine.graph.specchecks import validate_spec
+from evaltui.engine.run.summary import now_iso
+from evaltui.launch import scheduler_record_lock, write_run
+from evaltui.records import (
+    DONE_FILENAME,
+    EPISODE_FILENAME,
+    SCHEDULER_FILENAME,
+    SPEC_FILENAME,
+    SUMMARY_FILENAME,
+)
+from evaltui.rundir import (
+    DISK_FULL_NOTE,
+    EXIT_DISK_FULL,
+    abort_note,
+    derive_run_state,
+    episode_dir,
+    read_json,
+    write_json_atomic,
+)
+from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
+from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
+from evaltui.scheduler.runs.jobs import Job
+from evaltui.scheduler.runs.restore import read_record, record_ref
+from evaltui.spec import SpecError
+from evaltui.states import EpisodeStatus, RunState
+
+log = logging.getLogger(__name__)
+
+RESUMABLE = frozenset({RunState.ABORTED, RunState.CANCELLED, RunState.FAILED, RunState.DONE})
+
+
+class Lifecycle:
+    """Requests on runs (any thread) and the end of running ones (the loop thread)."""
+
+    def __init__(self, core: Core, learn: Callable[[Job], None]) -> None:
+        self.core = core
+        self._learn = learn  # calibrate from a run that finished well (sampling.py)
+
+    # ---- requests -----------------------------------------------------------------------
+    def submit(self, spec: Mapping[str, Any]) -> tuple[str, RunState]:
+        """Validate ``spec``, write its run dir and enqueue it; see JobScheduler.submit."""
+        c = self.core
+        _importable_workspace(spec)
+        checked = validate_spec(spec)
+        parts = nodeset_parts(checked.spec)
+        estimate = c.calibration.estimate(checked.spec, parts, c.shared_keys())
+        run_dir = write_run(checked, c.outputs, record_extra={
+            **estimate_fields(estimate), "measured_peak_mb": None, "gpu": None,
+            "waiting_reason": "queued: admission at the next tick", "waiting_kind": None,
+            "scheduler_pid": os.getpid(), "owner": str(c.owner),
+            "warnings": list(checked.warnings)})  # shown by submit (API, CLI, TUI)
+        record = read_json(run_dir / SCHEDULER_FILENAME)
+        with c.lock:
+            job = c.new_job(run_dir, record, checked.spec)
+            job.estimate, job.estimate_version = estimate, c.estimate_version()
+            c.enqueue(job, None)
+        c.emit_pending()
+        c.nudge()
+        return job.run_id, RunState.QUEUED
+
+    def cancel(self, run_id: str) -> RunState:
+        """Cancel a queued or running run; see JobScheduler.cancel."""
+        c = self.core
+        with c.lock:
+            job = c.jobs.get(run_id)
+        if job is None:
+            return self._cancel_foreign(run_id)  # takes the ledger lock: not under ours
+        with c.lock:
+            if job.state is RunState.QUEUED:
+                c.queue.remove(job)
+                c.jobs.pop(run_id, None)
+                c.transition(job, RunState.CANCELLED, cancel_requested_at=now_iso(),
+                             waiting_reason=None, waiting_kind=None)
+            elif not job.state.terminal and job.handle is not None and not job.cancelling:
+                job.cancelling = True
+                job.set(cancel_requested_at=now_iso())
+                c.writer.write(job)
+                c.terminate_later(job.handle.ref)
+            state = job.state
+        c.emit_pending()
+        return state
+
+    def _cancel_foreign(self, run_id: str) -> RunState:
+        """Cancel a run this scheduler does not track (another backend's, or ``evaltui eval``'s).
+
+        Under the ledger lock, which every admission holds from its last look at the
+        record to the spawn: the owner either has not started the run (and will see the
+        request) or has recorded its PID (and the run gets the signal).
+        """
+        c = self.core
+        run_dir = c.run_dir(run_id)
+        with c.ledger.transaction(), scheduler_record_lock(run_dir):
+            state = derive_run_state(run_dir)
+            if state.terminal:
+                return state
+            record = read_record(run_dir) or {}
+            record["cancel_requested_at"] = now_iso()
+            if state is RunState.QUEUED:
+                record["state"] = RunState.CANCELLED.value
+            write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+        ref = record_ref(record)
+        if state in (RunState.STARTING, RunState.RUNNING) and ref is not None:
+            c.terminate_later(ref)
+        return derive_run_state(run_dir)
+
+    def resume(self, run_id: str) -> RunState:
+        """Queue a finished run again for its episodes that are not ``ok``; see
+        JobScheduler.resume."""
+        c = self.core
+        run_dir = c.run_dir(run_id)
+        with c.lock:
+            if run_id in c.jobs:
+                raise NotResumable(f"run {run_id} is {c.jobs[run_id].state.value}")
+        state = derive_run_state(run_dir)
+        if state not in RESUMABLE:
+            raise NotResumable(f"run {run_id} is {state.value}; only finished runs resume")
+        try:
+            spec_data = read_json(run_dir / SPEC_FILENAME)
+        except (OSError, ValueError) as exc:
+            raise SpecError(SPEC_FILENAME, f"cannot read the run's spec: {exc}") from None
+        _importable_workspace(spec_data)
+        checked = validate_spec(spec_data)
+        left = [i for i in checked.episode_indices if not _episode_ok(run_dir, i)]
+        if not left:
+            raise NotResumable(f"run {run_id}: every selected episode is ok already")
+        estimate = c.calibration.estimate(checked.spec, nodeset_parts(checked.spec),
+                                          c.shared_keys())
+        with scheduler_record_lock(run_dir):
+            state = derive_run_state(run_dir)  # again: another backend may have resumed it
+            record = read_record(run_dir)
+            if state not in RESUMABLE or record is None:
+                raise NotResumable(f"run {run_id} is {state.value}; only finished runs resume")
+            record.update(
+                state=RunState.QUEUED.value, queued_at=now_iso(), admitted_at=None, pid=None,
+                pid_create_time=None, reservation=None, gpu=None, cancel_requested_at=None,
+                exit_code=None, finished_at=None, error=None, measured_peak_mb=None,
+                measured_peak_ram_mb=None, resumed_at=now_iso(),
+                resume_count=int(record.get("resume_count") or 0) + 1,
+                waiting_reason="queued (resume): admission at the next tick", waiting_kind=None,
+                scheduler_pid=os.getpid(), owner=str(c.owner), **estimate_fields(estimate))
+            # _DONE goes first: with it present the run would read as finished while it
+            # re-runs. summary.json stays (the run rewrites it), so the UI keeps numbers.
+            (run_dir / DONE_FILENAME).unlink(missing_ok=True)
+            write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+        with c.lock:
+            job = c.new_job(run_dir, record, checked.spec)
+            job.estimate, job.estimate_version = estimate, c.estimate_version()
+            c.enqueue(job, state)
+        c.emit_pending()
+        c.nudge()
+        return RunState.QUEUED
+
+    def set_priority(self, run_id: str, priority: int) -> RunState:
+        """Move a queued job in the queue; see JobScheduler.set_priority."""
+        if not isinstance(priority, int) or not -100 <= priority <= 100:
+            raise ValueError(f"priority must be an integer in [-100, 100], got {priority!r}")
+        c = self.core
+        c.run_dir(run_id)
+        with c.lock:
+            job = c.jobs.get(run_id)
+            if job is None or job.state is not RunState.QUEUED or job.loading is not None:
+                state = job.state.value if job is not None else "not queued here"
+                raise NotQueued(f"run {run_id} is {state}; only a queued job changes priority")
+            c.queue.remove(job)
+            job.set(priority=priority)
+            c.queue.add(job)
+            c.writer.write(job)
+        c.nudge()
+        return RunState.QUEUED
+
+    def wait(self, run_id: str, timeout: float | None, read_state: Callable[[str], RunState]
+             ) -> RunState:
+        """Block until the run is terminal or ``timeout``; see JobScheduler.wait."""
+        c = self.core
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with c.changed:
+            while True:
+                job = c.jobs.get(run_id)
+                state = job.state if job is not None else read_state(run_id)
+                left = None if deadline is None else deadline - time.monotonic()
+                if state.terminal or (left is not None and left <= 0):
+                    return state
+                c.changed.wait(left if job is not None else min(left or 0.5, 0.5))
+
+    # ---- running runs (loop thread) -----------------------------------------------------
+    def observe_started(self) -> None:
+        """A starting run that wrote its summary.json is running."""
+        c = self.core
+        with c.lock:
+            for job in c.running.values():
+                if job.state is RunState.STARTING and os.path.exists(
+                        os.path.join(job.run_dir, SUMMARY_FILENAME)):
+                    c.transition(job, RunState.RUNNING, write=Write.SOON)
+
+    def reap(self) -> None:
+        """Finalize every run whose process has exited."""
+        c = self.core
+        with c.lock:
+            done = [j for j in c.running.values() if j.handle is not None
+                    and j.handle.exited()]
+        for job in done:
+            self._finalize(job)
+
+    def _finalize(self, job: Job) -> None:
+        c = self.core
+        assert job.handle is not None
+        code = job.handle.finish()
+        with c.lock:
+            job.set(finished_at=now_iso(), measured_peak_mb=job.peak_vram_mb,
+                    measured_peak_ram_mb=round(job.peak_ram_mb) or None)
+            if code is not None:
+                job.set(exit_code=code)
+        c.writer.write(job)  # the exit code on disk first: the state derives from it
+        state = derive_run_state(job.run_dir)
+        if code == EXIT_DISK_FULL and state is RunState.ABORTED:
+            state = RunState.FAILED  # its exit code is all it could write: disk full
+        if not state.terminal:  # its PID is dead: only a race with the files gets here
+            state = RunState.ABORTED
+        with c.lock:
+            c.running.pop(job.run_id, None)
+            c.jobs.pop(job.run_id, None)
+            c.shared.release(job.run_id, c.tick_no)
+            c.report(*c.episodes.unwatch(job.run_id))
+            aborted: dict[str, Any] = ({"error": abort_note(job.record.get("exit_code"))}
+                                       if state is RunState.ABORTED else {})
+            if code == EXIT_DISK_FULL:
+                aborted = {"error": DISK_FULL_NOTE.format(run_dir=job.run_dir)}
+            c.transition(job, state, **aborted)  # on disk before anyone is told
+        if state is RunState.DONE:
+            self._learn(job)
+
+
+def estimate_fields(estimate: Estimate) -> dict[str, Any]:
+    """The record fields of an estimate."""
+    return {"estimate_mb": estimate.vram_mb, "ram_estimate_mb": estimate.ram_mb,
+            "estimate_source": estimate.source}
+
+
+def _importable_workspace(spec: Any) -> None:
+    """Put the spec's workspace on sys.path so its nodesets import during validation."""
+    workspace = spec.get("active_workspace_dir") if isinstance(spec, Mapping) else None
+    if isinstance(workspace, str) and workspace and workspace not in sys.path:
+        sys.path.insert(0, workspace)
+
+
+def _episode_ok(run_dir: Path, index: int) -> bool:
+    try:
+        row = read_json(episode_dir(run_dir, index) / EPISODE_FILENAME)
+    except (OSError, ValueError):
+        return False
+    return isinstance(row, dict) and row.get("status") == EpisodeStatus.OK.value

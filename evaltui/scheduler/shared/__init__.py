@@ -1,0 +1,1 @@
+"""Shared nodesets the scheduler hosts for its runs: refcounts, the host process, its files."""

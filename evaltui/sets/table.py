@@ -1,0 +1,142 @@
+"""The set's table, read from set.json and the members' run dirs alone (no backend).
+
+A row per member: its axis values, state, and per metric the mean, 95% CI and n exactly
+as the member's own summary.json has them; the best member per metric is marked
+(highest, or lowest for ``nav_error``; ``path_length`` has no better direction). With a
+baseline, each member also gets its paired difference to it (:mod:`evaltui.sets.stats`).
+:func:`table_json` is the shape of ``set show --format json`` (DESIGN §12).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaltui.records import SUMMARY_FILENAME
+from evaltui.rundir import outputs_root, read_json, read_run_status, runs_root
+from evaltui.sets.stats import BaselineDiff
+from evaltui.setspec import SetMemberRecord, SetRecord
+
+LOWER_IS_BETTER = frozenset({"nav_error"})
+NO_BEST = frozenset({"path_length"})
+
+
+@dataclass
+class MemberRow:
+    """One member as the table shows it."""
+
+    key: str
+    axes: dict[str, Any]
+    run_id: str | None
+    state: str
+    attempts: int = 0
+    error: str | None = None
+    run_dir: Path | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    metrics_ci95: dict[str, list[float] | None] = field(default_factory=dict)
+    metrics_n: dict[str, int] = field(default_factory=dict)
+    vs_baseline: BaselineDiff | None = None
+    vs_baseline_note: str | None = None
+    """Why the member could not be compared with the baseline."""
+
+
+@dataclass
+class SetTable:
+    """The whole table: rows in set order, the axes and metrics it has, the best per metric."""
+
+    set_id: str
+    name: str
+    axes: list[str]
+    metrics: list[str]
+    rows: list[MemberRow]
+    baseline: MemberRow | None = None
+    best: dict[str, list[str]] = field(default_factory=dict)
+    """Metric -> the keys of the members with the best mean (ties: all of them)."""
+
+
+def member_run_dir(member: SetMemberRecord, outputs: str | os.PathLike[str] | None) -> Path | None:
+    """Where a member's run dir is: as recorded, else under the outputs root."""
+    if member.run_dir is not None and Path(member.run_dir).is_dir():
+        return Path(member.run_dir)
+    if member.run_id is None:
+        return None
+    path = runs_root(outputs_root(outputs)) / member.run_id
+    return path if path.is_dir() else None
+
+
+def build_table(record: SetRecord, outputs: str | os.PathLike[str] | None = None, *,
+                baseline: dict[str, Any] | None = None) -> SetTable:
+    """The table of a set; ``baseline`` (axis values) names the member to compare with."""
+    from evaltui.results.compare import METRIC_ORDER  # numpy: after the command starts
+
+    rows = [_row(m, outputs) for m in record.members]
+    axes: list[str] = []
+    for m in record.members:
+        axes += [a for a in m.axes if a not in axes]
+    present = set().union(*(r.metrics for r in rows)) if rows else set()
+    metrics = [m for m in METRIC_ORDER if m in present] + sorted(present - set(METRIC_ORDER))
+    table = SetTable(record.set_id, record.name, axes, metrics, rows)
+    table.best = _best(rows, metrics)
+    if baseline is not None:
+        from evaltui.sets.baseline import attach_baseline  # loads episode rows
+
+        attach_baseline(table, baseline)
+    return table
+
+
+def _row(member: SetMemberRecord, outputs: str | os.PathLike[str] | None) -> MemberRow:
+    row = MemberRow(member.key, dict(member.axes), member.run_id, member.state.value,
+                    member.attempts, member.error)
+    run_dir = member_run_dir(member, outputs)
+    row.run_dir = run_dir
+    if run_dir is None:
+        return row
+    row.state = read_run_status(run_dir).state.value  # the run dir's word, not set.json's
+    try:
+        summary = read_json(run_dir / SUMMARY_FILENAME)
+    except (OSError, ValueError):
+        return row
+    if not isinstance(summary, dict):
+        return row
+    row.metrics = {k: float(v) for k, v in (summary.get("metrics") or {}).items()
+                   if isinstance(v, int | float)}
+    row.metrics_ci95 = dict(summary.get("metrics_ci95") or {})
+    row.metrics_n = {k: int(v) for k, v in (summary.get("metrics_n") or {}).items()
+                     if isinstance(v, int)}
+    return row
+
+
+def _best(rows: list[MemberRow], metrics: list[str]) -> dict[str, list[str]]:
+    best: dict[str, list[str]] = {}
+    for name in metrics:
+        if name in NO_BEST:
+            continue
+        scored = [(r.metrics[name], r.key) for r in rows if name in r.metrics]
+        if len(scored) < 2:
+            continue
+        pick = min if name in LOWER_IS_BETTER else max
+        top = pick(v for v, _ in scored)
+        best[name] = [k for v, k in scored if v == top]
+    return best
+
+
+def table_json(table: SetTable) -> dict[str, Any]:
+    """``set show --format json``: ``{set_id, name, members: [...], baseline}``."""
+    def member(r: MemberRow) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": r.key, "axes": r.axes, "run_id": r.run_id,
+                               "state": r.state, "metrics": r.metrics,
+                               "metrics_ci95": r.metrics_ci95, "metrics_n": r.metrics_n}
+        if r.vs_baseline is not None:
+            out["vs_baseline"] = r.vs_baseline.to_json()
+        elif r.vs_baseline_note is not None:
+            out["vs_baseline"] = {"note": r.vs_baseline_note}
+        return out
+
+    base = table.baseline
+    return {"set_id": table.set_id, "name": table.name,
+            "members": [member(r) for r in table.rows],
+            "best": table.best,
+            "baseline": {"key": base.key, "axes": base.axes, "run_id": base.run_id}
+            if base is not None else None}

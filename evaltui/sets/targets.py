@@ -1,0 +1,165 @@
+"""Where a set's members are submitted: the backend at ``$BACKEND_URL``, or an embedded one.
+
+A :class:`SetTarget` is the four scheduler operations a set needs (submit, read a run,
+cancel, resume), over the scheduler's public API: :class:`EmbeddedTarget` runs a
+:class:`~evaltui.scheduler.JobScheduler` in this process, as the TUI does (same
+admission, same machine-wide ledger; the runs live in their own sessions and outlive
+it), :class:`ApiTarget` calls ``evaltui serve`` through
+:class:`~evaltui.api.client.ApiClient`. Both answer with the same status views.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Protocol
+
+from evaltui.settings import settings
+from evaltui.spec import SpecError
+from evaltui.views import Run
+
+
+class TargetError(RuntimeError):
+    """A scheduler call failed; the message is meant for the user."""
+
+
+class RunGone(TargetError):
+    """The scheduler knows no such run (its run dir was deleted)."""
+
+
+class ResumeRefused(TargetError):
+    """The run cannot be resumed (active, or nothing left to re-run)."""
+
+
+class SetTarget(Protocol):
+    """The scheduler operations of a set. Every method may block."""
+
+    label: str
+
+    def submit(self, spec: dict[str, Any]) -> str:
+        """Queue a JobSpec; its run_id (SpecError names a bad field)."""
+
+    def get_run(self, run_id: str) -> Run:
+        """The run's status view (TargetError if there is none)."""
+
+    def cancel(self, run_id: str) -> None:
+        """Cancel a queued or running run (a finished one is left as it is)."""
+
+    def resume(self, run_id: str) -> None:
+        """Queue a finished run again for its episodes that are not ok (ResumeRefused)."""
+
+    def close(self) -> None:
+        """Stop what the target started; runs are never killed by this."""
+
+
+class EmbeddedTarget:
+    """A JobScheduler in this process: one of its own (:meth:`start`, ticking on its own
+    thread until ``close``), or one that runs already (the API server's, the TUI's),
+    which ``close`` leaves running."""
+
+    label = "embedded scheduler"
+
+    def __init__(self, scheduler: Any, *, owned: bool = False) -> None:
+        self.scheduler = scheduler
+        self.owned = owned
+
+    @classmethod
+    def start(cls, outputs: str | os.PathLike[str] | None = None, **options: Any
+              ) -> EmbeddedTarget:
+        """A new scheduler on ``outputs`` (same admission and machine ledger as any)."""
+        from evaltui.rundir import outputs_root
+        from evaltui.scheduler.scheduler import JobScheduler
+
+        return cls(JobScheduler(outputs_root(outputs), **options).start(), owned=True)
+
+    def submit(self, spec: dict[str, Any]) -> str:
+        return self.scheduler.submit(spec)[0]
+
+    def get_run(self, run_id: str) -> Run:
+        from evaltui.scheduler.scheduler import RunNotFound
+
+        try:
+            return self.scheduler.get_run(run_id)
+        except RunNotFound:
+            raise RunGone(f"no run {run_id}") from None
+
+    def cancel(self, run_id: str) -> None:
+        from evaltui.scheduler.scheduler import RunNotFound
+
+        try:
+            self.scheduler.cancel(run_id)
+        except RunNotFound:
+            raise TargetError(f"no run {run_id}") from None
+
+    def resume(self, run_id: str) -> None:
+        from evaltui.scheduler.scheduler import NotResumable, RunNotFound
+
+        try:
+            self.scheduler.resume(run_id)
+        except RunNotFound:
+            raise ResumeRefused(f"no run {run_id}") from None
+        except (NotResumable, SpecError) as exc:
+            raise ResumeRefused(str(exc)) from None
+
+    def close(self) -> None:
+        if self.owned:
+            self.scheduler.stop()
+
+
+class ApiTarget:
+    """The backend of ``evaltui serve`` at ``url``."""
+
+    def __init__(self, url: str) -> None:
+        from evaltui.api.client import ApiClient
+
+        self.client = ApiClient(url)
+        self.label = self.client.base_url
+
+    def submit(self, spec: dict[str, Any]) -> str:
+        from evaltui.api.client import ApiError, InvalidRequest
+
+        try:
+            return self.client.submit(spec).run_id
+        except InvalidRequest as exc:
+            raise SpecError(exc.field or "spec", str(exc)) from None
+        except ApiError as exc:
+            raise TargetError(str(exc)) from None
+
+    def get_run(self, run_id: str) -> Run:
+        from evaltui.api.client import ApiError, NotFound
+
+        try:
+            return self.client.get_run(run_id)
+        except NotFound as exc:
+            raise RunGone(str(exc)) from None
+        except ApiError as exc:
+            raise TargetError(str(exc)) from None
+
+    def cancel(self, run_id: str) -> None:
+        from evaltui.api.client import ApiError
+
+        try:
+            self.client.cancel(run_id)
+        except ApiError as exc:
+            raise TargetError(str(exc)) from None
+
+    def resume(self, run_id: str) -> None:
+        from evaltui.api.client import ApiError, Conflict, InvalidRequest, NotFound
+
+        try:
+            self.client.resume(run_id)
+        except (Conflict, NotFound, InvalidRequest) as exc:
+            raise ResumeRefused(str(exc)) from None
+        except ApiError as exc:
+            raise TargetError(str(exc)) from None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def open_target(outputs: str | os.PathLike[str] | None = None, url: str | None = None
+                ) -> SetTarget:
+    """``url`` or ``$BACKEND_URL`` when given, else an embedded scheduler on ``outputs``."""
+    url = url or settings().backend_url
+    if url:
+        return ApiTarget(url)
+    return EmbeddedTarget.start(outputs)

@@ -1,0 +1,229 @@
+"""Experiment sets (DESIGN §12): the set file and the set dir's set.json -- the contract.
+
+A set file names a ``base`` (the options of ``evaltui eval`` by their long names), a
+``matrix`` of axes whose cartesian product are the members, ``include``/``exclude``
+entries and an optional ``baseline``. :func:`parse_set_file` checks its shape only; the
+expansion into member specs and the checks against the graphs live in
+:mod:`evaltui.sets.expansion`. Every refusal is a :class:`SetFileError` whose message
+starts with the dotted path of the field at fault. Depends on pydantic and yaml only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SETS_DIRNAME = "eval_sets"
+"""Under the outputs root: one directory per set, named by its set_id."""
+SET_FILENAME = "set.json"
+"""The set dir's record (:class:`SetRecord`)."""
+STOP_FILENAME = "STOP"
+"""``set watch`` ends when this file appears in the set dir (or in the watched dir)."""
+
+NAMED_AXES = ("graph", "split", "repeat", "checkpoint")
+"""Matrix keys that are not ``NODESET.PARAM``."""
+DEFAULT_REPEAT_PARAM = "policy.seed"
+"""The param ``repeat: N`` sets to the repeat index (0..N-1)."""
+DEFAULT_CHECKPOINT_PARAM = "policy.weights"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_PARAM = re.compile(r"^[A-Za-z_][\w-]*\.[A-Za-z_]\w*$")
+
+
+class SetFileError(ValueError):
+    """A set file is invalid; ``field`` is the dotted path of the field at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class MemberState(StrEnum):
+    """A member's state in set.json: its run's state, or ``pending`` before it has one."""
+
+    PENDING = "pending"
+    """Not submitted yet (new to the file, or held back by ``--max-error-rate``)."""
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    ABORTED = "aborted"
+
+    @property
+    def finished(self) -> bool:
+        return self in (MemberState.DONE, MemberState.FAILED, MemberState.CANCELLED,
+                        MemberState.ABORTED)
+
+
+class BaseOptions(BaseModel):
+    """``base``: what ``evaltui eval`` (and ``submit``) take, by their long names."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    graph: str | None = None
+    """A built-in graph name, a graph file or a JobSpec file (relative to the set file)."""
+    dataset: str | None = None
+    split: str | None = None
+    episodes: int | None = Field(default=None, ge=1)
+    start: int | None = Field(default=None, ge=0)
+    indices: str | list[int] | None = None
+    workers: int | None = Field(default=None, ge=1)
+    step_budget: int | None = Field(default=None, ge=1)
+    step_timeout: float | None = Field(default=None, gt=0)
+    max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    """Per member, the share of episodes that may error (as ``eval --max-error-rate``)."""
+    executor: Literal["local", "ray"] | None = None
+    ray_address: str | None = None
+    set: dict[str, Any] = Field(default_factory=dict)
+    """``NODESET.PARAM`` overrides, as ``--set``."""
+    workspace: str | None = None
+    priority: int | None = Field(default=None, ge=-100, le=100)
+    vram_mb: int | None = Field(default=None, ge=0)
+    exclusive: bool | None = None
+    tie_to_backend: bool | None = None
+
+
+class CheckpointAxis(BaseModel):
+    """``matrix.checkpoint``: one member per file matching ``glob`` (under ``watch`` for
+    ``set watch``), passed to the run as ``param``; its step is the last number in the
+    file's name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    glob: str
+    param: str = DEFAULT_CHECKPOINT_PARAM
+    watch: str | None = None
+    """A directory training writes checkpoints into (``set watch`` follows it)."""
+
+
+class SetFile(BaseModel):
+    """A whole set file, as checked by :func:`parse_set_file`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    base: BaseOptions = Field(default_factory=BaseOptions)
+    matrix: dict[str, Any] = Field(default_factory=dict)
+    """Axis -> values: ``graph``/``split``/``NODESET.PARAM`` lists, ``repeat`` an int,
+    ``checkpoint`` a :class:`CheckpointAxis` (dumped)."""
+    include: list[dict[str, Any]] = Field(default_factory=list)
+    exclude: list[dict[str, Any]] = Field(default_factory=list)
+    baseline: dict[str, Any] | None = None
+
+    @property
+    def checkpoint(self) -> CheckpointAxis | None:
+        raw = self.matrix.get("checkpoint")
+        return CheckpointAxis.model_validate(raw) if raw is not None else None
+
+
+class SetMemberRecord(BaseModel):
+    """One member in set.json."""
+
+    model_config = ConfigDict(extra="allow")
+
+    key: str
+    """A stable hash of the member's resolved spec."""
+    axes: dict[str, Any]
+    run_id: str | None = None
+    state: MemberState = MemberState.PENDING
+    attempts: int = 0
+    """Submissions and resumes of this member so far (all ``set run`` calls together)."""
+    error: str | None = None
+    """Why its last attempt did not end ``done``."""
+    run_dir: str | None = None
+    """Its run's directory, as the scheduler reported it."""
+
+
+class SetRecord(BaseModel):
+    """set.json: the set file as given, and every member with its run."""
+
+    model_config = ConfigDict(extra="allow")
+
+    set_id: str
+    name: str
+    file: dict[str, Any]
+    base_dir: str
+    """The set file's directory: relative paths in ``file`` are relative to it."""
+    members: list[SetMemberRecord] = Field(default_factory=list)
+
+
+def parse_set_file(data: Any) -> SetFile:
+    """Check a set file's shape; raises SetFileError naming the field."""
+    if not isinstance(data, dict):
+        raise SetFileError("<set file>", "must be a mapping with name, base and matrix")
+    data = dict(data)
+    if isinstance(data.get("base"), dict):
+        data["base"] = {str(k).replace("-", "_"): v for k, v in data["base"].items()}
+    matrix = data.get("matrix")
+    if matrix is not None and not isinstance(matrix, dict):
+        raise SetFileError("matrix", "must be a mapping of axis -> values")
+    for axis, values in (matrix or {}).items():
+        _check_axis(str(axis), values)
+    try:
+        parsed = SetFile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "<set file>"
+        raise SetFileError(loc, err["msg"].removeprefix("Value error, ")) from None
+    if not _NAME.match(parsed.name):
+        raise SetFileError("name", f"{parsed.name!r} must be 1-100 letters, digits, '.', '_' "
+                           "or '-' (it names the set dir)")
+    for key in parsed.base.set:
+        if not _PARAM.match(key):
+            raise SetFileError(f"base.set.{key}", "must look like NODESET.PARAM")
+    return parsed
+
+
+def _check_axis(axis: str, values: Any) -> None:
+    field = f"matrix.{axis}"
+    if axis == "repeat":
+        if not isinstance(values, int) or isinstance(values, bool) or values < 1:
+            raise SetFileError(field, f"must be a whole number >= 1, got {values!r}")
+        return
+    if axis == "checkpoint":
+        try:
+            CheckpointAxis.model_validate(values)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise SetFileError(f"{field}.{loc}" if loc else field, err["msg"]) from None
+        return
+    if axis not in NAMED_AXES and not _PARAM.match(axis):
+        raise SetFileError(field, "unknown axis (graph, split, repeat, checkpoint or "
+                           "NODESET.PARAM)")
+    if not isinstance(values, list):
+        raise SetFileError(field, f"must be a list of values, got {values!r}")
+    if not values:
+        raise SetFileError(field, "is empty: the product of the axes has no member")
+    if axis in ("graph", "split") and not all(isinstance(v, str) for v in values):
+        raise SetFileError(field, "must be a list of names")
+
+
+def load_set_file(path: Path) -> tuple[SetFile, dict[str, Any]]:
+    """The checked set file at ``path`` (YAML or JSON) and its data as given."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SetFileError("<set file>", f"cannot read {path}: {exc.strerror or exc}") from None
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SetFileError("<set file>", f"{path}: not valid JSON ({exc})") from None
+    else:
+        import yaml  # only for YAML files
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            first = str(exc).splitlines()[0]
+            raise SetFileError("<set file>", f"{path}: not valid YAML ({first})") from None
+    return parse_set_file(data), data
