@@ -35,6 +35,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "export": ("export",),
     "gpus": ("gpus",),
     "sets": ("set",),
+    "ledger": ("ledger",),
 }
 MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items()
              for command in commands}

@@ -31,11 +31,13 @@ import os
 import struct
 import threading
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from evaltui.diskfull import DISK
 
 FRAMES_FILENAME = "frames.bin"
 MAGIC = b"EVTFRAM2"
@@ -148,7 +150,8 @@ def open_fresh(path: Path, mode: int = 0o666) -> int:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        # A full disk: the episode waits for room where it is (DESIGN §12).
+        view = view[DISK.retry(FRAMES_FILENAME, partial(os.write, fd, view)):]
 
 
 # --- reading ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -88,12 +89,17 @@ def write_run(checked: SpecToWrite, outputs: Path, *, state: RunState = RunState
     if record is None:
         record = scheduler_record(checked, state=state, record_extra=record_extra)
     run_dir = allocate_run_dir(outputs)
-    spec_json = checked.spec.to_json_dict()
-    write_json_atomic(run_dir / SPEC_FILENAME, spec_json)
-    write_json_atomic(run_dir / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
-    # Only the fields given are written (later updates merge theirs in).
-    write_json_atomic(run_dir / SCHEDULER_FILENAME,
-                      record.model_dump(mode="json", exclude_unset=True))
+    try:
+        write_json_atomic(run_dir / SPEC_FILENAME, checked.spec.to_json_dict())
+        write_json_atomic(run_dir / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
+        # Only the fields given are written (later updates merge theirs in).
+        write_json_atomic(run_dir / SCHEDULER_FILENAME,
+                          record.model_dump(mode="json", exclude_unset=True))
+    except BaseException:
+        # A write failed (a full disk: OSError): a half-written run dir would list as an
+        # aborted run, so none is left.
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     return run_dir
 
 

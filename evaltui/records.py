@@ -251,6 +251,17 @@ class FirstError(_Record):
     """One line: a traceback's last line."""
 
 
+class DiskWaitNote(_Record):
+    """The run's writes waited for room on a full disk (DESIGN §12)."""
+
+    path: str
+    """The last path a write waited on."""
+    waiting_since: str | None = None
+    """While a write still waits: since when (ISO 8601); None once writes go through."""
+    waited_sec: float = 0.0
+    """Seconds the run process's writes waited for room, all told."""
+
+
 class SummaryHeader(_Record):
     """summary.json without its episode rows: what run lists and status reads carry.
 
@@ -306,6 +317,8 @@ class SummaryHeader(_Record):
     """When the run process finished; None while running."""
     elapsed_sec: float | None = None
     """Run time so far."""
+    disk_wait: DiskWaitNote | None = None
+    """Set once a write of the run had to wait for room on a full disk; None otherwise."""
     summary_unreadable: str | None = None
     """Set only on a summary rebuilt from episode.json files: why summary.json itself
     could not be read. Never written by the run process."""

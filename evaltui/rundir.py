@@ -349,6 +349,10 @@ def _read_optional_object(path: Path, errors: list[str]) -> dict[str, Any] | Non
     return obj
 
 
+DISK_FULL_NOTE = "disk full: {run_dir} (the run's writes found no room for longer than " \
+    "EVALTUI_DISK_FULL_WAIT_SEC); resume it once there is room"
+
+
 def _derive_state(
     *,
     scheduler: dict[str, Any] | None,
@@ -394,5 +398,7 @@ def _derive_state(
     # run could not even be spawned); a run killed by a signal or dead without a word is
     # `aborted` (DESIGN §3), whatever its exit code.
     if status == SummaryStatus.FAILED or sched_state == RunState.FAILED:
+        return RunState.FAILED
+    if sched.get("exit_code") == RunExit.DISK_FULL:  # it said why the only way it could
         return RunState.FAILED
     return RunState.ABORTED

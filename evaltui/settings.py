@@ -61,6 +61,13 @@ class Settings(BaseSettings):
     """``RAY_ADDRESS``: the Ray cluster of ``executor = "ray"`` runs without a ``ray_address``."""
     ray_place_timeout_sec: float | None = Field(default=None, gt=0)
     """``EVALTUI_RAY_PLACE_TIMEOUT_SEC``: how long a Ray actor may wait for room (60 s)."""
+    ledger_dir: str | None = None
+    """``EVALTUI_LEDGER_DIR``: the machine-wide reservation ledger's directory (default
+    ``/var/lib/evaltui/ledger``, made by ``evaltui ledger setup``); ``per-user`` keeps it
+    in the state dir."""
+    disk_full_wait_sec: float | None = Field(default=None, ge=0)
+    """``EVALTUI_DISK_FULL_WAIT_SEC``: how long a run waits for room on a full disk
+    (ENOSPC/EDQUOT) before it ends ``failed`` with "disk full: PATH" (300 s)."""
     cuda_visible_devices: str | None = Field(
         default=None, validation_alias=AliasChoices("CUDA_VISIBLE_DEVICES"))
     """``CUDA_VISIBLE_DEVICES``: kept verbatim, since an empty value means "no GPU"."""

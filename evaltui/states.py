@@ -82,5 +82,8 @@ class RunExit(IntEnum):
     """The spec was refused before anything ran (``evaltui eval`` exits 2 too)."""
     CANCELLED = 3
     """SIGTERM arrived and the run stopped cleanly (summary status ``cancelled``)."""
+    DISK_FULL = 4
+    """Its writes found no room for longer than ``EVALTUI_DISK_FULL_WAIT_SEC`` (``failed``,
+    "disk full: PATH" where that could still be written)."""
     INTERRUPTED = 130
     """Interrupted (Ctrl-C) before the run got going."""

@@ -8,6 +8,7 @@ them, and the TUI and the CLI show them. A run's records are the run-dir models 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -193,11 +194,21 @@ class LedgerEntry(_View):
     admitted_at: float = 0.0
     pending: bool = False
     """Held by the admitting scheduler while the run's shared nodesets load (no run yet)."""
+    uid: int | None = None
+    """The Unix user whose process made it (None: not recorded)."""
+    other_user: bool = False
+    """Made by another Unix user's scheduler (the machine-wide ledger): counted, never
+    released from here."""
 
     @property
     def key(self) -> str:
         """``{pid}:{create_time}:{run_id}`` of the holder."""
         return holder_key(self.holder_pid, self.holder_create_time, self.run_id)
+
+    @property
+    def mine(self) -> bool:
+        """Made by this process's user (or of unknown user): it may release it."""
+        return self.uid is None or self.uid == os.getuid()
 
 
 class Lock(_View):
@@ -229,6 +240,9 @@ class Resources(_View):
     machine (``host`` is then the only host). ``host`` stays the scheduler's machine."""
     nodes_lost: list[NodeLost] = Field(default_factory=list)
     """On a Ray cluster: nodes that left it, by name; empty on one machine."""
+    ledger_error: str | None = None
+    """Why reservations cannot be made durable now (the ledger's disk is full or
+    read-only): while set, nothing is admitted (queued jobs wait with kind ``ledger``)."""
 
 
 class Nodeset(_View):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fulldisk import maybe_small_disk, small_disk  # noqa: F401  (tmpfs fixtures: ENOSPC)
 
 
 @pytest.fixture(autouse=True)
@@ -18,6 +19,8 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("EVALTUI_STATE_DIR", str(state))
     monkeypatch.setenv("EVALTUI_OUTPUTS", str(outputs))
     monkeypatch.setenv("EVALTUI_CONFIG_DIR", str(tmp_path_factory.mktemp("config")))
+    # Never the machine's shared reservation ledger (/var/lib/evaltui/ledger, if set up).
+    monkeypatch.setenv("EVALTUI_LEDGER_DIR", "per-user")
     monkeypatch.delenv("EVALTUI_FAKE_GPUS", raising=False)
     return {"state": Path(state), "outputs": Path(outputs)}
 

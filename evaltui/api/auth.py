@@ -8,6 +8,7 @@ the time the answer takes.
 
 from __future__ import annotations
 
+import errno
 import hmac
 import os
 import secrets
@@ -45,16 +46,21 @@ def load_or_create_token(path: Path | None = None) -> str:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     token = secrets.token_urlsafe(32)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, token.encode() + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            data = token.encode() + b"\n"
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.link(tmp, path)
     except FileExistsError:
         token = _read(path) or ""
+    except OSError as exc:  # a full or read-only state dir: said in one line, nothing left
+        raise TokenError(f"cannot create the token file {path}: "
+                         f"{exc.strerror or exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
     if len(token) < MIN_TOKEN_CHARS:

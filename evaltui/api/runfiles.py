@@ -31,7 +31,7 @@ from evaltui.records import (
     SPEC_FILENAME,
     SUMMARY_FILENAME,
 )
-from evaltui.results.runrows import unreadable_row
+from evaltui.results.runrows import UNREADABLE, unreadable_row
 from evaltui.rundir import episode_index_from_dirname, is_run_id
 from evaltui.runguard import leaving
 from evaltui.safeopen import (
@@ -109,7 +109,11 @@ class RunFiles:
         return data
 
     def episodes(self, run_id: str) -> list[dict[str, Any]]:
-        """Every finished episode's row, in episode order (``unreadable`` rows included)."""
+        """Every finished episode's row, in episode order (``unreadable`` rows included).
+
+        A summary row is served only while its episode.json (the episode's own record)
+        can be used: a damaged one makes the row ``unreadable``, as the single-episode
+        route says."""
         self.run_dir(run_id)
         rows: dict[int, dict[str, Any]] = {}
         try:
@@ -126,10 +130,10 @@ class RunFiles:
             names = []
         for name in names:
             index = episode_index_from_dirname(name)
-            if index is None or index in rows:
+            if index is None:
                 continue
             row = self._row(run_id, index)
-            if row is not None:
+            if row is not None and (index not in rows or row.get("status") == UNREADABLE):
                 rows[index] = row
         return [rows[i] for i in sorted(rows)]
 

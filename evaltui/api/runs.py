@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.models import EpisodeRow, LogPage, PriorityRequest, Run, RunRef, SubmitRef
 from evaltui.api.runfiles import BadOffset, NotFoundError
+from evaltui.diskfull import is_disk_full
 from evaltui.scheduler.core import NotQueued, NotResumable, RunNotFound
 from evaltui.spec import JobSpec, SpecError
 from evaltui.states import RunState
@@ -20,7 +21,7 @@ RunId = Annotated[str, Path(max_length=64, description="a run dir name, YYYYmmdd
 Index = Annotated[int, Path(ge=0, le=10_000_000, description="episode_index")]
 
 
-@router.post("/runs", status_code=201, response_model=SubmitRef, responses=errors())
+@router.post("/runs", status_code=201, response_model=SubmitRef, responses=errors(507))
 def submit(spec: JobSpec, ctx: Ctx) -> SubmitRef:
     """Validate a JobSpec and queue it (DESIGN §4): the next tick admits it if it fits."""
     workspace = spec.active_workspace_dir
@@ -33,6 +34,12 @@ def submit(spec: JobSpec, ctx: Ctx) -> SubmitRef:
         submitted = ctx.scheduler.submit(spec)  # parsed by FastAPI: checked, not re-parsed
     except SpecError as exc:
         raise ApiFailure(422, str(exc), exc.field) from None
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        # Nothing was left behind (write_run removes its run dir): the client may retry.
+        raise ApiFailure(507, f"disk full: cannot write a run dir under {ctx.scheduler.outputs}"
+                         f" ({exc.strerror or exc}); nothing was queued") from None
     return SubmitRef(run_id=submitted.run_id, state=submitted.state,
                      warnings=list(submitted.warnings))
 

@@ -120,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
 
         import evaltui.records  # noqa: F401  (follow's)
         from evaltui.launch import update_scheduler_record
-        from evaltui.rundir import read_run_status
+        from evaltui.rundir import DISK_FULL_NOTE, read_run_status
+        from evaltui.states import RunExit
 
         proc, run_dir = early.proc, Path(answer["run_dir"])
         console = _console()
@@ -139,10 +140,20 @@ def run(args: argparse.Namespace) -> int:
     if cancelled:
         _cancel(run_dir, proc, console)
     proc.wait()
-    update_scheduler_record(run_dir, exit_code=proc.returncode)
+    try:
+        update_scheduler_record(run_dir, exit_code=proc.returncode)
+    except OSError as exc:  # a full (or read-only) disk: one line, not a traceback
+        if proc.returncode != RunExit.DISK_FULL:  # that one's line is below
+            console.print(f"[yellow]warning[/]: cannot record the exit code in "
+                          f"{run_dir / 'scheduler.json'}: {exc.strerror or exc}",
+                          highlight=False)
     status = read_run_status(run_dir)
     state = status.state
     summary = _read_summary(run_dir)
+    if proc.returncode == RunExit.DISK_FULL and state is not RunState.FAILED:
+        state = RunState.FAILED  # the run process said "disk full" the only way it could
+        console.print(f"[red]error[/]: {DISK_FULL_NOTE.format(run_dir=run_dir)}",
+                      highlight=False, soft_wrap=True)
     if args.json:
         print(json.dumps({"run_id": run_dir.name, "state": state.value, "summary": summary},
                          indent=2))

@@ -78,7 +78,9 @@ def print_run(console: Console, run: Run) -> None:
         facts += [("data", "/".join(x for x in (summary.dataset, summary.split) if x)),
                   ("episodes", f"{summary.episodes_finished}/{total}")]
     if record is not None:
-        reserved = record.reservation.mb if record.reservation else None
+        # Held only while its process lives: an ended run's record still names it.
+        reserved = record.reservation.mb if record.reservation and run.state in (
+            RunState.STARTING, RunState.RUNNING) else None
         facts += [("priority", record.priority), ("queued", _when(record.queued_at)),
                   ("admitted", _when(record.admitted_at)),
                   ("finished", _when(record.finished_at)), ("node", run.node),

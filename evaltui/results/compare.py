@@ -4,8 +4,9 @@ Episodes are matched by ``episode_id``. Per metric: the mean of A and of B, the 
 difference B - A with a paired bootstrap 95% CI (percentile method), and the number of
 pairs. On success: an exact McNemar test and the episodes that flipped.
 
-Which rows count: status ok, error and timeout (failures count; an error/timeout row
-without ``success``, ``spl`` or ``sdtw`` scores 0 on it, as the run's own aggregates do);
+Which rows count: status ok, error and timeout (failures count, as the run's own
+aggregates do, DESIGN §12: an error/timeout row scores 0 on ``success``, ``spl``, ``ndtw``
+and ``sdtw``, whatever it stored, and is left out of ``path_length`` and ``nav_error``);
 ``cancelled`` rows are not comparable, like missing episodes.
 """
 
@@ -20,8 +21,10 @@ import numpy as np
 
 COMPARABLE_STATUSES = frozenset({"ok", "error", "timeout"})
 FAILED_STATUSES = frozenset({"error", "timeout"})
-ZERO_ON_FAILURE = ("success", "spl", "sdtw")
+ZERO_ON_FAILURE = ("success", "spl", "ndtw", "sdtw")
 """Metrics an errored or timed-out episode scores 0 on even when its row omits them."""
+NO_FAILURE_VALUE = ("path_length", "nav_error")
+"""Metrics an errored or timed-out episode has no value for (left out of their pairs)."""
 METRIC_ORDER = ("success", "spl", "ndtw", "sdtw", "path_length", "nav_error")
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_SEED = 0
@@ -115,8 +118,9 @@ def comparable_rows(rows: Iterable[Mapping[str, Any]], *, label: str) -> dict[st
 def run_values(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Each comparable row's finite metric values by episode_id, failure zeros filled in.
 
-    An error/timeout row scores success 0, and spl/sdtw 0 when the run reports them at
-    all (the contract writes those zeros only when the dataset row allows the metric).
+    An error/timeout row scores success 0, and spl/ndtw/sdtw 0 when the run reports them
+    at all (the contract writes those zeros only when the dataset row allows the metric);
+    its path length and nav error, if an older writer left them, are dropped.
     """
     values = {eid: _finite_metrics(row) for eid, row in rows.items()}
     reported = set().union(*values.values()) if values else set()
@@ -125,7 +129,9 @@ def run_values(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, flo
             values[eid]["success"] = 0.0  # the contract's rule, whatever a writer left
             for name in ZERO_ON_FAILURE[1:]:
                 if name in reported:
-                    values[eid].setdefault(name, 0.0)
+                    values[eid][name] = 0.0
+            for name in NO_FAILURE_VALUE:
+                values[eid].pop(name, None)
     return values
 
 

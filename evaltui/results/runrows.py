@@ -5,7 +5,8 @@ The rows come from summary.json["episodes"]; episodes whose episode.json is newe
 the last summary write (a running or killed run) are added from their ep dirs, and a
 missing or unreadable summary.json is rebuilt from the ep dirs alone. An episode.json
 that exists but cannot be used is an ``unreadable`` row (it never counts in a metric),
-not a missing one. Files are opened through :mod:`evaltui.safeopen` with the run dir as
+not a missing one, also where summary.json still has an ok row for it (the API's
+episode routes say the same). Files are opened through :mod:`evaltui.safeopen` with the run dir as
 the root: a run dir copied from someone else never makes us read through a symlink out
 of it.
 """
@@ -78,13 +79,13 @@ def load_run(run_dir: Path) -> RunRows:
         if index is not None:
             rows[index] = row
     for index, name in _episode_dirs(run_dir, problems):
-        if index in rows:
-            continue
+        # Read even where the summary has a row: a damaged episode.json (the episode's own
+        # record) makes it unreadable here as in the API's single-episode route.
         rel = f"{EPISODES_DIRNAME}/{name}/{EPISODE_FILENAME}"
         seen = len(problems)
         row = _read_object(run_dir, rel, problems)
         if row is not None and _index(row) == index:
-            rows[index] = row
+            rows.setdefault(index, row)
         elif row is not None or len(problems) > seen:
             why = problems[-1] if len(problems) > seen else f"{rel}: not this episode's row"
             rows[index] = unreadable_row(index, why)

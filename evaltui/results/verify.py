@@ -142,9 +142,9 @@ def recompute_episode(trajectory: Mapping[str, Any]) -> dict[str, float]:
     """An episode's metrics from its trajectory.json, by the rule of the issue-9 contract.
 
     ok: success, path_length, spl (with a geodesic distance), ndtw and sdtw (with a
-    reference path), nav_error and the env's extra entries. error/timeout: the same from
-    the partial trajectory, then success = spl = sdtw = 0; without positions only those
-    zeros remain.
+    reference path), nav_error and the env's extra entries. error/timeout (DESIGN §12):
+    success = 0, spl = 0 (with a geodesic distance), ndtw = sdtw = 0 (with a reference
+    path), no path_length or nav_error, and the extra entries of its partial trajectory.
     """
     status = trajectory.get("status")
     success = 1.0 if trajectory.get("success") else 0.0
@@ -172,7 +172,9 @@ def recompute_episode(trajectory: Mapping[str, Any]) -> dict[str, float]:
         if geodesic is not None:
             metrics["spl"] = 0.0
         if reference is not None:
-            metrics["sdtw"] = 0.0
+            metrics["ndtw"] = metrics["sdtw"] = 0.0
+        metrics.pop("path_length", None)
+        metrics.pop("nav_error", None)
     return metrics
 
 

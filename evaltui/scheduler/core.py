@@ -80,6 +80,8 @@ class Write(Enum):
     """Within the loop's next flush (starting -> running)."""
     ALREADY = "already"
     """Not at all: another process wrote it (a cancel or a take-over seen on disk)."""
+    MUST = "must"
+    """Before anyone is told, or OSError with nothing changed (a spawn depends on it)."""
 
 
 class Core:
@@ -162,6 +164,14 @@ class Core:
         previous = job.state
         if write is Write.ALREADY:
             job.seen(**fields, state=state)  # not dirty: never written back
+        elif write is Write.MUST:
+            before = {k: getattr(job.record, k) for k in ("state", *fields)}
+            job.set(state=state.value, **fields)
+            try:
+                self.writer.write(job, must=True)
+            except OSError:
+                job.set(**before)  # as it was (and as the disk still says)
+                raise
         else:
             job.set(state=state.value, **fields)
             if write is Write.NOW:
@@ -219,7 +229,8 @@ class Core:
         return LedgerEntry(run_id=run_id, holder_pid=holder.pid,
                            holder_create_time=holder.create_time, scheduler_pid=os.getpid(),
                            outputs=str(self.outputs), gpu=gpu, vram_mb=vram_mb, ram_mb=ram_mb,
-                           exclusive=exclusive, admitted_at=time.time(), pending=pending)
+                           exclusive=exclusive, admitted_at=time.time(), pending=pending,
+                           uid=os.getuid())
 
     def run_dir(self, run_id: str) -> Path:
         if not is_run_id(run_id):

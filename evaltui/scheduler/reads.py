@@ -111,9 +111,11 @@ class Reads:
         return views.Resources(
             gpu_available=snap.gpu.available, gpu_reason=snap.gpu.reason,
             fake_gpus=snap.gpu.fake, gpus=gpus, host=host,
-            ledger=live,
+            ledger=[entry.model_copy(update={"other_user": not entry.mine})
+                    for entry in live],
             lock=lock_view(held) if held is not None else None, taken_at=snap.taken_at,
-            nodes=c.placement.nodes(), nodes_lost=c.placement.nodes_lost())
+            nodes=c.placement.nodes(), nodes_lost=c.placement.nodes_lost(),
+            ledger_error=c.ledger.error)
 
     def nodesets(self) -> list[views.Nodeset]:
         """Shared nodesets hosted by this scheduler, with refcounts."""

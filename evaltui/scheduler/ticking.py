@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 from evaltui.scheduler.admission.accounting import Accounting
-from evaltui.scheduler.admission.decision import Candidate, Wait, WaitKind, decide
-from evaltui.scheduler.admission.ledger import LedgerTxn
+from evaltui.scheduler.admission.decision import Admission, Candidate, Wait, WaitKind, decide
+from evaltui.scheduler.admission.ledger import LedgerNotDurable, LedgerTxn
 from evaltui.scheduler.admission.sampling import Sampler
 from evaltui.scheduler.admits.entry import Entry
 from evaltui.scheduler.admits.queue import AdmitQueue
@@ -92,7 +92,8 @@ class Ticker:
             with c.ledger.transaction() as txn:
                 acct = self.sampler.account(txn.entries)
                 self.sampler.sample(acct)
-                self._admission(acct, txn)
+                if self._durable(txn):
+                    self._admission(acct, txn)
             return
         if c.running or c.shared.all():
             self.sampler.sample(self.sampler.account(c.ledger.entries()))
@@ -104,6 +105,29 @@ class Ticker:
                 for entry in self.admits.waiting():
                     self.admits.set_wait(entry, Wait(entry.ledger_id, WaitKind.LOCK,
                                                      lock_reason))
+
+    def _durable(self, txn: LedgerTxn) -> bool:
+        """Whether what the ledger holds is on disk (storing it now if an earlier store
+        failed); if not, every waiting job and entry is told why and nothing is admitted."""
+        c = self.core
+        if c.ledger.error is None:
+            return True
+        try:
+            c.ledger.flush(txn)
+            return True
+        except LedgerNotDurable as exc:
+            with c.lock:
+                self._ledger_waits([j for j in c.queue if j.loading is None]
+                                   + self.admits.waiting(), str(exc))
+            return False
+
+    def _ledger_waits(self, items: list[Job | Entry], reason: str) -> None:
+        """Fail closed: each of ``items`` waits for the ledger (core lock held)."""
+        for item in items:
+            if isinstance(item, Job):
+                self.core.set_wait(item, Wait(item.run_id, WaitKind.LEDGER, reason))
+            else:
+                self.admits.set_wait(item, Wait(item.ledger_id, WaitKind.LEDGER, reason))
 
     def _admission(self, acct: Accounting, txn: LedgerTxn) -> None:
         c = self.core
@@ -129,29 +153,38 @@ class Ticker:
                     c.set_wait(item, share.explain(wait))
                 else:
                     self.admits.set_wait(item, wait)
-            for admit in admits:
-                item = by_id[admit.run_id]
-                if isinstance(item, Entry):
-                    self.admits.grant(item, placement.local_gpu(admit.gpu),
-                                      views.get(admit.gpu) if admit.gpu is not None else None,
-                                      txn)
-                    continue
-                # The one read of the record before a start, under the ledger lock: another
-                # backend may have cancelled or claimed the run through its file since.
-                record = read_record(item.run_dir)
-                if record is None or not self.claims.still_ours(record):
-                    self.claims.drop(item)  # cancelled or taken over by another backend
-                    continue
-                if admit.gpu is not None:
-                    est = item.estimate
-                    refused = placement.reserve(item.run_id, admit.gpu,
-                                                est.vram_mb if est else 0, item.exclusive,
-                                                views[admit.gpu].free_mb)
-                    if refused is not None:  # another scheduler took it first
-                        c.set_wait(item, Wait(item.run_id, WaitKind.NO_NODE, refused))
-                        continue
-                self.starter.start(item, admit.gpu, txn)
-                c.served.served(item)
+            for done, admit in enumerate(admits):
+                try:
+                    self._admit(admit, by_id[admit.run_id], views, txn)
+                except LedgerNotDurable as exc:  # fail closed: this one and the rest wait
+                    self._ledger_waits([by_id[a.run_id] for a in admits[done:]], str(exc))
+                    break
+
+    def _admit(self, admit: Admission, item: Job | Entry, views: dict[Any, Any],
+               txn: LedgerTxn) -> None:
+        """Start one admission (ledger lock and core lock held); LedgerNotDurable if its
+        reservation cannot be stored, with nothing started."""
+        c = self.core
+        placement = c.placement
+        if isinstance(item, Entry):
+            self.admits.grant(item, placement.local_gpu(admit.gpu),
+                              views.get(admit.gpu) if admit.gpu is not None else None, txn)
+            return
+        # The one read of the record before a start, under the ledger lock: another
+        # backend may have cancelled or claimed the run through its file since.
+        record = read_record(item.run_dir)
+        if record is None or not self.claims.still_ours(record):
+            self.claims.drop(item)  # cancelled or taken over by another backend
+            return
+        if admit.gpu is not None:
+            est = item.estimate
+            refused = placement.reserve(item.run_id, admit.gpu, est.vram_mb if est else 0,
+                                        item.exclusive, views[admit.gpu].free_mb)
+            if refused is not None:  # another scheduler took it first
+                c.set_wait(item, Wait(item.run_id, WaitKind.NO_NODE, refused))
+                return
+        self.starter.start(item, admit.gpu, txn)
+        c.served.served(item)
 
     def _placeable_entries(self) -> list[Entry]:
         """The waiting admit entries (``evaltui run``), unless the placement cannot

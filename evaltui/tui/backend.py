@@ -74,6 +74,9 @@ class SchedulerInfo:
     lock_expires_in_sec: float | None = None
     api_note: str | None = None
     """Where the HTTP API is served, or why it is not."""
+    ledger_error: str | None = None
+    """Why nothing is admitted although the scheduler runs: its reservations cannot be
+    stored (``Resources.ledger_error``)."""
 
 
 @dataclass(frozen=True)

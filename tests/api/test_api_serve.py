@@ -86,6 +86,19 @@ def test_non_loopback_host_needs_a_token_file(capsys: pytest.CaptureFixture[str]
     assert "no usable token" in capsys.readouterr().err
 
 
+def test_a_full_state_dir_is_one_line_and_leaves_no_partial_token(
+        capsys: pytest.CaptureFixture[str], small_disk, monkeypatch: pytest.MonkeyPatch) -> None:
+    disk = small_disk("state", "256k")  # a tmpfs: root only, skipped elsewhere
+    monkeypatch.setenv("EVALTUI_STATE_DIR", str(disk.path))
+    disk.fill()
+    assert main(["serve", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot create the token file" in err, err
+    assert "No space left on device" in err
+    assert disk.leftovers() == []  # no empty .token.* left behind
+    assert not (disk.path / "token").exists()
+
+
 def test_port_in_use_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

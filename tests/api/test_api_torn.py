@@ -72,3 +72,23 @@ def test_a_torn_last_log_line_is_shown_once_the_episode_is_over(
     live = http.get(f"/runs/{run_dir.name}/episodes/1/log").json()
     assert [r["record"] for r in live["records"]] == [r["record"] for r in whole]
     assert live["next_offset"] == last_start
+
+
+def test_a_damaged_episode_json_reads_unreadable_in_the_list_too(
+        backend: Backend, run_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Episode 0 has an ok row in summary.json, but its episode.json is damaged: the list
+    route and ``show --episodes`` say what the single-episode route says."""
+    episode = episode_dir(run_dir, 0) / "episode.json"
+    episode.write_bytes(episode.read_bytes()[:50])
+    http = backend.http()
+    one = http.get(f"/runs/{run_dir.name}/episodes/0").json()
+    assert one["status"] == "unreadable"
+    rows = http.get(f"/runs/{run_dir.name}/episodes").json()
+    assert [r["status"] for r in rows] == ["unreadable", "ok"]
+    assert rows[0]["error"] == one["error"]
+    monkeypatch.setenv("BACKEND_URL", backend.url)
+    assert main(["show", run_dir.name, "--episodes"]) == 0
+    assert "unreadable" in capsys.readouterr().out
+    assert main(["show", str(run_dir), "--episodes"]) == 0  # the run dir, read offline
+    assert "unreadable" in capsys.readouterr().out

@@ -10,6 +10,11 @@ is resumed. Then:
 - no over-commit: the ledger's audit log never holds more than the GPU at any point;
 - the ledger is empty at the end; a SIGKILLed run reads ``aborted``, never ``failed``.
 
+Where it runs as root (issue 24), the outputs root and the state dir are small tmpfs
+mounts, and the chaos also fills the outputs disk for 2 s and the state dir for 2 s
+(every write there fails: the ledger cannot be stored, so nothing may be admitted); the
+same checks then hold.
+
 The short form runs in the default suite; ``pytest -m soak`` runs 200 jobs. Its counts
 are in docs/performance.md ("Reliability").
 """
@@ -21,6 +26,7 @@ import os
 import random
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -29,6 +35,7 @@ from typing import Any
 
 import orjson
 import pytest
+from fulldisk import SmallDisk
 from soakhelpers import TERMINAL, Backends, Tracker, job_spec
 
 from evaltui.logread import read_log
@@ -51,7 +58,8 @@ class Plan:
 
 @dataclass
 class Tally:
-    killed: dict[str, int] = field(default_factory=lambda: {"run": 0, "worker": 0, "backend": 0})
+    killed: dict[str, int] = field(default_factory=lambda: {"run": 0, "worker": 0, "backend": 0,
+                                                            "disk": 0, "state": 0})
     killed_runs: list[str] = field(default_factory=list)
     restarts: int = 0
     states_before_resume: dict[str, int] = field(default_factory=dict)
@@ -83,8 +91,31 @@ def _ports(n: int) -> list[int]:
     return ports
 
 
-def soak(plan: Plan, popen: Callable[..., Any], api_env: dict[str, Path], tmp_path: Path
-         ) -> Tally:
+FAULT_SEC = 2.0
+"""How long the outputs disk, and then the state dir, stay full."""
+
+
+@dataclass
+class Disks:
+    """The soak's outputs and state dir as small tmpfs mounts (None where not root)."""
+
+    outputs: SmallDisk | None = None
+    state: SmallDisk | None = None
+
+
+def mount_disks(maybe_small_disk: Callable[..., SmallDisk | None],
+                api_env: dict[str, Path]) -> Disks:
+    """Mount the tmpfs over the (empty) outputs and state dirs of ``api_env``."""
+    outputs = maybe_small_disk(api_env["outputs"].name, "512m")
+    state = maybe_small_disk(api_env["state"].name, "64m") if outputs is not None else None
+    assert outputs is None or outputs.path == api_env["outputs"]
+    assert state is None or state.path == api_env["state"]
+    return Disks(outputs, state)
+
+
+def soak(plan: Plan, popen: Callable[..., Any], api_env: dict[str, Path], tmp_path: Path,
+         disks: Disks | None = None) -> Tally:
+    disks = disks or Disks()
     started = time.monotonic()
     deadline = started + plan.timeout
     rng = random.Random(plan.seed)
@@ -103,7 +134,7 @@ def soak(plan: Plan, popen: Callable[..., Any], api_env: dict[str, Path], tmp_pa
         assert answer.status_code == 201, answer.text
         ids.append(answer.json()["run_id"])
 
-    _chaos(plan, rng, backends, tracker, tally, ids, deadline)
+    _chaos(plan, rng, backends, tracker, tally, ids, deadline, disks)
     states = _wait_terminal(backends, ids, deadline)
     tally.states_before_resume = _count(states.values())
     tally.notes_before_resume = _count(_notes(backends, ids, states))
@@ -137,10 +168,13 @@ def soak(plan: Plan, popen: Callable[..., Any], api_env: dict[str, Path], tmp_pa
 
 
 def _chaos(plan: Plan, rng: random.Random, backends: Backends, tracker: Tracker,
-           tally: Tally, ids: list[str], deadline: float) -> None:
-    """Kill runs, workers and backends at random moments until the budget is spent."""
+           tally: Tally, ids: list[str], deadline: float, disks: Disks) -> None:
+    """Kill runs, workers and backends at random moments until the budget is spent; fill
+    the outputs disk and the state dir meanwhile, once each, where mounted."""
     budget = {"run": plan.run_kills, "worker": plan.worker_kills,
               "backend": plan.backend_kills}
+    faults = threading.Thread(target=_disk_faults, args=(disks, tracker, tally), daemon=True)
+    faults.start()
     restarts: list[tuple[float, int]] = []
     while any(budget.values()) and time.monotonic() < deadline:
         time.sleep(rng.uniform(0.2, 0.6))
@@ -175,6 +209,25 @@ def _chaos(plan: Plan, rng: random.Random, backends: Backends, tracker: Tracker,
     for _due, i in restarts:
         backends.start(i)
         tally.restarts += 1
+    faults.join()
+
+
+def _disk_faults(disks: Disks, tracker: Tracker, tally: Tally) -> None:
+    """Beside the kills: once a run runs (or after 5 s), the outputs disk full for
+    FAULT_SEC, then a second later the state dir full for FAULT_SEC. (Not a read-only
+    remount of the state dir: the kernel refuses it while files are open for writing,
+    as the ledger's lock is.)"""
+    for kind, disk in (("disk", disks.outputs), ("state", disks.state)):
+        if disk is None:
+            continue
+        end = time.monotonic() + 5.0
+        while not tracker.live_runs and time.monotonic() < end:
+            time.sleep(0.05)
+        disk.fill()
+        time.sleep(FAULT_SEC)  # the fault itself: nothing can be written for this long
+        disk.free()
+        tally.killed[kind] += 1
+        time.sleep(1.0)
 
 
 def _states(backends: Backends) -> dict[str, str]:
@@ -276,7 +329,10 @@ def _count(values: Any) -> dict[str, int]:
     return out
 
 
-def _check(tally: Tally, plan: Plan) -> None:
+def _check(tally: Tally, plan: Plan, disks: Disks | None = None) -> None:
+    if disks is not None:
+        assert tally.killed["disk"] == int(disks.outputs is not None)
+        assert tally.killed["state"] == int(disks.state is not None)
     assert tally.orphans == {}, tally.orphans
     assert tally.episodes == plan.jobs * plan.episodes
     assert tally.killed["backend"] == plan.backend_kills and tally.restarts == plan.backend_kills
@@ -285,11 +341,14 @@ def _check(tally: Tally, plan: Plan) -> None:
 
 
 def test_soak_short(popen: Callable[..., Any], api_env: dict[str, Path],
-                    tmp_path: Path) -> None:
-    _check(soak(SHORT, popen, api_env, tmp_path), SHORT)
+                    tmp_path: Path, maybe_small_disk: Callable[..., SmallDisk | None]) -> None:
+    disks = mount_disks(maybe_small_disk, api_env)
+    _check(soak(SHORT, popen, api_env, tmp_path, disks), SHORT, disks)
 
 
 @pytest.mark.soak
 def test_soak_200_jobs(popen: Callable[..., Any], api_env: dict[str, Path],
-                       tmp_path: Path) -> None:
-    _check(soak(LONG, popen, api_env, tmp_path), LONG)
+                       tmp_path: Path, maybe_small_disk: Callable[..., SmallDisk | None]
+                       ) -> None:
+    disks = mount_disks(maybe_small_disk, api_env)
+    _check(soak(LONG, popen, api_env, tmp_path, disks), LONG, disks)

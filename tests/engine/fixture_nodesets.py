@@ -65,6 +65,24 @@ class StepPolicy(NodeSet):
         return {"action": 1 if obs["goal"] > obs["pos"] else -1}
 
 
+class HungryPolicy(StepPolicy):
+    """StepPolicy that fills ``mb`` MiB of memory in the episode whose goal is
+    ``hungry_on_goal`` (every page touched): a memory limit's OOM killer ends its worker."""
+
+    def __init__(self, hungry_on_goal: int, mb: int = 4096) -> None:
+        super().__init__()
+        self.hungry_on_goal = hungry_on_goal
+        self.mb = mb
+
+    @node(inputs=("obs",), outputs=("action",))
+    def act(self, obs: Mapping[str, Any]) -> dict[str, Any]:
+        if obs["goal"] == self.hungry_on_goal:
+            import numpy as np
+
+            self.held = np.ones(self.mb << 20, dtype=np.uint8)
+        return super().act(obs)
+
+
 def corridor_graph(**policy_params: Any) -> dict[str, Any]:
     return {
         "name": "corridor",

@@ -57,9 +57,25 @@ def test_errored_episodes_count_as_failures_and_exit_1(tmp_path: Path) -> None:
     for row in rows:
         if row["status"] == "error":
             m = row["metrics"]
-            assert m["success"] == m["spl"] == m["sdtw"] == 0.0
-            # the partial trajectory (one step taken before the crash) still scores nDTW
-            assert 0.0 < m["ndtw"] <= 1.0 and "path_length" in m
+            # DESIGN §12: the partial trajectory (one step before the crash) scores no nDTW
+            # of its own: every metric with a failure value is 0, path length and nav
+            # error have none and leave the episode out.
+            assert m["success"] == m["spl"] == m["ndtw"] == m["sdtw"] == 0.0
+            assert "path_length" not in m and "nav_error" not in m
+    ok_ndtw = sum(r["metrics"]["ndtw"] for r in rows if r["status"] == "ok")
+    assert summary["metrics"]["ndtw"] == pytest.approx(ok_ndtw / 20, abs=1e-12)
+    assert summary["metrics_n"]["ndtw"] == summary["metrics_n"]["sdtw"] == 20
+    assert summary["metrics_n"]["path_length"] == summary["metrics_n"]["nav_error"] == 15
+    # The results table shows that n beside path length and nav error.
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in proc.stdout.splitlines()]
+    n_of = {row[0]: row[3] for row in cells if len(row) == 5}
+    assert n_of["path_length"] == n_of["nav_error"] == "15", proc.stdout
+    assert n_of["ndtw"] == n_of["success"] == "20", proc.stdout
+    # And `evaltui verify` recomputes the same numbers from the stored trajectories.
+    runs = sorted((tmp_path / "o" / "eval_runs").iterdir())
+    check = subprocess.run([sys.executable, "-m", "evaltui.cli", "verify", str(runs[-1])],
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
     assert "errors count as failures" in proc.stdout
     assert "5 of 20 episodes errored" in proc.stderr
     assert "policy crashed on GoToLocal-0000" in proc.stderr

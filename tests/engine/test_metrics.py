@@ -217,11 +217,11 @@ def test_episode_metrics_rejects_extra_that_shadows_a_builtin() -> None:
         episode_metrics(traj, [(0, 0)], 0.0)
 
 
-def test_a_failed_episode_scores_zero_success_spl_sdtw_from_its_partial_path() -> None:
-    traj = Trajectory([(0, 0), (1, 0), (2, 0)], True, 0.0)  # reached the goal, then crashed
-    m = episode_metrics(traj, LINE, 2.0, 1.0, failed=True)
-    assert m["success"] == m["spl"] == m["sdtw"] == 0.0
-    assert m["ndtw"] == 1.0 and m["path_length"] == 2.0
+def test_a_failed_episode_scores_zero_wherever_failure_has_a_value() -> None:
+    """DESIGN §12: a partial path that followed the reference keeps no nDTW of 1.0."""
+    traj = Trajectory([(0, 0), (1, 0), (2, 0)], True, 0.0, extra={"steps": 2})
+    m = episode_metrics(traj, LINE, 2.0, 1.0, failed=True)  # reached the goal, then crashed
+    assert m == {"success": 0.0, "spl": 0.0, "ndtw": 0.0, "sdtw": 0.0, "steps": 2.0}
 
 
 def test_missing_reference_data_leaves_out_only_the_metrics_that_need_it() -> None:
@@ -231,6 +231,7 @@ def test_missing_reference_data_leaves_out_only_the_metrics_that_need_it() -> No
     assert set(episode_metrics(traj, LINE, None)) == {"success", "ndtw", "sdtw",
                                                       "path_length", "nav_error"}
     assert failure_metrics(has_reference=True, has_geodesic=False) == {"success": 0.0,
+                                                                       "ndtw": 0.0,
                                                                        "sdtw": 0.0}
 
 
@@ -288,7 +289,7 @@ def test_aggregate_counts_errors_and_timeouts_as_failures() -> None:
     assert agg.means["success"] == pytest.approx(1 / 4)
     assert agg.n == {"success": 4, "spl": 3, "ndtw": 3, "sdtw": 3}
     assert agg.means["spl"] == pytest.approx(0.8 / 3)
-    assert agg.means["ndtw"] == pytest.approx((0.9 + 0.4 + 0.2) / 3)  # partial trajectory
+    assert agg.means["ndtw"] == pytest.approx((0.9 + 0.0 + 0.2) / 3)  # a failure is 0
     ok = aggregate(rows, ok_only=True)
     assert ok.means["success"] == 0.5 and ok.n["success"] == 2
 
@@ -333,3 +334,22 @@ def test_aggregate_clips_ci_to_the_metric_range() -> None:
     assert agg.ci95["success"][1] == 1.0 and agg.ci95["success"][0] < agg.means["success"]
     assert agg.ci95["nav_error"][0] == 0.0
     assert agg.ci95["custom"][1] > 1.0  # unknown metrics are not clipped
+
+
+def test_aggregate_leaves_failures_out_only_of_metrics_without_a_failure_value() -> None:
+    """3 of 6 timed out: nDTW and nav error are not the ok episodes' 1.0 and 0.0 (issue 24)."""
+    ok = {"success": 1.0, "spl": 1.0, "ndtw": 1.0, "sdtw": 1.0, "path_length": 4.0,
+          "nav_error": 0.0}
+    rows = [{"status": "ok", "metrics": dict(ok)} for _ in range(3)]
+    # a row as older runs stored it: partial path length and nav error, sdtw but no ndtw
+    rows += [{"status": "timeout", "metrics": {"success": 0.0, "spl": 0.0, "sdtw": 0.0,
+                                               "path_length": 9.0, "nav_error": 5.0}}]
+    rows += [{"status": "error", "metrics": failure_metrics(has_reference=True,
+                                                            has_geodesic=True)}] * 2
+    agg = aggregate(rows)
+    assert agg.means["success"] == agg.means["ndtw"] == agg.means["sdtw"] == 0.5
+    assert agg.means["spl"] == 0.5
+    assert agg.n == {"success": 6, "spl": 6, "ndtw": 6, "sdtw": 6, "path_length": 3,
+                     "nav_error": 3}
+    assert agg.means["path_length"] == 4.0 and agg.means["nav_error"] == 0.0
+    assert aggregate(rows, ok_only=True).means["ndtw"] == 1.0

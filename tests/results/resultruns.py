@@ -3,8 +3,9 @@
 Two runs over 12 BabyAI-style episodes (plus one cancelled in both):
 - success A = 0000000 111 0 0(error), success B = 1111111 0 11 0(timeout) 0
   -> 7 episodes gained (0..6), 1 lost (7): McNemar b = 1, c = 7, p = 0.0703125.
-- B's episode 10 timed out with only ndtw and path_length: success, spl and sdtw count 0.
-- A's episode 11 errored with no metrics at all: success, spl, sdtw 0; nothing else.
+- B's episode 10 timed out with only ndtw and path_length (as an older writer left it):
+  success, spl, ndtw and sdtw count 0, path length leaves it out (DESIGN §12).
+- A's episode 11 errored with no metrics at all: success, spl, ndtw, sdtw 0; nothing else.
 - ``only_a`` is a metric only A reports: never compared.
 """
 

@@ -26,12 +26,16 @@ def _expected_columns() -> dict[str, tuple[list[float], list[float]]]:
     nav_a = [0.0 if s else 2.0 for s in rr.SUCCESS_A]
     nav_b = [0.0 if s else 1.0 for s in rr.SUCCESS_B]
     keep_nav = [i for i in range(12) if i not in (10, 11)]  # B 10 and A 11 have none
+    # DESIGN §12: nDTW has a failure value (0); path length has none, so the failed
+    # episodes (A 11 error, B 10 timeout) leave its pairs.
+    ndtw_b = list(rr.NDTW_B)
+    ndtw_b[10] = 0.0  # timed out: scores 0 although it stored an nDTW
     return {
         "success": ([float(x) for x in rr.SUCCESS_A], [float(x) for x in rr.SUCCESS_B]),
         "spl": (rr.SPL_A, rr.SPL_B),  # A 11 (error) and B 10 (timeout) are 0 in the lists
-        "ndtw": (rr.NDTW_A[:11], rr.NDTW_B[:11]),
+        "ndtw": ([*rr.NDTW_A[:11], 0.0], ndtw_b),
         "sdtw": (sdtw_a, sdtw_b),
-        "path_length": (rr.PATH_A[:11], rr.PATH_B[:11]),
+        "path_length": ([rr.PATH_A[i] for i in keep_nav], [rr.PATH_B[i] for i in keep_nav]),
         "nav_error": ([nav_a[i] for i in keep_nav], [nav_b[i] for i in keep_nav]),
     }
 

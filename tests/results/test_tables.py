@@ -93,9 +93,10 @@ def test_compare_tables_in_all_three_formats() -> None:
     rows = list(csv.DictReader(io.StringIO(compare_table(result, fmt="csv"))))
     assert list(rows[0]) == ["metric", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "n"]
     assert [r["metric"] for r in rows] == [m.name for m in result.metrics]
+    half = 5e-4 + 1e-12  # three decimals round by up to half a unit (-3.3525 -> -3.353)
     for row, m in zip(rows, result.metrics, strict=True):
-        assert float(row["diff"]) == pytest.approx(m.diff, abs=5e-4)
-        assert m.ci95 is not None and float(row["ci_low"]) == pytest.approx(m.ci95[0], abs=5e-4)
+        assert float(row["diff"]) == pytest.approx(m.diff, abs=half)
+        assert m.ci95 is not None and float(row["ci_low"]) == pytest.approx(m.ci95[0], abs=half)
         assert int(row["n"]) == m.n
 
     md = compare_table(result, fmt="md", label_a="run_a (bot)", label_b="run_b (model)")

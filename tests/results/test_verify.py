@@ -70,7 +70,7 @@ def test_summary_mean_ci_and_n_are_recomputed(run_dir: Path) -> None:
     def tamper(s: dict) -> None:
         s["metrics"]["spl"] += 1e-8
         s["metrics_ok_only_ci95"]["path_length"][1] -= 1e-7
-        s["metrics_n"]["ndtw"] = 4
+        s["metrics_n"]["ndtw"] = 3  # the n of the old rule, which left the timeout out
         s["episodes"][2]["metrics"]["steps"] = 2.0
     edit_json(run_dir / "summary.json", tamper)
     code, report = verify(run_dir)
@@ -96,11 +96,13 @@ def test_error_episode_must_count_as_a_failure(run_dir: Path) -> None:
 
 
 def test_metric_on_one_side_only_is_a_mismatch(run_dir: Path) -> None:
-    edit_json(run_dir / "episodes/ep0003/episode.json", lambda d: d["metrics"].update(ndtw=0.5))
+    # A timeout episode has no path length (DESIGN §12): one stored for it is one-sided.
+    edit_json(run_dir / "episodes/ep0003/episode.json",
+              lambda d: d["metrics"].update(path_length=0.5))
     edit_json(run_dir / "summary.json", lambda s: s["metrics_ok_only"].pop("nav_error"))
     report = verify_run(run_dir)
     got = {(m.where, m.field, m.metric, m.diff) for m in report.mismatches}
-    assert got == {("ep0003 (fx-03)", "episode.json metrics", "ndtw", None),
+    assert got == {("ep0003 (fx-03)", "episode.json metrics", "path_length", None),
                    ("summary.json", "metrics_ok_only", "nav_error", None)}
 
 

@@ -90,12 +90,13 @@ def episodes() -> list[tuple[dict[str, Any], dict[str, float] | None]]:
         (trajectory(1, "ok", wander, False, 2.0, 5.0),
          {"success": 0.0, "spl": 0.0, "ndtw": math.exp(-dtw(wander, START) / 3),
           "sdtw": 0.0, "path_length": 3.0, "nav_error": 2.0, "steps": 5.0}),
-        # The env said success, but the episode errored: it counts as a failure.
+        # The env said success, but the episode errored: it counts as a failure in every
+        # metric with a failure value (its partial path alone would score nDTW exp(-1/3))
+        # and has no path length or nav error (DESIGN §12).
         (trajectory(2, "error", START[:2], True, 1.0, 1.0),
-         {"success": 0.0, "spl": 0.0, "ndtw": math.exp(-1 / 3), "sdtw": 0.0,
-          "path_length": 1.0, "nav_error": 1.0, "steps": 1.0}),
+         {"success": 0.0, "spl": 0.0, "ndtw": 0.0, "sdtw": 0.0, "steps": 1.0}),
         (trajectory(3, "timeout", None, None, None, None),
-         {"success": 0.0, "spl": 0.0, "sdtw": 0.0}),
+         {"success": 0.0, "spl": 0.0, "ndtw": 0.0, "sdtw": 0.0}),
         # No reference path and no geodesic: success, path length, nav error, steps only.
         (trajectory(4, "ok", [[5, 5], [5, 6]], True, 0.0, 2.0, reference=None, geodesic=None),
          {"success": 1.0, "path_length": 1.0, "nav_error": 0.0, "steps": 2.0}),

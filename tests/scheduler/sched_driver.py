@@ -13,6 +13,10 @@
                                         (profiles named in WRAPPERS, comma-separated);
                                         once all wait, print the queue as one JSON line;
                                         when all ended, print {id: state} and exit.
+    python sched_driver.py fixed N MB HOLD DATASET
+                                        submit N jobs of MB MiB whose runs are shell
+                                        processes holding HOLD s, schedule them all, print
+                                        {run_id: state} as one JSON line and exit.
 
 The outputs root and state dir come from EVALTUI_OUTPUTS / EVALTUI_STATE_DIR.
 """
@@ -20,6 +24,7 @@ The outputs root and state dir come from EVALTUI_OUTPUTS / EVALTUI_STATE_DIR.
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -62,11 +67,11 @@ def serve(specs_path: str) -> None:
         time.sleep(1)
 
 
-def fake_spawner(rng: random.Random) -> Callable[[Path, Mapping[str, str]],
-                                                subprocess.Popen[bytes]]:
-    """Runs that are tiny shell processes holding for 10-50 ms."""
+def fake_spawner(rng: random.Random, hold_sec: float | None = None
+                 ) -> Callable[[Path, Mapping[str, str]], subprocess.Popen[bytes]]:
+    """Runs that are tiny shell processes holding for 10-50 ms (or ``hold_sec``)."""
     def spawn(run_dir: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-        hold = f"{rng.uniform(0.01, 0.05):.3f}"
+        hold = f"{rng.uniform(0.01, 0.05) if hold_sec is None else hold_sec:.3f}"
         return subprocess.Popen(["sh", "-c", FAKE_RUN, "sh", hold], cwd=run_dir, env=dict(env),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
@@ -83,6 +88,19 @@ def race(n: int, seed: int, dataset: str) -> None:
     ids = [scheduler.submit(line_spec(Path(dataset), episodes=1,
                                       marginal_vram_mb=rng.randint(2048, 16384),
                                       sleep_sec=seed + i / 1000))[0]
+           for i in range(n)]
+    states = {run_id: scheduler.wait(run_id, timeout=120).value for run_id in ids}
+    scheduler.stop()
+    print(json.dumps(states), flush=True)
+
+
+def fixed(n: int, mb: int, hold_sec: float, dataset: str) -> None:
+    """N jobs of ``mb`` MiB each (distinct params: never calibrated, so each reserves
+    what it declares), their runs shell processes holding ``hold_sec``."""
+    scheduler = JobScheduler(spawner=fake_spawner(random.Random(0), hold_sec),
+                             tick_interval=0.01, probe_interval=0.01).start()
+    ids = [scheduler.submit(line_spec(Path(dataset), episodes=1, marginal_vram_mb=mb,
+                                      sleep_sec=os.getpid() + i / 1000))[0]
            for i in range(n)]
     states = {run_id: scheduler.wait(run_id, timeout=120).value for run_id in ids}
     scheduler.stop()
@@ -119,6 +137,8 @@ def mixed(n: int, seed: int, dataset: str, port: int, profiles: str, names: str)
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(sys.argv[2])
+    elif sys.argv[1] == "fixed":
+        fixed(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
     elif sys.argv[1] == "mixed":
         mixed(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6],
               sys.argv[7])

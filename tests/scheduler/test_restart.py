@@ -145,3 +145,32 @@ def test_a_run_dir_queued_by_a_script_is_taken_over_after_a_grace_period(
     time.sleep(0.2)
     assert sched.queue() == [] and record(sched.outputs, run_dir.name)["pid"] is None
     assert sched.wait(run_dir.name, timeout=20) is RunState.DONE
+
+
+def test_a_run_that_ended_while_no_scheduler_ran_is_recorded_ended_at_restart(
+        popen: Callable[..., subprocess.Popen[bytes]], make_scheduler: Make,
+        fake_gpus: Callable[[str], None], dataset: Path, tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from evaltui.commands.runs import print_run
+
+    fake_gpus("1x24576")
+    items = [{"spec": line_spec(dataset, episodes=2, marginal_vram_mb=4096, sleep_sec=0.1),
+              "wait_running": True}]
+    driver, (run_id,) = start_driver(popen, tmp_path, items)
+    outputs = Path(os.environ["EVALTUI_OUTPUTS"])
+    rec = record(outputs, run_id)
+    run_ref = PidRef(rec["pid"], rec["pid_create_time"])
+    sigkill(driver)
+    wait_until(lambda: not run_ref.alive(), timeout=30, what="the run to end unwatched")
+    assert record(outputs, run_id)["state"] in ("starting", "running")  # as it was left
+
+    sched = make_scheduler()  # its claims at start find the run ended
+    rec = record(outputs, run_id)
+    assert rec["state"] == "done", rec
+    assert sched.get_run(run_id).state is RunState.DONE
+    out = io.StringIO()
+    print_run(Console(file=out, width=200), sched.get_run(run_id))
+    assert "reserved" not in out.getvalue(), out.getvalue()  # nothing is held any more

@@ -23,6 +23,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
+
+from evaltui.diskfull import DISK
 
 FLUSH_INTERVAL_SEC = 0.05
 
@@ -94,7 +97,8 @@ class StepWriter:
         view = memoryview(b"".join(self._waiting))
         self._waiting.clear()
         while view:
-            view = view[os.write(self._fd, view):]
+            # A full disk: the episode waits for room where it is (DESIGN §12).
+            view = view[DISK.retry("log.jsonl", partial(os.write, self._fd, view)):]
         self._written_at = time.monotonic()
 
     def _raise_error(self) -> None:

@@ -2,8 +2,9 @@
 
 Per episode: success, SPL, nDTW, SDTW, path length and navigation error, computed from
 the env's :class:`~evaltui.engine.nodes.Trajectory`. Per run: the mean of each metric
-over every scored episode (errors and timeouts count as failures) with an exact
-Student-t 95% confidence interval and the number of episodes behind it.
+over every scored episode (errors and timeouts count as failures: 0 in success, SPL,
+nDTW and SDTW; left out of path length and nav error) with an exact Student-t 95%
+confidence interval and the number of episodes behind it.
 """
 
 from __future__ import annotations
@@ -93,8 +94,10 @@ def episode_metrics(
 
     SPL needs the geodesic distance and nDTW/SDTW the reference path; a metric whose
     reference data is missing is left out (the run's ``metrics_n`` then shows it).
-    ``failed`` (an ``error`` or ``timeout`` episode) scores success, SPL and SDTW 0; the
-    other metrics still come from its partial trajectory.
+    ``failed`` (an ``error`` or ``timeout`` episode) is a failure in every metric that has
+    a failure value (:data:`FAILURE_ZERO`: 0, whatever its partial trajectory scored) and
+    has no path length or nav error (:data:`NO_FAILURE_VALUE`: a partial path's length
+    says nothing about the policy); the env's extra entries are kept.
     """
     if len(trajectory.positions) == 0:
         raise ValueError("trajectory has no positions; the env must report at least the start")
@@ -111,7 +114,11 @@ def episode_metrics(
         metrics["sdtw"] = success * n
     metrics["path_length"] = length
     metrics["nav_error"] = float(trajectory.nav_error)
-    clash = sorted(set(trajectory.extra) & (set(metrics) | {"spl", "ndtw", "sdtw"}))
+    if failed:
+        metrics.update({k: 0.0 for k in FAILURE_ZERO if k in metrics})
+        for name in NO_FAILURE_VALUE:
+            del metrics[name]
+    clash = sorted(set(trajectory.extra) & {*metrics, *FAILURE_ZERO, *NO_FAILURE_VALUE})
     if clash:
         # Silently letting either side win would report a number the user did not mean.
         raise ValueError(f"trajectory.extra redefines built-in metrics {clash}; rename them")
@@ -125,6 +132,7 @@ def failure_metrics(*, has_reference: bool, has_geodesic: bool) -> dict[str, flo
     if has_geodesic:
         metrics["spl"] = 0.0
     if has_reference:
+        metrics["ndtw"] = 0.0
         metrics["sdtw"] = 0.0
     return metrics
 
@@ -147,9 +155,11 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {
 
 
 # An episode that ended in error or timeout is a failure, whatever its partial
-# trajectory: these metrics are 0 for it (its nDTW, path length and nav error still come
-# from the partial trajectory; they are not success-weighted).
-FAILURE_ZERO = ("success", "spl", "sdtw")
+# trajectory (DESIGN §12, amending §11): the metrics that have a failure value are 0 for
+# it, so "over all episodes" is what the mean is over; path length and nav error have no
+# failure value and leave it out (their n, shown beside them, is then the ok count).
+FAILURE_ZERO = ("success", "spl", "ndtw", "sdtw")
+NO_FAILURE_VALUE = ("path_length", "nav_error")
 SCORED = frozenset({EpisodeStatus.OK, EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT})
 
 
@@ -174,9 +184,15 @@ def row_values(row: Mapping) -> dict[str, float]:
             values[name] = x
     if status != EpisodeStatus.OK:
         values["success"] = 0.0  # always: a crash is never a success
+        if "sdtw" in values:
+            # Rows written before nDTW had a failure value carry sdtw but no ndtw: the
+            # episode had a reference path, so its nDTW is a failure too.
+            values.setdefault("ndtw", 0.0)
         for name in FAILURE_ZERO[1:]:
             if name in values:
                 values[name] = 0.0
+        for name in NO_FAILURE_VALUE:
+            values.pop(name, None)
     return values
 
 

@@ -31,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from evaltui.diskfull import DISK
 from evaltui.engine.episode.loop import EpisodeOutcome
 from evaltui.engine.executor.dealqueue import DealQueue
 from evaltui.engine.executor.errors import NodesetBuildError
@@ -169,6 +170,8 @@ class SlotExecutor(Generic[S]):
 
     # ---- dealing ---------------------------------------------------------------------------
     def _deal_idle(self, queue: DealQueue, recorder: Recorder) -> None:
+        if DISK.waiting() is not None:
+            return  # the disk is full: deal nothing until the run's writes go through
         dealt = False
         for slot in self.slots:
             if queue and slot.ready and slot.index is None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from evaltui.diskfull import DISK, DiskFull
 from evaltui.engine.episode.loop import EpisodeOutcome
 from evaltui.engine.episode.metrics import failure_metrics
 from evaltui.engine.episode.trajrecord import dataset_id, trajectory_json, trajectory_record
@@ -48,6 +50,7 @@ from evaltui.engine.hosting.channel import (
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
 from evaltui.engine.run.summary import SummaryWriter, now_iso
 from evaltui.records import (
+    DONE_FILENAME,
     EPISODE_FILENAME,
     GRAPH_FILENAME,
     LOG_FILENAME,
@@ -60,9 +63,11 @@ from evaltui.records import (
 from evaltui.rundir import episode_dir, read_json, touch_done, write_json_atomic
 from evaltui.settings import settings
 from evaltui.spec import SpecError, parse_spec
-from evaltui.states import EpisodeStatus, SummaryStatus
+from evaltui.states import EpisodeStatus, RunExit, SummaryStatus
 
 EXIT_OK, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 3
+EXIT_DISK_FULL = int(RunExit.DISK_FULL)
+"""The run dir's disk stayed full past ``EVALTUI_DISK_FULL_WAIT_SEC``: failed, resumable."""
 
 
 def reset_budget(ev: Any) -> float | None:
@@ -90,9 +95,35 @@ class BatchEvalRunner:
         self.zygote = zygote  # the workers' template process, started early by main
         self.checked = checked
         """The spec, checked already by this process (it wrote spec.json from it)."""
+        self._summary: SummaryWriter | None = None
 
     def run(self) -> int:
-        """Run every selected episode; returns the process exit code."""
+        """Run every selected episode; returns the process exit code.
+
+        A full disk makes the run's writes wait for room (:mod:`evaltui.diskfull`); past
+        the deadline the run ends here: ``failed`` with "disk full: PATH" wherever that
+        can still be written, always on stderr and as :data:`EXIT_DISK_FULL`.
+        """
+        try:
+            return self._run()
+        except DiskFull as exc:
+            return self._disk_full(exc)
+
+    def _disk_full(self, exc: DiskFull) -> int:
+        try:  # stderr may be run.log on the same full disk
+            print(f"evaltui: run {self.run_id} failed: {exc} (resume it once there is room)",
+                  file=sys.stderr, flush=True)
+        except OSError:
+            pass
+        try:
+            if self._summary is not None:
+                self._summary.finish(SummaryStatus.FAILED, str(exc), wait_for_room=False)
+            touch_done(self.run_dir)
+        except OSError:
+            pass  # still full: the exit code and the line above say it
+        return EXIT_DISK_FULL
+
+    def _run(self) -> int:
         header = {"run_id": self.run_id, "graph_name": None, "dataset": None, "split": None,
                   "worker_count": 1}
         try:
@@ -105,10 +136,14 @@ class BatchEvalRunner:
                       split=checked.split, worker_count=ev.worker_count)
         specs = {n: checked.classes[nd.nodeset].node_specs()[nd.op]
                  for n, nd in checked.graph.nodes.items()}
-        write_json_atomic(self.run_dir / GRAPH_FILENAME, self._graph_snapshot(checked, specs))
+        graph = self._graph_snapshot(checked, specs)
+        DISK.retry(self.run_dir / GRAPH_FILENAME,
+                   partial(write_json_atomic, self.run_dir / GRAPH_FILENAME, graph))
         episodes = load_episodes(checked.dataset_path)
-        summary = SummaryWriter(self.run_dir, header, len(checked.episode_indices),
-                                max_error_rate=ev.max_error_rate)
+        # A summary writer that fails for good stops the run (then failed, below).
+        summary = self._summary = SummaryWriter(
+            self.run_dir, header, len(checked.episode_indices),
+            max_error_rate=ev.max_error_rate, on_failure=lambda _exc: self.stop.set())
         kept, attempts = self._earlier_rows(checked.episode_indices)
         summary.preload(kept)
         summary.start()
@@ -120,14 +155,18 @@ class BatchEvalRunner:
         def record(result: EpisodeResult) -> None:
             row = self._row(row_base, episodes[result.index], result)
             ep_dir = episode_dir(self.run_dir, result.index)
-            ep_dir.mkdir(parents=True, exist_ok=True)  # a worker may have died before it
             traj = result.outcome.trajectory or trajectory_record(
                 episodes[result.index], result.outcome.status, None,
                 success_distance=d_th)
-            write_json_atomic(ep_dir / TRAJECTORY_FILENAME, trajectory_json(result.index, traj),
-                              durable=False)
-            write_json_atomic(ep_dir / EPISODE_FILENAME, row.model_dump(mode="json"),
-                              durable=False)
+
+            def write() -> None:
+                ep_dir.mkdir(parents=True, exist_ok=True)  # a worker may have died before it
+                write_json_atomic(ep_dir / TRAJECTORY_FILENAME,
+                                  trajectory_json(result.index, traj), durable=False)
+                write_json_atomic(ep_dir / EPISODE_FILENAME, row.model_dump(mode="json"),
+                                  durable=False)
+
+            DISK.retry(ep_dir, write)  # a full disk: wait for room (the pool deals nothing)
             summary.add(row, unsynced=[ep_dir / TRAJECTORY_FILENAME, ep_dir / EPISODE_FILENAME])
 
         hosts: list[HostProcess] = []
@@ -138,30 +177,41 @@ class BatchEvalRunner:
                     executor.run(todo, record, attempts_before=attempts)
         except (HostStartError, NodesetBuildError, ChannelError) as exc:
             summary.finish(SummaryStatus.FAILED, f"cannot build the graph's nodesets: {exc}")
-            touch_done(self.run_dir)
+            self._touch_done()
             return EXIT_FAILED
         except ExecutorError as exc:
             summary.finish(SummaryStatus.FAILED, str(exc))
-            touch_done(self.run_dir)
+            self._touch_done()
             return EXIT_FAILED
         finally:
             for host in hosts:
                 host.stop()
             sockets.remove()
+        if summary.failure is not None:  # its flusher stopped the run
+            if isinstance(summary.failure, DiskFull):
+                raise summary.failure
+            summary.finish(SummaryStatus.FAILED, f"cannot write summary.json: "
+                           f"{type(summary.failure).__name__}: {summary.failure}")
+            self._touch_done()
+            return EXIT_FAILED
         if self.stop.is_set():
             summary.finish(SummaryStatus.CANCELLED)
-            touch_done(self.run_dir)
+            self._touch_done()
             return EXIT_CANCELLED
         every_error = summary.every_episode_errored()
         if every_error is not None:
             summary.finish(SummaryStatus.FAILED, every_error)
-            touch_done(self.run_dir)
+            self._touch_done()
             return EXIT_FAILED
         summary.finish(SummaryStatus.DONE)
-        touch_done(self.run_dir)
+        self._touch_done()
         return EXIT_OK
 
     # ---- pieces ---------------------------------------------------------------------------
+    def _touch_done(self) -> None:
+        """``_DONE``, last; waiting for room on a full disk like every write of the run."""
+        DISK.retry(self.run_dir / DONE_FILENAME, partial(touch_done, self.run_dir))
+
     def _executor(self, checked: CheckedSpec, episodes: list[dict[str, Any]], todo: int,
                   sockets: _SocketDir, hosts: list[HostProcess]) -> EpisodeExecutor:
         """The spec's executor: the local pool, or K actors on a Ray cluster."""
@@ -191,7 +241,7 @@ class BatchEvalRunner:
     def _fail(self, header: Mapping[str, Any], error: str) -> int:
         summary = SummaryWriter(self.run_dir, header, 0)
         summary.finish(SummaryStatus.FAILED, error)
-        touch_done(self.run_dir)
+        self._touch_done()
         return EXIT_FAILED
 
     def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: _SocketDir,
@@ -219,7 +269,8 @@ class BatchEvalRunner:
             urls[name] = host.start()
             endpoints[name] = SharedEndpoint(host.url, secret)
         if hosts:
-            write_json_atomic(self.run_dir / SHARED_URLS_FILENAME, urls)
+            DISK.retry(self.run_dir / SHARED_URLS_FILENAME,
+                       partial(write_json_atomic, self.run_dir / SHARED_URLS_FILENAME, urls))
         return endpoints
 
     def _given_urls(self, checked: CheckedSpec) -> dict[str, str]:

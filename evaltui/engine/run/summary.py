@@ -12,13 +12,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from evaltui.diskfull import DISK
 from evaltui.engine.episode.metrics import aggregate
-from evaltui.records import SUMMARY_FILENAME, EpisodeRow, FirstError, SummaryHeader
+from evaltui.records import (
+    SUMMARY_FILENAME,
+    DiskWaitNote,
+    EpisodeRow,
+    FirstError,
+    SummaryHeader,
+)
 from evaltui.rundir import sync_files, write_json_atomic
 from evaltui.states import EpisodeStatus, SummaryStatus
 
@@ -62,15 +69,33 @@ def _pairs(cis: Mapping[str, list[float] | None]) -> dict[str, tuple[float, floa
     return {name: (ci[0], ci[1]) if ci is not None else None for name, ci in cis.items()}
 
 
+def disk_wait_note() -> DiskWaitNote | None:
+    """What this process's writes waited for room so far (None if they never did)."""
+    if DISK.last_path is None:
+        return None
+    waiting = DISK.waiting()
+    since = None if waiting is None else \
+        datetime.fromtimestamp(waiting.since).astimezone().isoformat(timespec="milliseconds")
+    return DiskWaitNote(path=waiting.path if waiting else DISK.last_path, waiting_since=since,
+                        waited_sec=round(DISK.waited_sec, 3))
+
+
 def now_iso() -> str:
     return datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
 class SummaryWriter:
-    """Owns summary.json of one run; ``start``/``close`` bound its flusher thread."""
+    """Owns summary.json of one run; ``start``/``close`` bound its flusher thread.
+
+    A write that finds the disk full waits for room (:mod:`evaltui.diskfull`). If the
+    flusher's write fails for good (past that wait, or any other error), the writer never
+    dies silently: ``failure`` keeps the error and ``on_failure`` is called with it (the
+    runner then ends the run ``failed``).
+    """
 
     def __init__(self, run_dir: Path, header: Mapping[str, Any], episodes_total: int,
-                 interval_sec: float = 1.0, *, max_error_rate: float = 0.0) -> None:
+                 interval_sec: float = 1.0, *, max_error_rate: float = 0.0,
+                 on_failure: Callable[[BaseException], None] | None = None) -> None:
         self.path = run_dir / SUMMARY_FILENAME
         self.header = dict(header)
         self.episodes_total = episodes_total
@@ -88,6 +113,8 @@ class SummaryWriter:
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._flush_loop, name="summary-writer",
                                         daemon=True)
+        self.on_failure = on_failure
+        self.failure: BaseException | None = None
 
     def start(self) -> SummaryWriter:
         self.write()
@@ -115,15 +142,17 @@ class SummaryWriter:
                 data = row_json(row)
                 self._rows[data["episode_index"]] = data
 
-    def finish(self, status: SummaryStatus, error: str | None = None) -> None:
-        """Stop the flusher and write the final summary (before ``_DONE`` is touched)."""
+    def finish(self, status: SummaryStatus, error: str | None = None, *,
+               wait_for_room: bool = True) -> None:
+        """Stop the flusher and write the final summary (before ``_DONE`` is touched);
+        without ``wait_for_room`` a full disk fails the write at once (OSError)."""
         self._closed.set()
         self._dirty.set()  # wakes the flusher now, not at the end of its 0.2 s wait
         if self._thread.is_alive():
             self._thread.join()
         self.status, self.error = status, error
         self.finished_at = now_iso()
-        self.write()
+        self.write(wait_for_room=wait_for_room)
 
     def snapshot(self, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         if rows is None:
@@ -142,7 +171,7 @@ class SummaryWriter:
             first_error=first_error(errors), max_error_rate=self.max_error_rate,
             error_rate_exceeded=bool(scored) and len(errors) / scored > self.max_error_rate,
             started_at=self.started_at, updated_at=now_iso(), finished_at=self.finished_at,
-            elapsed_sec=round(time.monotonic() - self._t0, 3))
+            elapsed_sec=round(time.monotonic() - self._t0, 3), disk_wait=disk_wait_note())
         # The rows are in JSON form already: dumping 5,000 models a second would cost more
         # than the whole write. summary_unreadable is a reader's note, never written here.
         data = header.model_dump(mode="json", exclude={"summary_unreadable"})
@@ -161,13 +190,20 @@ class SummaryWriter:
         return (f"all {len(scored)} episodes failed; first error (episode "
                 f"{first.episode_index}, {first.episode_id}): {first.message}")
 
-    def write(self) -> None:
+    def write(self, *, wait_for_room: bool = True) -> None:
         self._dirty.clear()
         with self._lock:
             unsynced, self._unsynced = self._unsynced, []
             rows = [self._rows[i] for i in sorted(self._rows)]
-        sync_files(unsynced)  # every row listed below is durable before the summary is
-        write_json_atomic(self.path, self.snapshot(rows))
+
+        def store() -> None:
+            sync_files(unsynced)  # every row listed below is durable before the summary is
+            write_json_atomic(self.path, self.snapshot(rows))
+
+        if wait_for_room:
+            DISK.retry(self.path, store)
+        else:
+            store()
 
     @property
     def unsynced_count(self) -> int:
@@ -186,6 +222,14 @@ class SummaryWriter:
                 self._unsynced[:0] = unsynced
 
     def _flush_loop(self) -> None:
+        try:
+            self._flush_until_closed()
+        except BaseException as exc:  # never silently: the run ends failed (see the class)
+            self.failure = exc
+            if self.on_failure is not None:
+                self.on_failure(exc)
+
+    def _flush_until_closed(self) -> None:
         last = time.monotonic()
         while not self._closed.is_set():
             if not self._dirty.wait(timeout=0.2):

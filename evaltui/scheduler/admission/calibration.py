@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import time
 from collections.abc import Container, Iterator, Sequence
@@ -37,6 +38,8 @@ SAMPLES_KEPT = 5
 RAM_FALLBACK_MB_PER_PROCESS = 256
 """Host RAM assumed per process (run + workers) until a run of the nodesets is measured."""
 _RELOAD_CHECK_SEC = 1.0
+
+log = logging.getLogger(__name__)
 
 
 def nodeset_key(impl: str, params: dict[str, Any]) -> str:
@@ -186,7 +189,15 @@ class Calibration:
             fcntl.flock(fd, fcntl.LOCK_EX)
             data = self._read()
             yield data
-            write_json_atomic(self.path, {"version": 1, "nodesets": data}, mode=PRIVATE_MODE)
+            try:
+                write_json_atomic(self.path, {"version": 1, "nodesets": data},
+                                  mode=PRIVATE_MODE)
+            except OSError as exc:
+                # A full or read-only state dir: this measurement is not learnt, and the
+                # tick that was learning it goes on (reaping, admitting) regardless.
+                log.warning("cannot store calibration in %s: %s; measurement not kept",
+                            self.path, exc.strerror or exc)
+                return
             self._data, self._mtime_ns = data, self._stat_mtime()
             self.version += 1
         finally:

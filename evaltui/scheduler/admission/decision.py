@@ -47,6 +47,11 @@ class WaitKind(StrEnum):
     """Admitted; the shared nodesets it uses are being loaded before it is spawned."""
     NO_NODE = "no_node"
     """On a Ray cluster: no node's GPU can take it now (memory, or none answering)."""
+    DISK_FULL = "disk_full"
+    """Admitted, but its run dir could not be written (a full disk): tried again later."""
+    LEDGER = "ledger"
+    """The reservation ledger cannot be stored (its disk is full or read-only): nothing
+    is admitted until a reservation can be made durable (fail closed)."""
 
 
 @dataclass(frozen=True)

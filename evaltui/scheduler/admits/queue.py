@@ -31,7 +31,7 @@ from evaltui.rundir import PidRef
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.accounting import GpuView
 from evaltui.scheduler.admission.decision import Wait
-from evaltui.scheduler.admission.ledger import LedgerTxn
+from evaltui.scheduler.admission.ledger import LedgerNotDurable, LedgerTxn
 from evaltui.scheduler.admits.entry import (
     ADMIT_PREFIX,
     AdmitState,
@@ -208,7 +208,10 @@ class AdmitQueue:
 
     def grant(self, entry: Entry, gpu: int | None, view: GpuView | None,
               txn: LedgerTxn) -> None:
-        """Admit the entry on ``gpu`` (ledger lock and core lock held): reserve for it."""
+        """Admit the entry on ``gpu`` (ledger lock and core lock held): reserve for it.
+
+        The reservation is stored before the entry is told (fail closed): LedgerNotDurable,
+        with the entry still waiting, if it cannot be."""
         c = self.core
         # What to hold: the request, or for a whole GPU what it has free after reservations.
         mb = entry.vram_mb if entry.vram_mb is not None else \
@@ -216,6 +219,11 @@ class AdmitQueue:
         reservation = c.ledger_entry(entry.ledger_id, entry.holder, gpu=gpu, vram_mb=mb,
                                      exclusive=entry.exclusive)
         txn.add(reservation)
+        try:
+            c.ledger.flush(txn)
+        except LedgerNotDurable:
+            txn.discard(reservation.key)
+            raise
         entry.state, entry.gpu, entry.reserved_mb = AdmitState.ADMITTED, gpu, mb
         entry.key, entry.admitted_at, entry.wait = reservation.key, time.time(), None
         self._save(entry)

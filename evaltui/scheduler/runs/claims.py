@@ -8,6 +8,7 @@ under the ledger lock, so of several backends exactly one wins each run.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,7 +22,7 @@ from evaltui.records import (
     ReservationRecord,
     SchedulerRecord,
 )
-from evaltui.rundir import PidRef, derive_run_state, read_json, write_json_atomic
+from evaltui.rundir import PidRef, abort_note, derive_run_state, read_json, write_json_atomic
 from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
@@ -40,6 +41,7 @@ from evaltui.scheduler.runs.restore import (
 from evaltui.states import RunState
 from evaltui.views import holder_key
 
+log = logging.getLogger(__name__)
 _LIVE = frozenset({RunState.STARTING.value, RunState.RUNNING.value})
 UNOWNED_GRACE_SEC = 10.0
 """A queued run dir no scheduler owns is taken over once it has waited this long."""
@@ -79,8 +81,32 @@ class Claims:
             self._seen[run_id] = (mtime, watch)
             if found is not None and record is not None and self._may_claim(record):
                 wanted.append((queue_order(record, run_id), run_dir))
+            elif found is None and record is not None and record.get("state") in _LIVE \
+                    and self._may_claim(record):
+                self._record_ended(run_dir)
         if wanted:
             self._claim([run_dir for _, run_dir in sorted(wanted)])
+
+    def _record_ended(self, run_dir: Path) -> None:
+        """A run whose process ended while no scheduler watched it still reads
+        ``starting``/``running`` in its scheduler.json: write the state it ended in (its
+        reservation went with its process)."""
+        with scheduler_record_lock(run_dir):
+            record = read_record(run_dir)
+            if record is None or record.get("state") not in _LIVE \
+                    or classify(run_dir, record) is not None or not self._may_claim(record):
+                return  # changed meanwhile, or back alive
+            state = derive_run_state(run_dir)
+            if not state.terminal:
+                return
+            record["state"] = state.value
+            if state is RunState.ABORTED and not record.get("error"):
+                record["error"] = abort_note(record.get("exit_code"))
+            try:
+                write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+            except OSError:
+                return  # a full disk: tried again at a later scan (the file is unchanged)
+        self._seen.pop(run_dir.name, None)
 
     def _may_claim(self, record: Mapping[str, Any]) -> bool:
         owner = record.get("owner")
@@ -103,7 +129,12 @@ class Claims:
                     if found is None or parsed is None or not self._may_claim(record):
                         continue
                     record["owner"] = str(c.owner)
-                    write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+                    try:
+                        write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+                    except OSError as exc:  # a full disk: claimed at a later scan
+                        log.warning("cannot claim run %s yet: %s", run_dir.name,
+                                    exc.strerror or exc)
+                        continue
                 claimed.append(Claimed(run_dir, parsed.model_copy(update={"owner": str(c.owner)}),
                                        found))
             with c.lock:

@@ -12,6 +12,7 @@ request is ever lost.
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +30,8 @@ from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.spec import JobSpec
 from evaltui.states import RunState
+
+log = logging.getLogger(__name__)
 
 
 def parse_iso(value: Any, default: float) -> float:
@@ -165,12 +168,18 @@ class RecordWriter:
         self._pending: dict[str, Job] = {}
         self._pending_lock = threading.Lock()
         self._taken = 0
+        self._failing: set[str] = set()  # runs whose record write failed (said once)
 
-    def write(self, job: Job) -> None:
-        """Write the job's changed fields now."""
+    def write(self, job: Job, *, must: bool = False) -> None:
+        """Write the job's changed fields now (soon again, if its disk refuses them; with
+        ``must``, the refusal is raised as well)."""
         with self._pending_lock:
             self._pending.pop(job.run_id, None)
-        self._write(job)
+        refused = self._write(job)
+        if refused is not None:
+            self.schedule(job)
+            if must:
+                raise refused
 
     def schedule(self, job: Job) -> None:
         """Write the changed fields soon."""
@@ -181,19 +190,26 @@ class RecordWriter:
         """Write pending records for up to ``budget_sec``; returns how many were written."""
         deadline = time.monotonic() + budget_sec
         written = 0
+        refused: list[Job] = []
         while time.monotonic() < deadline:
             with self._pending_lock:
                 if not self._pending:
                     break
                 job = self._pending.pop(next(iter(self._pending)))
-            self._write(job)
-            written += 1
+            if self._write(job) is None:
+                written += 1
+            else:
+                refused.append(job)  # tried again at the next flush, not in this one
+        for job in refused:
+            self.schedule(job)
         return written
 
-    def _write(self, job: Job) -> None:
+    def _write(self, job: Job) -> OSError | None:
+        """Write the job's changed fields; the OSError if its disk refused them (kept
+        dirty), else None."""
         with self._lock:  # fields are set under it: the copy is consistent
             if not job.dirty:
-                return
+                return None
             self._taken += 1
             taken = self._taken
             fields = job.record.model_dump(mode="json", include=set(job.dirty), exclude_unset=True)
@@ -204,8 +220,23 @@ class RecordWriter:
             fresh = {k: v for k, v in fields.items() if job.written.get(k, -1) < taken}
             job.written.update(dict.fromkeys(fresh, taken))
             if not fresh:
-                return
+                return None
             try:
                 update_scheduler_record(job.run_dir, **fresh)
+                self._failing.discard(job.run_id)
+                return None
             except (FileNotFoundError, NotADirectoryError):
-                pass  # the run dir was deleted by hand: nothing left to record
+                return None  # the run dir was deleted by hand: nothing left to record
+            except OSError as exc:
+                refused = exc
+                for key in fresh:
+                    job.written.pop(key, None)
+        # Its disk is full (or read-only): kept, and written by a later flush; the
+        # scheduler goes on (reaping, admitting) meanwhile. (Its lock after the job's.)
+        with self._lock:
+            job.dirty.update(fresh)
+        if job.run_id not in self._failing:
+            self._failing.add(job.run_id)
+            log.warning("cannot write %s/scheduler.json (%s); retrying", job.run_dir,
+                        refused.strerror or refused)
+        return refused

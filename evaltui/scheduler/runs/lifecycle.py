@@ -25,6 +25,7 @@ from evaltui.records import (
     SchedulerRecord,
 )
 from evaltui.rundir import (
+    DISK_FULL_NOTE,
     abort_note,
     derive_run_state,
     episode_dir,
@@ -37,7 +38,7 @@ from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.restore import parse_record, read_record, record_ref
 from evaltui.spec import JobSpec, SpecError
-from evaltui.states import EpisodeStatus, RunState
+from evaltui.states import EpisodeStatus, RunExit, RunState
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +236,8 @@ class Lifecycle:
                 job.set(exit_code=code)
         c.writer.write(job)  # the exit code on disk first: the state derives from it
         state = derive_run_state(job.run_dir)
+        if code == RunExit.DISK_FULL and state is RunState.ABORTED:
+            state = RunState.FAILED  # its exit code is all it could write: disk full
         if not state.terminal:  # its PID is dead: only a race with the files gets here
             state = RunState.ABORTED
         with c.lock:
@@ -244,6 +247,8 @@ class Lifecycle:
             c.report(*c.episodes.unwatch(job.run_id))
             aborted: dict[str, Any] = ({"error": abort_note(job.record.exit_code)}
                                        if state is RunState.ABORTED else {})
+            if code == RunExit.DISK_FULL:
+                aborted = {"error": DISK_FULL_NOTE.format(run_dir=job.run_dir)}
             c.transition(job, state, **aborted)  # on disk before anyone is told
         if state is RunState.DONE:
             self._learn(job)

@@ -19,8 +19,8 @@ from evaltui.rundir import now_iso, write_json_atomic
 from evaltui.scheduler.admission.calibration import NodesetPart
 from evaltui.scheduler.admission.decision import Wait, WaitKind
 from evaltui.scheduler.admission.gpukey import GpuKey
-from evaltui.scheduler.admission.ledger import LedgerTxn
-from evaltui.scheduler.core import Core
+from evaltui.scheduler.admission.ledger import LedgerNotDurable, LedgerTxn
+from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.runs.jobs import Job, Loading
 from evaltui.scheduler.shared.nodesets import SharedNodeset
@@ -53,30 +53,32 @@ class Starter:
         and the run is spawned by the tick after the load (``finish_loading``). The job
         stays ``queued`` on disk meanwhile, so a crash then re-queues it rather than losing
         it. Otherwise the run is spawned now.
+
+        Raises LedgerNotDurable, having started nothing, if the reservation cannot be
+        stored (fail closed: see ledger.py).
         """
         c = self.core
         est = job.estimate
         vram, ram = (est.vram_mb, est.ram_mb) if est else (0, 0)
         if key is not None and c.placement.local_gpu(key) is None:
             # A GPU on another machine: no shared nodeset is hosted here for it.
-            self._spawn(job, key, vram, ram, txn, fresh=())
+            self._spawn(job, key, vram, ram, txn, fresh=(),
+                        hold_key=self._hold(job, key, vram, ram, txn))
             return
         gpu = c.placement.local_gpu(key)
         env = c.run_env(gpu)
-        missing = []
-        for part in self._shared_parts(job):
-            if part.key in c.shared.loaded_keys():
+        parts = self._shared_parts(job)
+        missing = [p for p in parts if p.key not in c.shared.loaded_keys()]
+        # Stored before anything starts (fail closed): the hold of a run spawned now, or
+        # the pending reservation that minutes of loading happen on the strength of.
+        hold_key = self._hold(job, key, vram, ram, txn, loading=bool(missing))
+        for part in parts:
+            if part not in missing:
                 _attach(job, c.shared.acquire(job.run_id, part, env, gpu), part)
-            else:
-                missing.append(part)
         if not missing:
-            self._spawn(job, gpu, vram, ram, txn, fresh=())
+            self._spawn(job, gpu, vram, ram, txn, fresh=(), hold_key=hold_key)
             return
-        me = c.me
-        pending = c.ledger_entry(job.run_id, me, gpu=gpu, vram_mb=vram, ram_mb=ram,
-                                 exclusive=job.exclusive, pending=True)
-        txn.add(pending)
-        job.loading = Loading(gpu, pending.key)
+        job.loading = Loading(gpu, hold_key)
         c.loading[job.run_id] = job
         where = f" on GPU{gpu}" if gpu is not None else ""
         names = ", ".join(p.name for p in missing)
@@ -124,7 +126,10 @@ class Starter:
                     _attach(job, ns, part)
                 est = job.estimate
                 vram, ram = (est.vram_mb, est.ram_mb) if est else (0, 0)
-                self._spawn(job, loading.gpu, vram, ram, txn, fresh=loading.started)
+                # The loading's pending reservation (removed above) stays on disk until
+                # this transaction stores the run's own: it is the hold.
+                self._spawn(job, loading.gpu, vram, ram, txn, fresh=loading.started,
+                            hold_key=None)
 
     def release_pending(self) -> None:
         """Drop the pending reservations of loads in flight (the scheduler stops: their
@@ -138,8 +143,11 @@ class Starter:
                     txn.remove(key)
 
     def _spawn(self, job: Job, key: GpuKey | None, vram: int, ram: int, txn: LedgerTxn,
-               fresh: Sequence[tuple[NodesetPart, SharedNodeset]]) -> None:
-        """Spawn the run and reserve for it (ledger lock and core lock held).
+               fresh: Sequence[tuple[NodesetPart, SharedNodeset]],
+               hold_key: str | None) -> None:
+        """Spawn the run and reserve for it (ledger lock and core lock held), under the
+        stored hold ``hold_key`` (which the run's own reservation replaces) or a pending
+        reservation its caller removed in this transaction.
 
         Hosts started for this job get their own reservation (their share of the
         estimate), which outlives the run if the nodeset stays loaded.
@@ -153,25 +161,38 @@ class Starter:
             ref = ns.hosted.ref
             txn.add(c.ledger_entry(f"nodeset:{ns.name}", ref, gpu=gpu, vram_mb=mb))
             vram = max(0, vram - mb)
-        if job.spec is not None:
-            # Rewritten at every start: a resumed run must not find the URLs of hosts that
-            # served its earlier attempt. spec.json keeps only what the client gave.
-            write_json_atomic(job.run_dir / SHARED_URLS_FILENAME,
-                              {**job.spec.shared_urls, **job.shared_urls})
-        # On disk before the spawn: a crash in between reads as aborted (resumable), never
-        # as a job still queued that a restarted scheduler would start a second time.
-        c.transition(job, RunState.STARTING, admitted_at=now_iso(),
-                     reservation=c.placement.reservation(key, vram, ram),
-                     waiting_reason=None, waiting_kind=None, scheduler_pid=os.getpid(),
-                     **c.placement.record(key))
+        try:
+            if job.spec is not None:
+                # Rewritten at every start: a resumed run must not find the URLs of hosts
+                # that served its earlier attempt. spec.json keeps only what the client gave.
+                write_json_atomic(job.run_dir / SHARED_URLS_FILENAME,
+                                  {**job.spec.shared_urls, **job.shared_urls})
+            # On disk before the spawn: a crash in between reads as aborted (resumable),
+            # never as a job still queued that a restarted scheduler would start again.
+            c.transition(job, RunState.STARTING, write=Write.MUST, admitted_at=now_iso(),
+                         reservation=c.placement.reservation(key, vram, ram),
+                         waiting_reason=None, waiting_kind=None, scheduler_pid=os.getpid(),
+                         **c.placement.record(key))
+        except OSError as exc:  # its run dir's disk is full: stays queued, tried again
+            if hold_key is not None:
+                txn.unhold(hold_key)
+            c.shared.release(job.run_id, c.tick_no)
+            c.set_wait(job, Wait(job.run_id, WaitKind.DISK_FULL,
+                                 f"cannot write its run dir ({exc.strerror or exc}); "
+                                 "started once there is room"))
+            return
         env = c.run_env(None)
         env.update(c.placement.pin(key, job.run_id))
         try:
             proc = self._spawner(job.run_dir, env)
         except OSError as exc:
+            if hold_key is not None:
+                txn.unhold(hold_key)
             self._fail_unstarted(job, f"cannot start the run subprocess: {exc}")
             return
         ref = spawned_ref(proc)
+        if hold_key is not None:
+            txn.unhold(hold_key)  # replaced by the run's own, in the same store
         txn.add(c.ledger_entry(job.run_id, ref, gpu=gpu, vram_mb=vram, ram_mb=ram,
                                exclusive=job.exclusive))
         job.reservation_key = holder_key(ref.pid, ref.create_time, job.run_id)
@@ -184,6 +205,26 @@ class Starter:
         c.queue.remove(job)
         c.running[job.run_id] = job
         c.episodes.watch(job.run_id, job.run_dir)
+
+    def _hold(self, job: Job, key: GpuKey | None, vram: int, ram: int, txn: LedgerTxn,
+              loading: bool = False) -> str:
+        """Store a reservation for the job's memory held by this scheduler (a hold, or
+        with ``loading`` the pending one its shared nodesets load under); its key."""
+        c = self.core
+        me = c.me
+        gpu = c.placement.local_gpu(key)
+        hold = c.ledger_entry(job.run_id, me, gpu=gpu, vram_mb=vram, ram_mb=ram,
+                              exclusive=job.exclusive, pending=True)
+        if loading:
+            txn.add(hold)  # an admission of its own until the load ends
+        else:
+            txn.hold(hold)
+        try:
+            c.ledger.flush(txn)
+        except LedgerNotDurable:
+            txn.discard(hold.key)
+            raise
+        return hold.key
 
     def _shared_parts(self, job: Job) -> list[NodesetPart]:
         """The job's shared nodesets this scheduler hosts (not given a URL by the spec)."""

@@ -197,6 +197,12 @@ class ResourceMeters(Widget):
         info = Text(f"{gib(gpu.used_mb, unit=False)} used", style=used_style)
         info.append(f" · {gib(gpu.reserved_mb, unit=False)} rsv",
                     style=theme_style(app, "secondary"))
+        others = sum(e.vram_mb for e in (self.resources.ledger if self.resources else ())
+                     if e.other_user and e.gpu == gpu.index) \
+            if not gpu.node else 0
+        if others:  # the machine-wide ledger: held by another Unix user's scheduler
+            info.append(f" ({gib(others, unit=False)} other users)",
+                        style=theme_style(app, "secondary"))
         free = max(0, gpu.available_mb)  # what admission can still hand out
         info.append(f" · {gib(free, unit=False)} free / {gib(gpu.total_mb)} · {util}")
         return label, bar, info

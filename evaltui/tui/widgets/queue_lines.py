@@ -53,6 +53,9 @@ class SchedulerHeader(Static):
                               " left", style=theme_style(app, colour))
             elif info.mode == "paused":
                 header.append(" (not ticking: nothing is admitted)", style=muted)
+            if info.ledger_error:  # before the API note: it is why the queue does not move
+                header.append(f"  ⚠ {info.ledger_error}",
+                              style=theme_style(app, "error", bold=True))
             if info.api_note:
                 header.append(f"   {info.api_note}", style=muted)
         self.update(header)

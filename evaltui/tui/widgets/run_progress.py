@@ -33,6 +33,8 @@ class Progress:
     counts: Counter[str] = field(default_factory=Counter)
     elapsed_sec: float | None = None
     running: bool = False
+    disk_note: str | None = None
+    """The run's writes wait (or waited) for room on a full disk (summary ``disk_wait``)."""
 
     @property
     def finished(self) -> int:
@@ -63,7 +65,19 @@ class Progress:
             elapsed = seconds_between(summary.get("started_at"), now) or elapsed
         return cls(total=total if isinstance(total, int) else sum(counts.values()),
                    counts=counts, elapsed_sec=elapsed if isinstance(elapsed, int | float)
-                   else None, running=running)
+                   else None, running=running, disk_note=disk_note(summary.get("disk_wait")))
+
+
+def disk_note(wait: object) -> str | None:
+    """``⚠ disk full: waiting for room for PATH since …`` or ``waited 2.1 s for disk space``."""
+    if not isinstance(wait, Mapping) or not wait.get("path"):
+        return None
+    since = wait.get("waiting_since")
+    if isinstance(since, str):
+        return f"⚠ disk full: waiting for room for {wait['path']} since {since[11:19]}"
+    waited = wait.get("waited_sec")
+    return f"waited {waited:.1f} s for room on a full disk" \
+        if isinstance(waited, int | float) else None
 
 
 class RunProgress(Widget):
@@ -155,4 +169,8 @@ class RunProgress(Widget):
                     style=theme_style(app, "foreground-muted"))
         if p.running:
             pace.append(f"  ETA {duration(p.eta_sec)}", style=theme_style(app, "accent"))
+        if p.disk_note:  # on the same line: the widget stays four lines high
+            pace.append(f"  {p.disk_note}", style=theme_style(app, "error" if p.running
+                                                             else "foreground-muted"))
+            pace.no_wrap, pace.overflow = True, "ellipsis"
         return pace

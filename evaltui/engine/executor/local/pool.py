@@ -30,6 +30,7 @@ from evaltui.engine.executor.local.worker import WorkerConfig
 from evaltui.engine.executor.local.zygote import ForkedChild, WorkerZygote, ZygoteError
 from evaltui.engine.executor.slots import Died, Finished, Ready, Skipped, SlotEvent, StartFailed
 from evaltui.engine.hosting.hostprocess import HostProcess
+from evaltui.engine.processes.oomkills import OOM_KILLED, OomKills
 
 
 class EnvWorkerPool(SlotExecutor[WorkerSlot]):
@@ -57,6 +58,7 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
         self.start_times: list[float] = []
         """Seconds from each fork request to that worker's ``ready``."""
         self._retiring: list[ForkedChild] = []
+        self._oom = OomKills()  # a SIGKILL of the OOM killer reads as memory, not by hand
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> EnvWorkerPool:
@@ -151,6 +153,8 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
             message = child.conn.recv()
         except (EOFError, OSError):
             how = child.describe_exit()
+            if how.startswith("signal 9") and self._oom.since_last():
+                how = f"signal 9, {OOM_KILLED}"  # not by hand: memory
             child.end(grace_sec=0.5)
             slot.child = None
             return [Died(slot, how, f", pid {child.pid}")]

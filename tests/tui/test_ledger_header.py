@@ -1,0 +1,70 @@
+"""The queue header says why nothing is admitted while the reservation ledger cannot be
+stored (DESIGN §12, fail closed), and stops saying it once a store works again.
+
+The ledger's directory is a small tmpfs filled to the last byte (root only; skipped
+elsewhere)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from tuihelpers import SIZE, wait_for
+
+from evaltui.rundir import PidRef
+from evaltui.scheduler.admission.ledger import Ledger
+from evaltui.tui.widgets.queue_lines import SchedulerHeader
+from evaltui.views import LedgerEntry
+
+pytestmark = pytest.mark.anyio
+
+
+def reserve(ledger: Ledger, run_id: str) -> None:
+    me = PidRef.of(os.getpid())
+    with ledger.transaction() as txn:
+        txn.add(
+            LedgerEntry(
+                run_id=run_id,
+                holder_pid=me.pid,
+                holder_create_time=me.create_time,
+                scheduler_pid=me.pid,
+                outputs="/o",
+                gpu=0,
+                vram_mb=1000,
+                ram_mb=0,
+                exclusive=False,
+                admitted_at=time.time(),
+                uid=os.getuid(),
+            )
+        )
+
+
+async def test_header_says_the_ledger_cannot_be_stored(
+    app_factory, make_backend, small_disk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = small_disk("ledger", "256k")
+    monkeypatch.setenv("EVALTUI_LEDGER_DIR", str(disk.path))  # the scheduler's ledger there
+    backend = make_backend()
+    ledger = backend.scheduler._core.ledger
+    assert ledger.directory == disk.path
+    disk.fill()
+    reserve(ledger, "a")
+    app = app_factory(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        header = app.screen.query_one(SchedulerHeader)
+        await wait_for(
+            lambda: "cannot store the reservation ledger" in str(header.content),
+            what="the ledger warning",
+        )
+        text = str(header.content)
+        assert "No space left on device" in text and str(disk.path) in text, text
+        await pilot.pause()
+        assert header.region.height == 1
+        disk.free()
+        reserve(ledger, "b")  # stores "a" too: the warning goes
+        await wait_for(
+            lambda: "cannot store the reservation ledger" not in str(header.content),
+            what="the warning to go",
+        )
+    assert {r.run_id for r in Ledger(disk.path).entries()} == {"a", "b"}
