@@ -1,8 +1,10 @@
 """Moving running cluster runs off a node that left the Ray cluster (issue 12).
 
-A run admitted onto a node's GPU has its actors pinned there. When Ray stops listing
-that node, the run's episodes there fail and are retried (engine/executor/ray/executor.py), but
-nothing can start on the node again. So at every tick, after the ledger sync, each run
+A run admitted onto a node's GPU has its actors pinned there. When that node is lost
+(Ray stops listing it, or, seconds sooner, the liveness rule of
+engine/executor/ray/liveness.py finds its raylet silent), the run's episodes there
+fail and are retried (engine/executor/ray/executor.py), but nothing can start on the
+node again. So at every tick, after the ledger sync, each run
 of this scheduler whose node is gone is decided again by ``admission.decide`` as a lone
 candidate (it is running: it goes before anything queued, and asks no host RAM, which
 it holds here already) against the same per-GPU views admission uses. If a GPU takes
@@ -30,7 +32,7 @@ def move_displaced(core: Core, cluster: ClusterProbe, displaced: list[ClusterRes
                    acct: Accounting) -> None:
     """Re-place ``displaced`` (``cluster.displaced()``: this scheduler's runs whose node
     left; see the module docstring)."""
-    alive = cluster.alive or set()
+    alive = (cluster.alive or set()) - cluster.liveness.lost()
     gpus = [g for g in acct.gpus or () if isinstance(g.index, NodeGpu)
             and g.index.node_id in alive]
     for r in displaced:
