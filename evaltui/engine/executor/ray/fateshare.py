@@ -2,12 +2,13 @@
 
 Ray's worker processes are children of their node's raylet. When the raylet is
 SIGKILLed, its workers that run an evaltui actor (an episode worker, a nodeset host, a
-scheduler's node probe) were seen to keep running, orphaned, for good: nothing can reach
-them any more (``ray.kill`` goes through the dead raylet), and the run has already
-given them up and retried their episodes elsewhere. So each such actor watches its own
-parent: once it is no longer the raylet that started it (the process was reparented),
-the actor exits. Ray's own per-node processes are not ours to end (``ray start``'s
-``log_monitor`` is Ray's, see docs/pool.md).
+scheduler's node probe, the cluster ledger) were seen to keep running, orphaned, for
+good: nothing can reach them any more (``ray.kill`` goes through the dead raylet), and
+the run has already given them up and retried their episodes elsewhere (a cluster ledger
+actor is restarted elsewhere by Ray). So each such actor watches its own parent: once it
+is no longer the raylet that started it (the process was reparented), the actor exits.
+Ray's own per-node processes are not ours to end (``ray start``'s ``log_monitor`` is
+Ray's, see docs/pool.md).
 """
 
 from __future__ import annotations
