@@ -57,8 +57,12 @@ class SlotExecutor(Generic[S]):
 
     deal_ahead = False
     """Whether a busy worker can hold one more episode behind the one it runs."""
-    node_loss_retries = 0
-    """Retries, on top of ``max_episode_retries``, of an episode whose machine left."""
+    node_loss_retries = 3
+    """Retries, not counted against ``max_episode_retries``, of an episode whose worker's
+    machine left (a :class:`Died` or :class:`StartFailed` with ``node_lost``): the episode
+    did nothing wrong, so it is not scored as an error while machines remain. Which
+    machine a slot is on, and when one is lost, is the executor's rule (Ray's:
+    executor/ray/liveness.py); where the retry runs is its placement."""
     wait_slice_sec = 0.1
     """The longest :meth:`wait_events` waits before the core looks again."""
 

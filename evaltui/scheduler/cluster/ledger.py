@@ -40,6 +40,9 @@ class LedgerActor:
     by :func:`connect`, tested directly too."""
 
     def __init__(self) -> None:
+        from evaltui.engine.executor.ray.fateshare import follow_raylet
+
+        follow_raylet()  # orphaned by a dead raylet it would run on; Ray restarts it elsewhere
         self._res: dict[tuple[str, str], ClusterReservation] = {}
         self._lease: dict[str, float] = {}
         self._audit: list[dict[str, Any]] = []

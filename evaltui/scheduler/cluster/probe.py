@@ -12,11 +12,14 @@ again (so a reading is at most one tick old; only the first read waits, at most
 ``first_timeout_sec``), and uses each node's last answer while it is younger than
 ``stale_sec``; a
 node gone from the cluster (or whose actor died) drops out of the reading at once, so
-nothing new is admitted there. Per-process usage is not reported (PIDs of other
-machines mean nothing here). The probe also holds this scheduler's handle on the
-cluster ledger (cluster/ledger.py): ``sync`` once per tick (answered by the next tick:
-the entries it brings may be a tick old, which never over-commits because ``reserve``
-checks again in the ledger), ``reserve`` per admission.
+nothing new is admitted there. "Gone" is the executor's own rule
+(:mod:`evaltui.engine.executor.ray.liveness`: its raylet unanswered for 2 s, or Ray no
+longer lists it), not Ray's ~15 s verdict, so a run on a lost node is ``no_node`` (moved,
+scheduler/runs/moving.py) as soon as its episodes are retried. Per-process usage
+is not reported (PIDs of other machines mean nothing here). The probe also holds this
+scheduler's handle on the cluster ledger (cluster/ledger.py): ``sync`` once per tick
+(answered by the next tick: the entries it brings may be a tick old, which never
+over-commits because ``reserve`` checks again in the ledger), ``reserve`` per admission.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
+from evaltui.engine.executor.ray.liveness import NodeLiveness
 from evaltui.engine.executor.ray.resources import RUN_ID_ENV
 from evaltui.scheduler.admission.gpukey import NodeGpu
 from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot, HostSnapshot
@@ -42,8 +46,10 @@ class NodeProbe:
     """The actor on one node: its GPUs (as a one-machine scheduler reads them) and RAM."""
 
     def __init__(self) -> None:
+        from evaltui.engine.executor.ray.fateshare import follow_raylet
         from evaltui.scheduler.admission.resources import HostProbe, make_gpu_probe
 
+        follow_raylet()  # orphaned by a dead raylet, nothing could end it
         self.gpu = make_gpu_probe()
         self.host = HostProbe()
 
@@ -109,6 +115,7 @@ class ClusterProbe:
                     if handler is not None:
                         signal.signal(sig, handler)
         self.ledger = connect(ray)
+        self.liveness = NodeLiveness().start()
         self._lock = threading.Lock()
         self._actors: dict[str, Any] = {}
         self._pending: dict[str, Any] = {}
@@ -121,7 +128,8 @@ class ClusterProbe:
         self.hosts: dict[str, HostSnapshot] = {}
         """Host RAM/CPU per node name, as of the last reading."""
         self.alive: set[str] | None = None
-        """Ids of the nodes Ray listed alive at the last read (None: not read yet)."""
+        """Ids of the nodes alive at the last read: listed by Ray and not lost by the
+        liveness rule (None: not read yet)."""
         self.unplaced: dict[str, ClusterReservation] = {}
         """Runs of this scheduler whose node left and that no GPU could take yet: their
         reservation there, released (runs/moving.py)."""
@@ -139,6 +147,7 @@ class ClusterProbe:
             for actor in self._actors.values():
                 self._ray.kill(actor, no_restart=True)
             self._actors.clear()
+            self.liveness.close()
             if self._held:
                 try:
                     self._ray.get(self.ledger.release.remote(self.scheduler_id,
@@ -209,7 +218,9 @@ class ClusterProbe:
         with self._lock:
             if self.alive is None:
                 return []
-            gone = [r for r in self._held.values() if r.node_id not in self.alive]
+            lost = self.liveness.lost()  # now, not as of the last reading
+            gone = [r for r in self._held.values()
+                    if r.node_id not in self.alive or r.node_id in lost]
             return sorted([*gone, *self.unplaced.values()], key=lambda r: r.at)
 
     def unplace(self, r: ClusterReservation) -> None:
@@ -251,6 +262,8 @@ class ClusterProbe:
             nodes = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
         except Exception as exc:
             return GpuReading(False, f"Ray cluster unreachable: {exc}", False, ())
+        for lost in self.liveness.lost():  # Ray lists it for ~15 s more
+            nodes.pop(lost, None)
         self.alive = set(nodes)
         for gone in [n for n in self._actors if n not in nodes]:
             self._forget(gone, gone=True)

@@ -40,6 +40,9 @@ class EpisodeWorkerActor:
     """One worker slot on a cluster node; see the module docstring."""
 
     def __init__(self, slot: int, run_key: str) -> None:
+        from evaltui.engine.executor.ray.fateshare import follow_raylet
+
+        follow_raylet()  # orphaned by a dead raylet, nothing could end it
         self.slot = slot
         self.stop = threading.Event()
         self.session: Any = None
@@ -146,10 +149,12 @@ class NodesetActor:
 
     def __init__(self, impl: str, params: Mapping[str, Any], max_batch_size: int,
                  max_wait_ms: float, workspace: str | None = None) -> None:
+        from evaltui.engine.executor.ray.fateshare import follow_raylet
         from evaltui.engine.hosting.batching import BatchedInferenceServer
         from evaltui.engine.nodes import import_impl
         from evaltui.engine.usererrors import build_nodeset
 
+        follow_raylet()
         if workspace and workspace not in sys.path:
             sys.path.insert(0, workspace)
         self.nodeset = build_nodeset(impl, import_impl(impl), params)  # one-line error

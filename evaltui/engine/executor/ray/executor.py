@@ -14,12 +14,16 @@ hung-step watch work as locally. Shared nodesets without a given URL are hosted 
 NodesetActors (:mod:`.hosts`); where actors go, and following the run when its node
 leaves, is :mod:`.placement`.
 
-Faults: an actor that dies, or stops answering pulls for :data:`UNREACHABLE_SEC` (its
-node is gone: Ray would take ~15 s to say so), is killed and its episode is ``error``
-"worker died (node, pid, cause)" -- retried up to :data:`NODE_LOSS_RETRIES` more times
-when its node left; a node raising is ``error`` with the remote traceback (the loop
-records it); a stalled log is ``timeout``. Cancel asks the busy actors to stop at the
-next step. The actors are owned by this process: if it dies, Ray kills them.
+Faults: an actor that dies, or stops answering pulls for :data:`UNREACHABLE_SEC`, is
+killed and its episode is ``error`` "worker died (node, pid, cause)". Whether its *node*
+was lost is the run's own rule (:mod:`.liveness`: the node's raylet checked twice a
+second, lost after 2 s without an answer; Ray would take ~15 s to say so): the busy
+actors of a lost node are given up at once, an actor that died is node loss when its
+raylet does not answer now, and node loss is retried elsewhere without counting against
+``max_episode_retries`` (the core's ``node_loss_retries``); a node raising is ``error``
+with the remote traceback (the loop records it); a stalled log is ``timeout``. Cancel
+asks the busy actors to stop at the next step. The actors are owned by this process: if
+it dies, Ray kills them.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from evaltui.engine.executor.dealing import SlotExecutor
 from evaltui.engine.executor.errors import ExecutorError
 from evaltui.engine.executor.ray.actors import EpisodeWorkerActor
 from evaltui.engine.executor.ray.hosts import RayHosts
+from evaltui.engine.executor.ray.liveness import NodeLiveness
 from evaltui.engine.executor.ray.placement import ActorPlacement, alive_nodes
 from evaltui.engine.executor.ray.resources import place_timeout_sec, unplaceable
 from evaltui.engine.executor.ray.slot import RaySlot, death_cause, remote_error
@@ -55,15 +60,11 @@ WORKER_RESOURCES = {"num_cpus": 1}
 NODE_DEATH = re.compile(r"node (?:has |was )?(?:died|dead|removed|terminated)|node.{0,60}"
                         r"(?:died|is dead|was terminated)", re.IGNORECASE)
 """An actor-death error that blames the node (Ray may still list the node alive then)."""
-NODE_LOSS_RETRIES = 3
-"""Retries of an episode whose node left mid-episode, on top of ``max_episode_retries``:
-the episode did nothing wrong, so it is not scored as an error while nodes remain."""
 
 
 class RayExecutor(SlotExecutor[RaySlot]):
     """K worker actors on the Ray cluster at ``address``; see the module docstring."""
 
-    node_loss_retries = NODE_LOSS_RETRIES
     wait_slice_sec = 0.05
 
     def __init__(self, checked: CheckedSpec, episodes: list[dict[str, Any]],
@@ -83,6 +84,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
         self.run_key = run_key
         self._lost_nodes: set[str] = set()
         self._checked_ref: Any = None
+        self.liveness: NodeLiveness | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> RayExecutor:
@@ -103,6 +105,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
                         signal.signal(sig, handler)
         self.where = ActorPlacement()
         try:
+            self.liveness = NodeLiveness().start()
             self.hosts.start(self.where)
             self._checked_ref = ray.put(pickle.dumps(self.checked))
             for slot in self.slots:
@@ -124,6 +127,8 @@ class RayExecutor(SlotExecutor[RaySlot]):
         for slot in self.slots:
             slot.actor = None
         self.hosts.kill()
+        if self.liveness is not None:
+            self.liveness.close()
         ray.shutdown()
 
     # ---- the slot interface ----------------------------------------------------------------
@@ -179,6 +184,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
             elif kind == "run" and slot.run_ref is ref:
                 events.append(self._on_run(slot))
         if not cancelling:
+            events.extend(self._on_lost_nodes())
             events.extend(self._unreachable())
         return events
 
@@ -195,9 +201,10 @@ class RayExecutor(SlotExecutor[RaySlot]):
     def _placement(self) -> dict[str, Any]:
         """The run's placement, minus the nodes this run found lost: Ray still lists them
         (and SPREAD may pick them) until its own ~15 s death timeout."""
-        if not self._lost_nodes or self.where.pinned:
+        lost_nodes = self._lost_nodes | self._liveness_lost()
+        if not lost_nodes or self.where.pinned:
             return self.where.options
-        lost = ",".join(sorted(self._lost_nodes))
+        lost = ",".join(sorted(lost_nodes))
         return {**self.where.options, "label_selector": {"ray.io/node-id": f"!in({lost})"}}
 
     def _start_parked(self) -> None:
@@ -248,8 +255,16 @@ class RayExecutor(SlotExecutor[RaySlot]):
         except ray.exceptions.RayActorError as exc:
             cause, node = death_cause(exc), (slot.info or {}).get("node_id")
             alive = alive_nodes() if node else None
-            return self._died(slot, cause, node_lost=bool(NODE_DEATH.search(str(exc)))
-                              or (alive is not None and node not in alive))
+            node_lost = bool(NODE_DEATH.search(str(exc))) or (
+                alive is not None and node not in alive)
+            if not node_lost and node and self.liveness is not None \
+                    and not self.liveness.check_now(node):
+                # Ray still lists the node (it would for ~15 s) but its raylet is silent:
+                # e.g. "actor is temporarily unavailable ... rpc_code: 14" after a SIGKILL.
+                self._take_node_lost(node)
+                cause = f"{cause}; {self.liveness.why(node)}: its node is lost"
+                node_lost = True
+            return self._died(slot, cause, node_lost=node_lost)
         except ray.exceptions.RayError as exc:  # the body itself raised (not a node)
             outcome = EpisodeOutcome(status=EpisodeStatus.ERROR, step_count=0,
                                      elapsed_sec=time.monotonic() - slot.dealt_at,
@@ -259,6 +274,36 @@ class RayExecutor(SlotExecutor[RaySlot]):
         slot.run_ref = None
         return Finished(slot, slot.index, outcome)
 
+    def _liveness_lost(self) -> set[str]:
+        return self.liveness.lost() if self.liveness is not None else set()
+
+    def _take_node_lost(self, node_id: str) -> None:
+        """The run's rule found ``node_id`` lost: no actor goes there, said once."""
+        if node_id in self._lost_nodes:
+            return
+        self._lost_nodes.add(node_id)
+        self.where.lost(node_id)
+        why = self.liveness.why(node_id) if self.liveness is not None else "unreachable"
+        print(f"evaltui: node {node_id[:8]} is lost ({why}); its episodes are retried on "
+              "other nodes", file=sys.stderr, flush=True)
+
+    def _on_lost_nodes(self) -> list[SlotEvent]:
+        """Deaths of the actors on nodes the run's rule finds lost (busy or not: nothing
+        of theirs will answer), before Ray says anything about them."""
+        lost = self._liveness_lost()
+        if not lost:
+            return []
+        events: list[SlotEvent] = []
+        for slot in self.slots:
+            node = (slot.info or {}).get("node_id")
+            if slot.actor is None or node not in lost:
+                continue
+            self._take_node_lost(node)
+            assert self.liveness is not None
+            events.append(self._died(slot, f"{self.liveness.why(node)}: its node is lost",
+                                     node_lost=True))
+        return events
+
     def _unreachable(self) -> list[SlotEvent]:
         """Deaths of busy actors whose pulls stopped being answered: their node is lost."""
         now, events = time.monotonic(), []
@@ -267,8 +312,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
                 continue
             if now - slot.pull_sent > UNREACHABLE_SEC:
                 if slot.info is not None:
-                    self._lost_nodes.add(slot.info["node_id"])
-                    self.where.lost(slot.info["node_id"])
+                    self._take_node_lost(slot.info["node_id"])
                 events.append(self._died(slot, f"unreachable for {UNREACHABLE_SEC:.0f} s: "
                                                "its node is lost", node_lost=True))
         return events
