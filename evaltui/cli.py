@@ -32,6 +32,8 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "teardown": ("teardown",),
     "verify": ("verify",),
     "sets": ("set",),
+    "report": ("report",),
+    "export": ("export",),
 }
 MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items()
              for command in commands}

@@ -1,0 +1,106 @@
+"""``evaltui export RUN_DIR --to wandb|mlflow|tensorboard``: a run into a tracker.
+
+The run dir stays the source of truth: export reads it (after the run, or while it runs:
+then what is finished, said so) and writes the tracker's run, the same one on every
+export (see :mod:`evaltui.export.payload`). Exit codes: 0 exported, 1 the tracker
+failed, 2 bad input (not a run dir, a flag for another tracker, the tracker's extra not
+installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evaltui.export.snapshot import RunSnapshot
+
+TRACKERS = {"wandb": "wandb", "mlflow": "mlflow", "tensorboard": "tensorboard"}
+"""``--to`` value -> the module its extra installs (``pip install 'evaltui[NAME]'``)."""
+ONLY_FOR = {"logdir": "tensorboard", "tracking_uri": "mlflow", "dir": "wandb"}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export", help="export a run to W&B, MLflow or TensorBoard",
+        description="Export RUN_DIR's summary metrics (mean, 95% CI, n), spec (as config), "
+        "episode rows (a table), running means (series over episodes) and a few episode "
+        "GIFs to a tracker. Exporting the same run again updates its tracker run.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run dir (outputs/eval_runs/RUN_ID)")
+    p.add_argument("--to", required=True, choices=sorted(TRACKERS), help="the tracker")
+    p.add_argument("--logdir", metavar="D", type=Path,
+                   help="tensorboard: the log dir (the run goes to D/[PROJECT/]RUN_NAME)")
+    p.add_argument("--tracking-uri", metavar="U",
+                   help="mlflow: the tracking URI, e.g. sqlite:///mlflow.db or http://host:5000 "
+                   "(default: MLflow's own, $MLFLOW_TRACKING_URI or ./mlruns)")
+    p.add_argument("--dir", metavar="D", type=Path,
+                   help="wandb: where its local files go (default ./wandb)")
+    p.add_argument("--project", metavar="P",
+                   help="W&B project, MLflow experiment or TensorBoard subfolder "
+                   "(default: evaltui; none for TensorBoard)")
+    p.add_argument("--run-name", metavar="NAME",
+                   help="the tracker run's name (default: GRAPH RUN_ID)")
+    p.set_defaults(func=run)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"evaltui export: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    for option, tracker in ONLY_FOR.items():
+        if getattr(args, option) is not None and args.to != tracker:
+            flag = "--" + option.replace("_", "-")
+            return _fail(f"{flag} is for --to {tracker}, not --to {args.to}", 2)
+    if args.to == "tensorboard" and args.logdir is None:
+        return _fail("--to tensorboard needs --logdir D", 2)
+    module = TRACKERS[args.to]
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return _fail(f"--to {args.to} needs the {module} package: "
+                     f"pip install 'evaltui[{args.to}]'", 2)
+    from evaltui.export.snapshot import read_snapshot
+    from evaltui.results.runrows import RunDirError
+
+    try:
+        snap = read_snapshot(Path(args.run_dir).expanduser())
+    except RunDirError as exc:
+        return _fail(str(exc), 2)
+    for note in snap.notes():
+        print(f"note: {note}", file=sys.stderr)
+    try:
+        with warnings.catch_warnings():
+            # The trackers' own dependencies (SQLAlchemy, protobuf, pydantic) warn about
+            # their deprecations: noise to someone exporting a run, not theirs to fix.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            where = _export(args, snap)
+    except Exception as exc:  # the tracker's own error (network, store, permissions)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return _fail(f"{args.to} failed: {first}", 1)
+    print(f"exported run {snap.run_id} ({snap.state.value}, {len(snap.rows)} episodes) to "
+          f"{args.to}: {where}")
+    return 0
+
+
+def _export(args: argparse.Namespace, snap: RunSnapshot) -> str:
+    if args.to == "tensorboard":
+        from evaltui.export import to_tensorboard
+
+        return str(to_tensorboard.export(snap, logdir=args.logdir, project=args.project,
+                                         run_name=args.run_name))
+    if args.to == "mlflow":
+        from evaltui.export import to_mlflow
+
+        return to_mlflow.export(snap, tracking_uri=args.tracking_uri, project=args.project,
+                                run_name=args.run_name)
+    from evaltui.export import to_wandb
+
+    return to_wandb.export(snap, project=args.project, run_name=args.run_name,
+                           directory=args.dir)

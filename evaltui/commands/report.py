@@ -1,0 +1,55 @@
+"""``evaltui report RUN_DIR -o DIR``: a run as a static site that opens in any browser.
+
+Exit codes: 0 written, 2 bad input (not a run dir, a bad ``--episodes``, an output dir
+that exists and is not a report without ``--force``); nothing is written on refusal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report", help="write a run's static report (index.html; opens from file://)",
+        description="Write RUN_DIR as a static site in DIR: the run's header, metrics with "
+        "95% CIs and n, plots, a sortable and searchable episode table, and a page per "
+        "episode with its frames and firing log. No server and nothing fetched: copy DIR "
+        "anywhere and open DIR/index.html.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run dir (outputs/eval_runs/RUN_ID)")
+    p.add_argument("-o", "--output", metavar="DIR", required=True,
+                   help="where to write the site (an earlier report there is replaced)")
+    p.add_argument("--episodes", metavar="WHICH", default=None,
+                   help="which episodes get a page: all (default), none, or indices, "
+                   "ranges and statuses, e.g. 0-19,error")
+    p.add_argument("--force", action="store_true",
+                   help="replace DIR even if it exists and is not a report")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from evaltui.export.snapshot import read_snapshot
+    from evaltui.report.build import write_run_report
+    from evaltui.report.episodechoice import EpisodeChoiceError, parse_episode_choice
+    from evaltui.report.outdir import OutputDirError, check_output
+    from evaltui.results.runrows import RunDirError
+
+    started = time.monotonic()
+    out = Path(args.output)
+    try:
+        choice = parse_episode_choice(args.episodes)
+        check_output(out, force=args.force, sources=[Path(args.run_dir)])
+        snap = read_snapshot(Path(args.run_dir).expanduser())
+        site = write_run_report(snap, out, choice, force=args.force)
+    except (RunDirError, EpisodeChoiceError, OutputDirError) as exc:
+        print(f"evaltui report: {exc}", file=sys.stderr)
+        return 2
+    for note in snap.notes():
+        print(f"note: {note}", file=sys.stderr)
+    print(f"report of run {snap.run_id} ({snap.state.value}, {len(snap.rows)} episodes, "
+          f"{len(site.pages)} episode pages) in {time.monotonic() - started:.1f} s -> "
+          f"{out / 'index.html'}")
+    return 0

@@ -1,0 +1,105 @@
+"""``evaltui export RUN --to mlflow --tracking-uri U``: one MLflow run per run dir.
+
+The experiment is ``--project`` (default ``evaltui``). The run is found again by its tag
+``evaltui.run_key`` (:func:`payload.run_key`), so a second export logs into the same run.
+Everything logged is idempotent: params are the spec (which never changes for a run
+dir), metrics carry fixed timestamps and steps (MLflow drops a metric identical to one it
+has), artifacts are overwritten at their paths, and what does change (state, notes) is a
+tag. Metrics: ``<metric>`` (+ ``/ci95_low``, ``/ci95_high``, ``/n``) at the step of the
+episodes finished, ``running_mean/<metric>`` at every episode count. Artifacts:
+``spec.json``, ``summary.json`` (the numbers shared), ``episodes.json`` (the table as
+``{columns, data}``) and ``media/epNNNN.gif``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from evaltui.export import payload
+from evaltui.export.snapshot import RunSnapshot
+
+DEFAULT_EXPERIMENT = "evaltui"
+KEY_TAG = "evaltui.run_key"
+PARAM_VALUE_CHARS = 6000
+"""MLflow's limit on a param value; a longer value is cut (the whole spec is spec.json)."""
+_BATCH = 900  # MLflow takes at most 1000 entities a log_batch
+
+
+def _epoch_ms(value: Any) -> int:
+    if isinstance(value, str):
+        try:
+            return int(datetime.fromisoformat(value).timestamp() * 1000)
+        except ValueError:
+            pass
+    return 0
+
+
+def find_or_create_run(client: MlflowClient, snap: RunSnapshot, experiment: str,
+                       name: str) -> str:
+    """The MLflow run id of ``snap`` in ``experiment`` (made at the first export)."""
+    found = client.get_experiment_by_name(experiment)
+    exp_id = found.experiment_id if found is not None else client.create_experiment(experiment)
+    key = payload.run_key(snap)
+    runs = client.search_runs([exp_id], filter_string=f"tags.`{KEY_TAG}` = '{key}'",
+                              max_results=1)
+    if runs:
+        return runs[0].info.run_id
+    return client.create_run(exp_id, run_name=name, tags={KEY_TAG: key}).info.run_id
+
+
+def export(snap: RunSnapshot, *, tracking_uri: str | None, project: str | None = None,
+           run_name: str | None = None) -> str:
+    """Log the run to MLflow; return ``experiment/run_id``."""
+    client = MlflowClient(tracking_uri)
+    experiment = project or DEFAULT_EXPERIMENT
+    name = payload.run_name(snap, run_name)
+    run_id = find_or_create_run(client, snap, experiment, name)
+    stamp = _epoch_ms(snap.summary.get("started_at"))
+    values = payload.summary_values(snap)
+    last = int(values.get("episodes", 0))
+    metrics = [Metric(k, float(v), stamp, last) for k, v in values.items()]
+    for metric, points in payload.series(snap).items():
+        for p in points:
+            metrics.append(Metric(f"running_mean/{metric}", p.mean, stamp, p.episodes))
+            if p.low is not None and p.high is not None:
+                metrics += [Metric(f"running_mean/{metric}/ci95_low", p.low, stamp, p.episodes),
+                            Metric(f"running_mean/{metric}/ci95_high", p.high, stamp,
+                                   p.episodes)]
+    conf = payload.config(snap)
+    params = [Param(k[:250], (v if isinstance(v, str) else json.dumps(v))[:PARAM_VALUE_CHARS])
+              for k, v in payload.flat({"spec": conf["spec"]})]
+    evaltui = conf["evaltui"]
+    params += [Param(f"evaltui.{k}", str(evaltui[k])) for k in
+               ("graph_name", "dataset", "split", "worker_count", "executor")]
+    notes = snap.notes()
+    tags = [RunTag("mlflow.runName", name), RunTag("evaltui.run_id", snap.run_id),
+            RunTag("evaltui.state", snap.state.value),
+            RunTag("evaltui.run_dir", str(snap.run_dir)),
+            RunTag("evaltui.numbers_from", snap.numbers_from),
+            RunTag("evaltui.errored", str(snap.error_count > 0).lower()),
+            RunTag("mlflow.note.content", "\n\n".join(notes) or "no errors; run finished")]
+    for i in range(0, len(params), 100):
+        client.log_batch(run_id, params=params[i:i + 100])
+    for i in range(0, len(metrics), _BATCH):
+        client.log_batch(run_id, metrics=metrics[i:i + _BATCH])
+    client.log_batch(run_id, tags=tags)
+    columns, rows = payload.table(snap)
+    client.log_dict(run_id, conf, "spec.json")
+    client.log_dict(run_id, {k: v for k, v in snap.summary.items() if k != "episodes"},
+                    "summary.json")
+    client.log_dict(run_id, {"columns": columns, "data": rows}, "episodes.json")
+    with tempfile.TemporaryDirectory(prefix="evaltui-mlflow-") as tmp:
+        for gif in payload.write_gifs(snap, Path(tmp)).values():
+            client.log_artifact(run_id, str(gif), "media")
+    if snap.finished:
+        client.set_terminated(run_id, "FAILED" if snap.state.value in ("failed", "aborted")
+                              else "KILLED" if snap.state.value == "cancelled" else "FINISHED",
+                              end_time=_epoch_ms(snap.summary.get("finished_at")) or None)
+    return f"{experiment}/{run_id}"

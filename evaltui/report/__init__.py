@@ -1,0 +1,1 @@
+"""``evaltui report``: a run as a static site (no server, nothing fetched; opens from file://)."""
