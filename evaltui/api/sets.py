@@ -22,6 +22,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.setdrivers import SetBusyHere, SetDrivers
+from evaltui.scheduler.scheduler import RunNotFound
 from evaltui.sets.plan import SetPlan, plan_data, plan_record
 from evaltui.sets.runner import RunnerOptions
 from evaltui.sets.setdir import SetBusy, SetDirError, read_set, sets_root
@@ -113,6 +114,11 @@ def get(set_id: SetId, ctx: Ctx,
     for member in body["members"]:
         rec = extra[member["key"]]
         member.update(attempts=rec.attempts, error=rec.error)
+        if rec.run_id is not None:  # the scheduler's word over a file read mid-start
+            try:
+                member["state"] = ctx.scheduler.get_run(rec.run_id).state.value
+            except RunNotFound:
+                pass
     driver = drivers(ctx).get(set_id)
     body.update(set_dir=str(_set_path(ctx, set_id)), running=driver is not None,
                 held=bool(driver and driver.held), axes=table.axes, metrics=table.metrics)

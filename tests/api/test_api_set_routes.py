@@ -159,3 +159,34 @@ def test_cancel_stops_the_set_and_resume_completes_it(backend: Backend, tmp_path
     assert all(m["metrics_n"]["success"] == 4 for m in body["members"])
     with pytest.raises(NotFound):
         client.cancel_set("nope")
+
+
+def test_the_set_commands_are_clients_of_the_backend_at_backend_url(
+        backend: Backend, api_env: dict[str, Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from evaltui.cli import main
+
+    monkeypatch.setenv("BACKEND_URL", backend.url)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"name": "bad", "base": {"graph": "bot"},
+                                   "matrix": {"policy.bogus": [1, 2]}}))
+    assert main(["set", "run", str(bad)]) == 2  # the backend's check, the CLI's line
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: matrix.policy.bogus: ") and "\n" not in err
+    assert not (api_env["outputs"] / "eval_sets").exists()
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "away", "base": {"graph": "bot", "episodes": 2},
+                                    "matrix": {"policy.noise": [0.0, 0.5]}}))
+    assert main(["set", "run", str(path), "--detach"]) == 0
+    assert backend.url in capsys.readouterr().err
+    # Nothing here drives it any more: the backend does, to the end.
+    body = _settled(backend.client(), "away")
+    assert [m["state"] for m in body["members"]] == ["done", "done"], body
+    assert main(["set", "cancel", "away"]) == 0
+    assert "cancel asked of 0 member run(s)" in capsys.readouterr().out
+    assert main(["set", "resume", str(api_env["outputs"] / "eval_sets" / "away"),
+                 "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert [m["state"] for m in table["members"]] == ["done", "done"]
+    assert [m["run_id"] for m in table["members"]] == [m["run_id"] for m in body["members"]]
