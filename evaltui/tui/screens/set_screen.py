@@ -46,7 +46,8 @@ class SetScreen(Screen[None]):
     """A set's table, its plot over checkpoints, and its members' runs a key away."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "open_member", "Open"),
+        # priority: the table's own enter would hide the key from the footer
+        Binding("enter", "open_member", "Open", priority=True),
         Binding("x", "compare", "vs baseline"),
         Binding("p", "pivot", "Pivot"),
         Binding("escape", "back", "Back"),
@@ -142,7 +143,8 @@ class SetScreen(Screen[None]):
             widget.add_row(*shown)
         if grid.rows:
             widget.move_cursor(row=min(row, len(grid.rows) - 1))
-        self.query_one("#set-notes", Static).update("\n".join(grid.notes))
+        notes = [n.replace("bold:", f"bold,{BEST_MARK}:", 1) for n in grid.notes]
+        self.query_one("#set-notes", Static).update("\n".join(notes))
 
     def _show_plots(self) -> None:
         from evaltui.sets.render import TERMINAL_METRICS

@@ -68,7 +68,8 @@ class SetGroups(Tree[Any]):
     DEFAULT_CSS: ClassVar[str] = """
     SetGroups {
         height: auto;
-        max-height: 9;
+        max-height: 30%;
+        overflow-x: hidden;
         padding: 0 1;
         background: $surface;
     }
