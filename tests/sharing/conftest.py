@@ -73,7 +73,9 @@ def copy_run(tmp_path: Path):
 def real_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real set through ``evaltui set run``: the shipped model at two checkpoints (its
     weights, and the same with the output layer negated: an 'early' one) on two splits,
-    4 episodes each; the baseline is the trained checkpoint on GoToLocal. Its set dir."""
+    4 episodes each, no frames (GoToObjMaze episodes run to their 576-step limit: GIFs of
+    them would be most of the exports' time); the baseline is the trained checkpoint on
+    GoToLocal. Its set dir."""
     import numpy as np
     import yaml
 
@@ -87,7 +89,8 @@ def real_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
     last = f"w{int(arrays['layers']) - 1}"
     save_weights(base / "ckpts" / "policy_000100.npz", {**arrays, last: -arrays[last]})
     (base / "set.yaml").write_text(yaml.safe_dump({
-        "name": "curve", "base": {"graph": "model", "episodes": 4, "workers": 1},
+        "name": "curve", "base": {"graph": "model", "episodes": 4, "workers": 1,
+                                  "set": {"env.frame_stride": 0}},
         "matrix": {"split": ["GoToLocal", "GoToObjMaze"],
                    "checkpoint": {"glob": "ckpts/*.npz", "param": "policy.weights"}},
         "baseline": {"step": 200, "split": "GoToLocal"}}))
