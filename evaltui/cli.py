@@ -31,9 +31,10 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "run": ("run",),
     "teardown": ("teardown",),
     "verify": ("verify",),
-    "sets": ("set",),
     "report": ("report",),
     "export": ("export",),
+    "gpus": ("gpus",),
+    "sets": ("set",),
 }
 MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items()
              for command in commands}

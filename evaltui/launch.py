@@ -33,6 +33,20 @@ if TYPE_CHECKING:
     from evaltui.engine.graph.specchecks import CheckedSpec
 
 
+def outputs_problem(outputs: Path) -> str | None:
+    """Why runs cannot be written under ``outputs`` (one line), else None; creates it
+    (and its parents) when missing -- as the first run would."""
+    if outputs.exists() and not outputs.is_dir():
+        return f"outputs {outputs}: not a directory"
+    try:
+        outputs.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"outputs {outputs}: cannot create it ({exc.strerror or exc})"
+    if not os.access(outputs, os.W_OK | os.X_OK):
+        return f"outputs {outputs}: not writable"
+    return None
+
+
 def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUEUED,
                 record_extra: Mapping[str, Any] | None = None) -> tuple[Path, CheckedSpec]:
     """Validate (raising SpecError), then allocate the run dir and write its records."""

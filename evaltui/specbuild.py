@@ -62,6 +62,10 @@ def build_spec(target: str | None = None, *, demo: bool = False, dataset: str | 
     if isinstance(data, str) and data != "babyai" and Path(data).exists():
         ev["dataset"] = str(Path(data).resolve())  # the run subprocess has another cwd
     spec["eval"] = ev
+    if workspace is not None and not Path(workspace).is_dir():
+        raise SpecError("active_workspace_dir", f"--workspace {workspace}: "
+                        + ("not a directory" if Path(workspace).exists() else
+                           "no such directory"))
     spec.setdefault("active_workspace_dir", str(Path(workspace or os.getcwd()).resolve()))
     return spec
 
@@ -71,6 +75,9 @@ def _load_target(target: str | None) -> dict[str, Any]:
         raise SpecError("target", "give a graph file, a JobSpec file, a built-in graph name "
                         "or --demo")
     path = Path(target)
+    if path.is_dir():
+        raise SpecError("target", f"{target} is a directory: give a graph or JobSpec JSON "
+                        f"file, or a built-in graph name ({', '.join(builtin_graph_names())})")
     if not path.is_file():
         builtin = builtin_graph_path(target)
         if builtin is None:

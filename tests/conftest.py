@@ -3,7 +3,10 @@ config dir (their own themes would change the TUI tests)."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,3 +27,15 @@ def anyio_backend() -> str:
     """Textual runs on asyncio: never parametrize the async tests over trio, even where
     trio happens to be installed."""
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """The two-node local Ray cluster (tests/ray/raycluster.py), once a session for every
+    folder that asks (tests/ray, tests/executors); skipped, one line, without ray."""
+    pytest.importorskip("ray", reason="ray is not installed (pip install 'evaltui[ray]')")
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "ray"))
+    from raycluster import two_node_cluster
+
+    with two_node_cluster() as cluster:
+        yield cluster

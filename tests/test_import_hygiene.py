@@ -25,6 +25,9 @@ RULES: dict[str, tuple[str, ...]] = {
     "evaltui.api.client": ("evaltui.scheduler", "evaltui.tui", *UI),
     "evaltui.runview": ("evaltui.scheduler", "evaltui.api", "textual"),
     "evaltui.wrapper": ("evaltui.scheduler", "evaltui.tui", *UI),
+    # Slurm's client commands only: the contract may carry its options model
+    "evaltui.slurm": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
+    "evaltui.gpu": ("evaltui.scheduler", "evaltui.tui", "evaltui.api", *UI),
     "evaltui.setspec": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
                         *UI),
     "evaltui.sets": ("evaltui.tui", *UI),

@@ -57,6 +57,10 @@ class BackendUnavailable(ApiError):
     """Nothing answers at the URL (or it is not an evaltui backend)."""
 
 
+class BackendTimeout(BackendUnavailable):
+    """Something took the connection but did not answer in time."""
+
+
 class AuthError(ApiError):
     """The backend rejected the token (401)."""
 
@@ -302,8 +306,8 @@ class ApiClient:
 
     def _unavailable(self, exc: Exception) -> BackendUnavailable:
         if isinstance(exc, httpx.TimeoutException):
-            return BackendUnavailable(f"the backend at {self.base_url} did not answer in time "
-                                      f"({type(exc).__name__})")
+            return BackendTimeout(f"the backend at {self.base_url} did not answer in time "
+                                  f"({type(exc).__name__})")
         return BackendUnavailable(f"no backend at {self.base_url} (start one with `evaltui "
                                   f"serve`, or set {URL_ENV})")
 

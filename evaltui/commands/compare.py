@@ -53,8 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--json", action="store_true", help="JSON output for scripts")
     out.add_argument("--format", choices=FORMATS,
                      help="print only the table, as Markdown, CSV or LaTeX (booktabs)")
-    p.add_argument("--digits", type=_non_negative_int, default=3,
-                   help="decimals in --format tables (default 3)")
+    p.add_argument("--digits", type=_non_negative_int, default=None,
+                   help="decimals in --format tables (default 3; CSV: every digit)")
     p.add_argument("--outputs", help="outputs root for run ids (default $EVALTUI_OUTPUTS "
                    "or ./outputs)")
     p.set_defaults(func=run)
@@ -127,8 +127,10 @@ def _print_human(console: Console, result: Comparison, run_a: RunRows, run_b: Ru
                       f"[{style}]{m.diff:+.4f}[/]" if style else f"{m.diff:+.4f}",
                       f"[{m.ci95[0]:+.4f}, {m.ci95[1]:+.4f}]" if m.ci95 else "-", str(m.n))
     console.print(table)
-    console.print(f"{result.n_pairs} episode pairs; 95% CI of B - A: paired bootstrap, "
-                  f"percentile method, {result.resamples} resamples, seed {result.seed}",
+    # Two lines: one line of both is 94 columns, past an 80-column terminal.
+    console.print(f"{result.n_pairs} episode pairs; 95% CI of B - A: paired bootstrap,",
+                  highlight=False, soft_wrap=True)
+    console.print(f"  percentile method, {result.resamples} resamples, seed {result.seed}",
                   highlight=False, soft_wrap=True)
     test = result.mcnemar
     if test is None:

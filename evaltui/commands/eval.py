@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_spec_arguments(p)
     p.add_argument("--outputs", help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
     p.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    p.add_argument("--verbose", action="store_true",
+                   help="also print the traceback when a nodeset fails to import or build")
     p.set_defaults(func=run)
 
 
@@ -99,6 +102,8 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from evaltui.commands.evalstart import DeferredInterrupt, start_run_process
 
+    if getattr(args, "verbose", False):
+        os.environ["EVALTUI_VERBOSE"] = "1"  # engine.usererrors.VERBOSE_ENV, for the run
     with DeferredInterrupt() as interrupt:
         try:
             early = start_run_process()  # first: its imports overlap with the rest of ours
@@ -149,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if state is RunState.ABORTED:
         console.print(f"[red]aborted[/]: {status.note}", highlight=False)
-    return exit_code(state, _header(summary), console)
+    return exit_code(state, _header(summary), console, run_dir)
 
 
 def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInterrupt
@@ -204,15 +209,25 @@ def _refused(message: str) -> int:
     from rich.markup import escape
 
     # "evaltui[ray]" is no tag
-    _console().print(f"[bold red]error[/]: {escape(message)}")
+    # One line however narrow the terminal or pipe: soft_wrap leaves the folding to it.
+    _console().print(f"[bold red]error[/]: {escape(message)}", soft_wrap=True)
     return 2
 
 
-def exit_code(state: RunState, summary: SummaryHeader | None, console: Console) -> int:
+def exit_code(state: RunState, summary: SummaryHeader | None, console: Console,
+              run_dir: Path | None = None) -> int:
     """0 for a done run within its error allowance; else 1, with the reason on stderr."""
+    from rich.markup import escape
+
     if state is not RunState.DONE:
         if summary is not None and summary.error:
-            console.print(f"[red]error[/]: {summary.error}", highlight=False)
+            from evaltui.results.fittable import one_line
+
+            # One line (a traceback: what it says); `evaltui show RUN_DIR` has it all.
+            more = f" (evaltui show {run_dir or 'RUN_DIR'} for all of it)" \
+                if "\n" in summary.error.strip() else ""
+            console.print(f"[red]error[/]: {escape(one_line(summary.error))}{more}",
+                          highlight=False, soft_wrap=True)
         return 1
     if summary is not None and summary.error_rate_exceeded:
         first = summary.first_error
@@ -290,11 +305,12 @@ def print_results(console: Console, run_dir: Path, state: RunState,
     if not summary:
         console.print(f"no summary.json; see {run_dir / 'run.log'}")
         return
-    if summary.get("error"):
-        console.print(f"[red]{summary['error']}[/]")
+    # A failed run's error is said once, on stderr (exit_code); no empty metrics table.
     from evaltui.results.richtables import metrics_table
 
-    console.print(metrics_table(summary))
+    if summary.get("metrics"):
+        console.print(metrics_table(summary))
     counts = ", ".join(f"{k} {v}" for k, v in summary.get("counts_by_status", {}).items())
     console.print(f"episodes {summary.get('episodes_finished')}/{summary.get('episodes_total')}"
-                  f" ({counts}) in {summary.get('elapsed_sec', 0):.1f} s -> {run_dir}")
+                  f"{f' ({counts})' if counts else ''} in {summary.get('elapsed_sec', 0):.1f} s"
+                  f" -> {run_dir}", soft_wrap=True)

@@ -19,8 +19,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "(outputs/eval_runs/RUN_ID/episodes/epNNNN, or a copy of one).")
     p.add_argument("ep_dir", metavar="EP_DIR", help="an episode dir with log.jsonl")
     p.add_argument("--export", metavar="OUT.gif", default=None,
-                   help="write the episode's frames as an animated GIF instead of opening "
-                   "the viewer")
+                   help="write the episode's frames as an animated GIF (or, for OUT.png, an "
+                   "animated PNG) instead of opening the viewer")
+    p.add_argument("--scale", type=int, default=None, metavar="N",
+                   help="--export each frame N times its size (default: enough to make it "
+                   "256 px or more, e.g. 4 for BabyAI's 64 px)")
     p.add_argument("--fps", type=float, default=4.0, help="frames per second of --export "
                    "(default 4)")
     # SUPPRESS: `evaltui --theme light replay EP` keeps the global option's value.
@@ -36,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.export:
-        return export(ep_dir, Path(args.export).expanduser(), args.fps)
+        return export(ep_dir, Path(args.export).expanduser(), args.fps, args.scale)
     from evaltui.tui.app import make_app  # Textual only for the commands that need it
     from evaltui.tui.themes import DEFAULT_THEME, ThemeError
 
@@ -50,16 +53,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def export(ep_dir: Path, out: Path, fps: float) -> int:
-    """``--export``: the frames as a GIF, no TUI; exit 2 when there are none."""
-    from evaltui.runview.gif import NoFramesError, export_gif
+def export(ep_dir: Path, out: Path, fps: float, scale: int | None = None) -> int:
+    """``--export``: the frames as a GIF (or APNG), no TUI; exit 2 when there are none or
+    the output cannot be written (checked before any frame is read)."""
+    from evaltui.runview.gif import NoFramesError, animation_format, export_gif
 
     if not fps > 0:
         print(f"evaltui replay: --fps must be > 0, got {fps}", file=sys.stderr)
         return 2
+    if scale is not None and scale < 1:
+        print(f"evaltui replay: --scale must be >= 1, got {scale}", file=sys.stderr)
+        return 2
     try:
-        count = export_gif(ep_dir, out, fps)
-    except (NoFramesError, OSError) as exc:  # OSError: unwritable out, unreadable frame
+        animation_format(out)
+        count = export_gif(ep_dir, out, fps, scale=scale)
+    except (NoFramesError, OSError, ValueError) as exc:  # OSError: unwritable out, bad frame
         print(f"evaltui replay: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {count} frames at {fps:g} fps to {out}")

@@ -3,7 +3,8 @@
 They talk to ``$BACKEND_URL`` (default ``http://127.0.0.1:8000``, or ``--url``) with
 the state dir's token (or ``$EVALTUI_TOKEN``), print rich tables for people and, with
 ``--json``, plain JSON for scripts. ``show`` also takes a run dir, read locally with no
-backend, and ``show --format md|csv|latex`` prints only the metrics table (for a paper).
+backend (a run id too, from the outputs root, when no backend answers), and
+``show --format md|csv|latex`` prints only the metrics table (for a paper).
 Exit codes: 0 ok, 1 the backend refused or failed (no such run, a conflict, no backend),
 2 invalid input (bad command line or spec).
 """
@@ -15,25 +16,39 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
-from evaltui.api.client import ApiClient, ApiError, InvalidRequest
-from evaltui.api.models import EpisodeRow, QueueEntry, Run
-from evaltui.results.richtables import metrics_table
-from evaltui.results.runrows import RunDirError, load_run
+from evaltui.api.client import (
+    ApiClient,
+    ApiError,
+    BackendTimeout,
+    BackendUnavailable,
+    InvalidRequest,
+    NotFound,
+)
+from evaltui.api.models import EpisodeRow, Run
+from evaltui.commands.runtables import (  # noqa: F401  (print_run, state_text: submit's)
+    episodes_table,
+    format_log_record,
+    print_run,
+    runs_table,
+    state_text,
+)
+from evaltui.results.runrows import RunDirError, load_run, resolve_run_dir
 from evaltui.results.tables import FORMATS, summary_table
 from evaltui.rundir import read_run_status
 from evaltui.states import RunState
 from evaltui.views import run_view
 
-STATE_STYLE = {"queued": "cyan", "starting": "blue", "running": "bold blue", "done": "green",
-               "failed": "red", "cancelled": "yellow", "aborted": "magenta"}
+FOLLOW_POLL_SEC = 0.5
+"""``logs --follow``: how often it asks for new lines."""
+HEALTH_TIMEOUT_SEC = 3.0
+"""How long a command waits for a backend's first answer (its health) before saying so."""
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +66,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", action="store_true", help="also list its episodes")
     p.add_argument("--format", choices=FORMATS, help="print only the metrics table, as "
                    "Markdown, CSV or LaTeX (booktabs)")
-    p.add_argument("--digits", type=int, default=3, help="decimals with --format (default 3)")
+    p.add_argument("--digits", type=int, default=None, help="decimals with --format "
+                   "(default 3; CSV: every digit)")
+    p.add_argument("--outputs", help="outputs root a run id is read from when no backend "
+                   "answers (default $EVALTUI_OUTPUTS or ./outputs)")
     _common(p, run_show)
     p.set_defaults(func=show)
 
@@ -77,14 +95,23 @@ def _common(p: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int
     p.set_defaults(func=lambda args: with_client(args, func))
 
 
-def with_client(args: argparse.Namespace, func: Callable[[argparse.Namespace], int]) -> int:
-    """Run ``func`` with ``args.client`` set; API errors become a message and an exit code."""
+def with_client(args: argparse.Namespace, func: Callable[[argparse.Namespace], int],
+                offline: Callable[[argparse.Namespace], int | None] | None = None) -> int:
+    """Run ``func`` with ``args.client`` set; API errors become a message and an exit code.
+    With no backend to ask, ``offline`` (if given) may answer instead (None: it cannot)."""
     try:
         with ApiClient(args.url) as client:
             args.client = client
+            reachable(client)
             return func(args)
+    except BackendUnavailable as exc:
+        code = offline(args) if offline is not None else None
+        if code is not None:
+            return code
+        _print_api_error(exc)
+        return 1
     except ApiError as exc:
-        Console(stderr=True).print(f"[bold red]error[/]: {exc}", highlight=False)
+        _print_api_error(exc)
         return 2 if isinstance(exc, InvalidRequest) else 1
     except KeyboardInterrupt:
         return 130
@@ -93,6 +120,24 @@ def with_client(args: argparse.Namespace, func: Callable[[argparse.Namespace], i
         # when Python flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def reachable(client: ApiClient) -> None:
+    """Raise BackendUnavailable within seconds when nothing (or something that never
+    answers) listens at the URL: every later call may wait up to the client's 30 s."""
+    try:
+        client.health(timeout=HEALTH_TIMEOUT_SEC)
+    except BackendTimeout:
+        raise BackendTimeout(
+            f"{client.base_url} took the connection but did not answer within "
+            f"{HEALTH_TIMEOUT_SEC:g} s: is an evaltui backend listening there "
+            f"(`evaltui serve`), or is it stuck?") from None
+
+
+def _print_api_error(exc: ApiError) -> None:
+    # One line however narrow: escaped (a message may hold [brackets]), never re-wrapped.
+    Console(stderr=True).print(f"[bold red]error[/]: {escape(str(exc))}", highlight=False,
+                               soft_wrap=True)
 
 
 def _error(message: str, code: int) -> int:
@@ -120,7 +165,7 @@ def run_ls(args: argparse.Namespace) -> int:
     if not runs and not admits:
         console.print("no runs" + (f" in state {args.state}" if args.state else ""))
         return 0
-    console.print(runs_table(runs, admits))
+    console.print(runs_table(runs, admits, width=console.width))
     if args.limit and len(runs) == args.limit:
         console.print(f"[dim]first {args.limit} runs; --limit 0 lists all[/]")
     return 0
@@ -130,11 +175,21 @@ def show(args: argparse.Namespace) -> int:
     """``show``: an existing dir is read locally; anything else is a run id for the backend."""
     if args.json and args.format:
         return _error("give --json or --format, not both", 2)
-    if args.digits < 0:
+    if args.digits is not None and args.digits < 0:
         return _error(f"--digits must be >= 0, got {args.digits}", 2)
     if Path(args.run_id).is_dir():
         return run_show_local(args)
-    return with_client(args, run_show)
+    return with_client(args, run_show, offline=_show_offline)
+
+
+def _show_offline(args: argparse.Namespace) -> int | None:
+    """No backend: a run id is read from its dir under the outputs root, if it is there."""
+    try:
+        args.run_id = str(resolve_run_dir(args.run_id, outputs=args.outputs))
+    except RunDirError as exc:
+        return _error(f"{exc}, and no backend at {args.client.base_url} (start one with "
+                      "`evaltui serve`, or set BACKEND_URL)", 1)
+    return run_show_local(args)
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -172,7 +227,7 @@ def _show_run(args: argparse.Namespace, run: Run, rows: list[Any] | None) -> int
     console = Console()
     print_run(console, run)
     if rows is not None:
-        console.print(episodes_table(rows))
+        console.print(episodes_table(rows, width=console.width))
     return 0
 
 
@@ -205,140 +260,28 @@ def _each(args: argparse.Namespace, call: Callable[[str], Any], verb: str) -> in
 
 
 def run_logs(args: argparse.Namespace) -> int:
+    """Print the episode's log; ``--follow`` keeps printing until the run ends (or Ctrl-C)."""
     client: ApiClient = args.client
+    width = Console().width if sys.stdout.isatty() else None  # piped: whole lines
     offset = 0
     while True:
-        page = client.log(args.run_id, args.episode, offset=offset, limit=1000)
+        # The state before the page: a run that ended before it was read has no more lines.
+        ended = args.follow and client.get_run(args.run_id).state.terminal
+        try:
+            page = client.log(args.run_id, args.episode, offset=offset, limit=1000)
+        except NotFound:
+            if not args.follow or ended:
+                raise
+            time.sleep(FOLLOW_POLL_SEC)  # following a run whose episode has not begun
+            continue
         for item in page.records:
             if args.json:
                 print(json.dumps(item.record, default=str))
             else:
-                print(format_log_record(item.record))
+                print(format_log_record(item.record, width))
         sys.stdout.flush()
         offset = page.next_offset
         if page.complete:
-            if not args.follow or client.get_run(args.run_id).state.terminal:
+            if not args.follow or ended:
                 return 0
-            time.sleep(0.5)
-
-
-# ---- rendering --------------------------------------------------------------------------------
-
-
-def state_text(state: str) -> str:
-    return f"[{STATE_STYLE.get(state, 'white')}]{state}[/]"
-
-
-def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = ()) -> Table:
-    """Runs (and the admit entries waiting for admission, first) as a table."""
-    table = Table(box=None, header_style="bold")
-    # A node column only when a run was placed on a Ray node (--ray): one machine's
-    # listing stays as it was.
-    nodes = [run.node for run in runs]
-    columns = [("run", "left", False), ("state", "left", False)]
-    if any(nodes):
-        columns.append(("node", "left", False))
-    columns += [("graph", "left", True), ("data", "left", True),
-                ("episodes", "right", False), ("SR", "right", False), ("note", "left", True)]
-    # Ids, states and counts are what a user copies and scans: never wrap them; the free
-    # text columns give way (ellipsis, one line a run: `show RUN` has the whole reason)
-    # in a narrow terminal.
-    for name, justify, flexible in columns:
-        table.add_column(name, justify=justify,  # type: ignore[arg-type]
-                         no_wrap=True, overflow="ellipsis" if flexible else "fold",
-                         min_width=None if flexible else len(name))
-    node_cell = ["-"] if any(nodes) else []
-    for entry in admits:  # `evaltui run PROFILE CMD`: the profile, and the command it runs
-        table.add_row(entry.run_id, state_text(RunState.QUEUED.value), *node_cell,
-                      entry.label or "?", entry.command or "", "-", "-",
-                      entry.waiting_reason)
-    for run, node in zip(runs, nodes, strict=True):
-        summary, spec = run.summary, run.spec
-        graph = (summary and summary.graph_name) or (spec and spec.graph_name) or "?"
-        dataset = (summary and summary.dataset) or (spec and spec.dataset) or "?"
-        split = (summary and summary.split) or (spec and spec.split)
-        total = (summary and summary.episodes_total) or (spec and spec.episodes_total)
-        done = summary.episodes_finished if summary else 0
-        sr = summary.metrics.get("success") if summary else None
-        note = run.waiting_reason if run.state is RunState.QUEUED else \
-            (summary and summary.error) or run.error or ""
-        table.add_row(run.run_id, state_text(run.state.value),
-                      *([node or "-"] if node_cell else []), str(graph),
-                      f"{dataset}/{split}" if split else str(dataset),
-                      f"{done}/{total if total is not None else '?'}",
-                      f"{sr:.3f}" if sr is not None else "-", str(note or ""))
-    return table
-
-
-def print_run(console: Console, run: Run) -> None:
-    record, summary, spec = run.scheduler, run.summary, run.spec
-    console.print(f"run [bold]{run.run_id}[/]: {state_text(run.state.value)}  "
-                  f"[dim]{run.run_dir}[/]", highlight=False)
-    facts: list[tuple[str, object]] = [("graph", (summary.graph_name if summary else None)
-                                        or (spec.graph_name if spec else None))]
-    if summary is not None:
-        total = summary.episodes_total if summary.episodes_total is not None else "?"
-        facts += [("data", "/".join(x for x in (summary.dataset, summary.split) if x)),
-                  ("episodes", f"{summary.episodes_finished}/{total}")]
-    if record is not None:
-        reserved = record.reservation.mb if record.reservation else None
-        facts += [("priority", record.priority), ("queued", _when(record.queued_at)),
-                  ("admitted", _when(record.admitted_at)),
-                  ("finished", _when(record.finished_at)), ("node", run.node),
-                  ("gpu", record.gpu),
-                  ("reserved", _mb(reserved)), ("measured peak", _mb(record.measured_peak_mb)),
-                  ("pid", record.pid)]
-    facts += [("waiting", run.waiting_reason),
-              ("error", (summary.error if summary else None) or run.error
-               or (record.error if record else None))]
-    for name, value in facts:
-        if value not in (None, ""):
-            console.print(f"  {name:>13}: {value}", highlight=False)
-    if summary is not None and summary.metrics:
-        console.print(metrics_table(summary.model_dump(mode="json")))
-
-
-def episodes_table(rows: list[Any]) -> Table:
-    table = Table(box=None, header_style="bold")
-    for name in ("ep", "status", "success", "spl", "steps", "sec", "scene", "error"):
-        table.add_column(name, overflow="fold")
-    for row in rows:
-        m = row.metrics
-        table.add_row(str(row.episode_index), str(row.status), _num(m.get("success")),
-                      _num(m.get("spl")), str(row.step_count or ""),
-                      f"{row.elapsed_sec:.1f}" if row.elapsed_sec is not None else "",
-                      str(row.scene_id or ""), (row.error or "").splitlines()[-1:][0]
-                      if row.error else "")
-    return table
-
-
-def format_log_record(rec: dict[str, Any]) -> str:
-    """One log.jsonl record as a line: step, node, event, duration, outputs or error."""
-    event = rec.get("event", "?")
-    if event == "corrupt":
-        return f"corrupt line: {rec.get('error')}"
-    head = f"{rec.get('step', ''):>5} {event:<13} {rec.get('node') or '':<16}"
-    dur = rec.get("dur_ms")
-    tail = f"{dur:8.2f} ms " if isinstance(dur, int | float) else ""
-    if rec.get("error"):
-        tail += f"error: {str(rec['error']).splitlines()[-1]}"
-    elif rec.get("outputs") is not None:
-        tail += json.dumps(rec["outputs"], default=str)[:160]
-    return f"{head} {tail}".rstrip()
-
-
-def _when(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")
-    except ValueError:
-        return value
-
-
-def _mb(value: Any) -> str | None:
-    return f"{value / 1024:.1f} GiB" if isinstance(value, int | float) else None
-
-
-def _num(value: Any) -> str:
-    return f"{value:.3f}" if isinstance(value, int | float) else ""
+            time.sleep(FOLLOW_POLL_SEC)

@@ -48,6 +48,16 @@ def run(args: argparse.Namespace) -> int:
     from evaltui.api.auth import TokenError, load_or_create_token, token_path
     from evaltui.api.server import is_loopback
 
+    if not 0 <= args.port <= 65535:
+        print(f"evaltui serve: --port must be 0-65535 (0 picks a free one), got {args.port}",
+              file=sys.stderr)
+        return 2
+    from evaltui.launch import outputs_problem
+
+    problem = outputs_problem(outputs_root(args.outputs))
+    if problem is not None:
+        print(f"evaltui serve: {problem}", file=sys.stderr)
+        return 2
     if not is_loopback(args.host) and args.token_file is None:
         print(f"evaltui serve: refusing to listen on {args.host} without --token-file: the API "
               "can start and cancel runs; pass a token file (created 0600 if missing) that "

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaltui.results.runrows import RunDirError, resolve_run_dir
 from evaltui.results.verify import (
     DEFAULT_TOLERANCE,
     VerifyInputError,
@@ -19,6 +20,7 @@ from evaltui.results.verify import (
     load_episode_dirs,
     verify_run,
 )
+from evaltui.rundir import is_run_id
 
 if TYPE_CHECKING:
     from evaltui.results.replaycheck import ReplayReport
@@ -34,7 +36,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "then the run means, 95% CIs and n, and compare them with episode.json and "
         "summary.json. Exit 0 when all agree within the tolerance, 1 when not, 2 when "
         "RUN_DIR is not a verifiable run dir.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run dir (outputs/eval_runs/RUN_ID)")
+    p.add_argument("run_dir", metavar="RUN", help="a run dir, or a run id under the outputs "
+                   "root (outputs/eval_runs/RUN_ID)")
+    p.add_argument("--outputs", help="outputs root a run id is looked up in (default "
+                   "$EVALTUI_OUTPUTS or ./outputs)")
     p.add_argument("--replay", action="store_true",
                    help="also re-run each episode's logged actions in a fresh env (BabyAI) "
                    "and check rewards, done flags and positions step by step")
@@ -45,10 +50,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    run_dir = Path(args.run_dir).expanduser()
     if not args.tolerance >= 0:
         print(f"evaltui verify: --tolerance must be >= 0, got {args.tolerance}", file=sys.stderr)
         return 2
+    run_dir = Path(args.run_dir).expanduser()
+    if not run_dir.is_dir() and is_run_id(args.run_dir):  # a run id: under the outputs root
+        try:
+            run_dir = resolve_run_dir(args.run_dir, outputs=args.outputs)
+        except RunDirError as exc:
+            print(f"evaltui verify: {exc}", file=sys.stderr)
+            return 2
     try:
         report = verify_run(run_dir, args.tolerance)
         replay = None

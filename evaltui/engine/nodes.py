@@ -209,14 +209,28 @@ def import_impl(impl: str) -> type[NodeSet]:
         raise ImplError(f"impl {impl!r} must look like 'package.module:Class'")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name and not module_name.startswith(f"{exc.name}."):
+            raise _import_failed(impl, module_name, exc) from exc  # an import of theirs
         raise ImplError(f"impl {impl!r}: cannot import module {module_name!r}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # a SyntaxError, anything raised at import
+        # (SystemExit: a script's top-level sys.exit() or argparse, missing its main guard)
+        raise _import_failed(impl, module_name, exc) from exc
     cls = getattr(module, attr, None)
     if cls is None:
         raise ImplError(f"impl {impl!r}: module {module_name!r} has no attribute {attr!r}")
     if not (isinstance(cls, type) and issubclass(cls, NodeSet)):
         raise ImplError(f"impl {impl!r} is not a NodeSet subclass")
     return cls
+
+
+def _import_failed(impl: str, module_name: str, exc: BaseException) -> ImplError:
+    """One line: where in the user's module it failed, the exception and its message."""
+    from evaltui.engine.usererrors import one_line, report_traceback
+
+    report_traceback(exc)
+    return ImplError(f"impl {impl!r}: cannot import module {module_name!r}: {one_line(exc)} "
+                     "(--verbose prints the traceback)")
 
 
 @dataclass(frozen=True)

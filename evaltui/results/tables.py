@@ -1,7 +1,10 @@
 """Results tables for papers: a run's summary or a comparison as Markdown, CSV or LaTeX.
 
 Every renderer takes plain data (a summary.json dict, a :class:`Comparison`) and returns
-the table as text, ending in a newline. Numbers carry ``digits`` decimals (default 3).
+the table as text, ending in a newline. Numbers carry ``digits`` decimals (default 3);
+``digits=None`` (the CLI without ``--digits``) is 3 in Markdown and LaTeX and, in CSV,
+every digit the number has (at least 3 decimals): a CSV is read by programs, and
+rounding there loses what the run measured.
 Markdown and LaTeX add note lines under the table (how errors were counted, how a CI
 was made); CSV is the bare table, one header row, so any CSV reader takes it as is.
 LaTeX uses booktabs (``\\usepackage{booktabs}``).
@@ -25,6 +28,7 @@ _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$"
                    "^": r"\textasciicircum{}"}
 
 Number = float | int | None
+DEFAULT_DIGITS = 3
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class _Row:
     n: int | None
 
 
-def summary_table(summary: Mapping[str, Any], *, fmt: Format, digits: int = 3) -> str:
+def summary_table(summary: Mapping[str, Any], *, fmt: Format, digits: int | None = 3) -> str:
     """The run's metrics: metric, mean, 95% CI, n.
 
     n is ``metrics_n[name]`` when the summary has it, else the count of ok episodes (what
@@ -68,7 +72,7 @@ def summary_table(summary: Mapping[str, Any], *, fmt: Format, digits: int = 3) -
     return _render(fmt, columns, rows, notes, digits=digits, ci_title="95% CI")
 
 
-def compare_table(comparison: Comparison, *, fmt: Format, digits: int = 3,
+def compare_table(comparison: Comparison, *, fmt: Format, digits: int | None = 3,
                   label_a: str = "A", label_b: str = "B") -> str:
     """B against A per metric: mean A, mean B, B - A, its bootstrap 95% CI, n pairs."""
     rows = [_Row(m.name, [m.mean_a, m.mean_b, m.diff], m.ci95, m.n)
@@ -80,9 +84,10 @@ def compare_table(comparison: Comparison, *, fmt: Format, digits: int = 3,
         notes.append(f"compared the shared episodes only: {len(comparison.dropped_a)} only in "
                      f"A and {len(comparison.dropped_b)} only in B left out")
     test = comparison.mcnemar
+    digits_p = DEFAULT_DIGITS if digits is None else digits
     if test is not None:
         notes.append(f"McNemar exact test on success: {test.b} A-only, {test.c} B-only "
-                     f"successes, p = {test.p_value:.{max(digits, 1)}g}")
+                     f"successes, p = {test.p_value:.{max(digits_p, 1)}g}")
     columns = [_Column("mean A", "A", "mean_a"), _Column("mean B", "B", "mean_b"),
                _Column("B - A", "B $-$ A", "diff")]
     return _render(fmt, columns, rows, notes, digits=digits, ci_title="95% CI (B - A)")
@@ -97,11 +102,13 @@ def latex_escape(text: str) -> str:
 
 
 def _render(fmt: Format, columns: list[_Column], rows: list[_Row], notes: list[str], *,
-            digits: int, ci_title: str) -> str:
+            digits: int | None, ci_title: str) -> str:
+    exact = digits is None and fmt == "csv"
+    digits = DEFAULT_DIGITS if digits is None else digits
     if digits < 0:
         raise ValueError(f"digits must be >= 0, got {digits}")
     if fmt == "csv":
-        return _csv(columns, rows, digits)
+        return _csv(columns, rows, digits, exact)
     if fmt == "md":
         return _markdown(columns, rows, notes, digits, ci_title)
     if fmt == "latex":
@@ -109,14 +116,15 @@ def _render(fmt: Format, columns: list[_Column], rows: list[_Row], notes: list[s
     raise ValueError(f"unknown table format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
-def _csv(columns: list[_Column], rows: list[_Row], digits: int) -> str:
+def _csv(columns: list[_Column], rows: list[_Row], digits: int, exact: bool = False) -> str:
     out = io.StringIO()
+    fmt = _exact if exact else _fmt
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["metric", *(c.csv for c in columns), "ci_low", "ci_high", "n"])
     for row in rows:
         lo, hi = row.ci if row.ci else (None, None)
-        writer.writerow([row.name, *(_fmt(v, digits, "") for v in row.values),
-                         _fmt(lo, digits, ""), _fmt(hi, digits, ""),
+        writer.writerow([row.name, *(fmt(v, digits, "") for v in row.values),
+                         fmt(lo, digits, ""), fmt(hi, digits, ""),
                          "" if row.n is None else row.n])
     return out.getvalue()
 
@@ -175,6 +183,20 @@ def _fmt(value: Number, digits: int, missing: str) -> str:
     text = f"{value:.{digits}f}"
     # "-0.000" is a rounding artefact, not a sign worth printing.
     return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def _exact(value: Number, digits: int, missing: str) -> str:
+    """Every digit of ``value`` (the shortest text that reads back as it), with at least
+    ``digits`` decimals: 0.25 -> "0.250", 5/12 -> "0.4166666666666667"."""
+    if value is None:
+        return missing
+    text = repr(float(value) + 0.0)  # + 0.0: -0.0 is no sign worth printing
+    if "e" in text:  # 1e-05: fixed-point
+        text = f"{value:.20f}".rstrip("0")
+    if not text[-1].isdigit():  # inf, nan
+        return text
+    whole, _, decimals = text.partition(".")
+    return f"{whole}.{decimals.ljust(digits, '0')}" if digits or decimals else whole
 
 
 def _ci(ci: tuple[float, float] | None, digits: int, missing: str) -> str:

@@ -148,9 +148,11 @@ def _axis_values(setfile: SetFile, base_dir: Path, checkpoints: Sequence[Path] |
                 checkpoint_files(setfile, base_dir)
             spec = setfile.checkpoint
             assert spec is not None
-            if not files and not spec.watch:
+            if not files and checkpoints is None:  # set watch passes what it found
+                root = base_dir / spec.watch if spec.watch else base_dir
+                hint = " (set watch waits for them)" if spec.watch else ""
                 raise SetFileError("matrix.checkpoint.glob", f"{spec.glob!r} matches no file "
-                                   f"under {base_dir}")
+                                   f"under {root}{hint}")
             axes[axis] = [_relative(Path(p), base_dir) for p in files]
         else:
             axes[axis] = list(values)

@@ -36,8 +36,10 @@ def render(table: SetTable, fmt: TextFormat, *, metrics: list[str] | None = None
            pivot: str | None = None, digits: int = 3) -> str:
     """The table in ``fmt``; :func:`rich_table` is the one for a terminal."""
     shown = [m for m in (metrics or table.metrics) if m in table.metrics] or table.metrics
+    if pivot is not None:
+        _check_pivot(table, pivot)
     if fmt == "csv":
-        return _csv(table, shown, pivot)
+        return _csv(table, shown)  # long format, a row per member, whatever the pivot
     grid = pivot_grid(table, shown, pivot, digits) if pivot else member_grid(table, shown,
                                                                              digits)
     if fmt == "md":
@@ -69,10 +71,14 @@ def member_grid(table: SetTable, metrics: list[str], digits: int) -> Grid:
     return grid
 
 
-def pivot_grid(table: SetTable, metrics: list[str], pivot: str, digits: int) -> Grid:
+def _check_pivot(table: SetTable, pivot: str) -> None:
     if pivot not in table.axes:
         raise ValueError(f"--pivot {pivot}: the set has no axis {pivot!r} (axes: "
                          f"{', '.join(table.axes)})")
+
+
+def pivot_grid(table: SetTable, metrics: list[str], pivot: str, digits: int) -> Grid:
+    _check_pivot(table, pivot)
     others = [a for a in table.axes if a != pivot]
     values: list[Any] = []
     groups: dict[tuple, dict[Any, MemberRow]] = {}
@@ -194,7 +200,7 @@ def rich_table(table: SetTable, *, metrics: list[str] | None = None, pivot: str 
     return out
 
 
-def _csv(table: SetTable, metrics: list[str], pivot: str | None) -> str:
+def _csv(table: SetTable, metrics: list[str]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     header = [*table.axes, "state", "run_id"]
@@ -218,7 +224,6 @@ def _csv(table: SetTable, metrics: list[str], pivot: str | None) -> str:
                 row += [diff.diff if diff else "", _blank(lo), _blank(hi)]
             row += [_blank(d.mcnemar_p if d else None), _blank(d.mcnemar_p_holm if d else None)]
         writer.writerow(row)
-    del pivot  # CSV is long format: one row per member, whatever the pivot
     return buf.getvalue()
 
 

@@ -13,15 +13,15 @@ member is known by its key): ``done`` members are reused, members new to the fil
   attempt, at most ``retries`` times after its first attempt of this call;
 - a member cancelled while this call follows it stays cancelled (``set cancel``).
 
-set.json is written after every change, so a crash loses nothing the next call cannot
-read back from the run dirs.
+set.json is written after every step that changed something, and every half second
+while a step submits, so a crash loses at most that half second of submissions.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from evaltui.sets.expansion import Expansion, Member
@@ -33,6 +33,8 @@ from evaltui.views import Run
 
 FAILED = (MemberState.FAILED, MemberState.ABORTED)
 MAX_BACKOFF_SEC = 60.0
+SAVE_EVERY_SEC = 0.5
+"""While submitting, set.json is written at least this often (and after every step)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,6 @@ class _Turn:
     tries: int = 0
     retry_at: float | None = None
     final: bool = False
-    history: list[str] = field(default_factory=list)
 
 
 class SetRunner:
@@ -86,6 +87,7 @@ class SetRunner:
         self._live: dict[str, MemberLive] = {}
         self._specs: dict[str, Member] = {m.key: m for m in expansion.members}
         self._read_once: set[str] = set()
+        self._saved_at = 0.0
         self.held = False
         """True once ``max_error_rate`` stopped the submitting."""
 
@@ -127,6 +129,7 @@ class SetRunner:
     def _save(self) -> None:
         assert self.record is not None
         write_set(self.path, self.record)
+        self._saved_at = time.monotonic()
 
     # ---- the loop -----------------------------------------------------------------------
     def run(self, *, detach: bool = False, until: Callable[[], bool] | None = None) -> SetRecord:
@@ -196,7 +199,6 @@ class SetRunner:
         turn = self._turns[rec.key]
         if state in FAILED:
             rec.error = _failure(run)
-            turn.history.append(rec.error)
             if turn.tries > self.options.retries:
                 turn.final = True
             else:
@@ -239,13 +241,16 @@ class SetRunner:
             rec.run_id = self.target.submit(member.spec)
         except (TargetError, ValueError) as exc:
             rec.state, rec.error = MemberState.FAILED, f"not submitted: {exc}"
-            turn.history.append(rec.error)
             turn.final = turn.tries > self.options.retries
             return True
         rec.state, rec.error, turn.retry_at = MemberState.QUEUED, None, None
         self._live[rec.key].run = None
-        self._save()  # at once: a crash must not lose which run is this member's
-        return False
+        # Soon: a crash must not lose which run is this member's. Not after every one of
+        # a thousand submits, though (set.json grows with the set): twice a second.
+        if time.monotonic() - self._saved_at >= SAVE_EVERY_SEC:
+            self._save()
+            return False
+        return True
 
     def _retry(self, rec: SetMemberRecord, turn: _Turn) -> bool:
         if rec.run_id is None:

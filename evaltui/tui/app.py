@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from evaltui.tui.backend import Backend
+from evaltui.tui.keys import QUIT_ACTIONS, key_text
 from evaltui.tui.palette import RunsProvider, action_commands
 from evaltui.tui.screens.help import HelpScreen
 from evaltui.tui.screens.replay import ReplayScreen
@@ -52,7 +53,10 @@ class EvalApp(App[None]):
     COMMANDS = App.COMMANDS | {RunsProvider}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help"),
-        Binding("ctrl+q", "quit", "Quit", show=False),
+        # One quit key on every screen (evaltui.tui.keys): q where it is not typed into a
+        # field, ctrl+q everywhere; the footer shows the first of them that acts.
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
 
     def __init__(self, *, backend: Backend | None = None, run_dir: Path | None = None,
@@ -110,6 +114,14 @@ class EvalApp(App[None]):
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.screen, HELP.get(type(self.screen).__name__, "")))
+
+    def action_help_quit(self) -> None:
+        """Ctrl-C names the quit key the footer shows: q, or ctrl+q where q is typed."""
+        keys = [key for key, active in self.screen.active_bindings.items()
+                if active.binding.action in QUIT_ACTIONS]
+        if keys:
+            self.notify(f"Press [b]{key_text(min(keys, key=len))}[/b] to quit",
+                        title="Do you want to quit?")
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:

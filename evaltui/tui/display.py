@@ -102,10 +102,21 @@ def seconds_between(start: object, end: datetime) -> float | None:
     return None if begun is None else (end - begun).total_seconds()
 
 
+TRACEBACK = "Traceback (most recent call last):"
+
+
 def first_line(text: object, limit: int = 120) -> str:
-    """The first non-empty line of a message (tracebacks end with the useful one)."""
+    """The line of a message that says what went wrong: its first non-empty line, or,
+    when a traceback follows some words ("workers cannot start: Traceback …"), those
+    words and the traceback's last line, the exception (its cause, not its first frame).
+    """
     if not isinstance(text, str) or not text.strip():
         return ""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    at = next((i for i, line in enumerate(lines) if TRACEBACK in line), None)
+    if at is None or at == len(lines) - 1:
+        line = lines[0]
+    else:
+        before = " ".join([*lines[:at], lines[at].split(TRACEBACK, 1)[0]]).strip()
+        line = f"{before} {lines[-1]}" if before else lines[-1]
     return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -7,7 +7,7 @@ one update: the UI never falls behind a fast run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -17,6 +17,7 @@ from evaltui.runview.replay import Firing
 from evaltui.tui.backend import QueueSnapshot
 
 if TYPE_CHECKING:
+    from evaltui.gpu.holders import GpuHolder
     from evaltui.results.compare import Comparison
 
 
@@ -25,6 +26,8 @@ class QueuePolled(Message):
     """A fresh snapshot of the backend (handler: ``on_queue_polled``)."""
 
     snapshot: QueueSnapshot
+    holders: dict[int, list[GpuHolder] | None] = field(default_factory=dict)
+    """Per local GPU, the processes holding its memory and whose they are."""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, QueuePolled)

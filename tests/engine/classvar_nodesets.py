@@ -1,4 +1,4 @@
-"""Shared policies that expect a batch, declared in both opt-in forms (issue 15 item 6).
+"""Shared policies that expect a batch, declared in both opt-in forms.
 
 ``DecoratedBatchPolicy`` uses ``@node(batched=True, batch_dim="obs")``;
 ``ClassVarBatchPolicy`` the class-variable form. Both refuse anything but a stacked batch

@@ -49,11 +49,14 @@ class WalkEnv(EnvNodeSet):
             (a ``hang.{episode_id}.{pid}`` file marks it), so that a retry succeeds.
         slow: episode id -> seconds its first step sleeps.
         step_sleep_ms: sleep at every step (a slow simulator).
+        init_error: if set, the constructor raises with it (a worker that cannot start).
     """
 
     def __init__(self, trace_dir: str = "", raise_on: tuple[str, ...] = (),
                  hang_once: tuple[str, ...] = (), slow: Mapping[str, float] | None = None,
-                 step_sleep_ms: float = 0.0) -> None:
+                 step_sleep_ms: float = 0.0, init_error: str = "") -> None:
+        if init_error:
+            raise RuntimeError(init_error)
         self.trace_dir = trace_dir
         self.raise_on = set(raise_on)
         self.hang_once = set(hang_once)

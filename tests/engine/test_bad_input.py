@@ -38,13 +38,30 @@ def spec(**eval_fields) -> dict:
     ({"graph": "not a graph"}, "graph", "valid dictionary"),
     ({"graph": builtin_graph("bot"), "scheduling": {"priority": 1000}},
      "scheduling.priority", "less than or equal to 100"),
-    # param values are checked against the nodeset constructor's annotations (issue 10)
+    # param values are checked against the nodeset constructor's annotations
     (spec(selectors={"policy.noise": "abc"}), "graph.nodesets.policy.params.noise",
      "unable to parse string as a number (got 'abc'; BabyAIBotPolicy expects float)"),
     (spec(selectors={"env.frame_stride": 1.5}), "graph.nodesets.env.params.frame_stride",
      "fractional part"),
     ({"graph": builtin_graph("bot", env__check_mission="maybe")},
      "graph.nodesets.env.params.check_mission", "valid boolean"),
+    # ... and against their declared bounds, Annotated[float, Field(ge=0, le=1)] (issue 25)
+    (spec(selectors={"policy.noise": 5}), "graph.nodesets.policy.params.noise",
+     "less than or equal to 1 (got 5; BabyAIBotPolicy expects float >= 0 and <= 1)"),
+    (spec(selectors={"policy.noise": -0.5}), "graph.nodesets.policy.params.noise",
+     "greater than or equal to 0"),
+    (spec(selectors={"policy.seed": -1}), "graph.nodesets.policy.params.seed",
+     "greater than or equal to 0"),
+    (spec(selectors={"env.tile_size": 0}), "graph.nodesets.env.params.tile_size",
+     "BabyAIEnv expects int >= 1 and <= 64"),
+    (spec(selectors={"env.frame_stride": -1}), "graph.nodesets.env.params.frame_stride",
+     "greater than or equal to 0"),
+    (spec(selectors={"env.sim_latency_ms": -3}), "graph.nodesets.env.params.sim_latency_ms",
+     "greater than or equal to 0"),
+    ({"graph": builtin_graph("model", policy__forward_latency_ms=-1)},
+     "graph.nodesets.policy.params.forward_latency_ms", "greater than or equal to 0"),
+    ({"graph": builtin_graph("model", policy__weights="/no/such/weights.npz")},
+     "graph.nodesets.policy.params.weights", "no such file '/no/such/weights.npz'"),
 ])
 def test_bad_spec_names_the_field_and_writes_nothing(data, field, text, tmp_path: Path) -> None:
     outputs = tmp_path / "outputs"
@@ -106,3 +123,33 @@ def test_a_badly_typed_set_value_is_exit_2_with_the_field_and_no_run_dir(tmp_pat
     assert "graph.nodesets.policy.params.noise" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not outputs.exists()
+
+
+def range_spec(**params: float) -> dict:
+    graph = builtin_graph("bot")
+    graph["nodesets"]["policy"] = {"impl": "param_nodesets:RangePolicy",
+                                   "parallelism": "inline", "params": params}
+    graph["edges"] = [["@obs", "policy.obs"], ["policy.action", "env_step.action"]]
+    return {"graph": graph, "active_workspace_dir": str(Path(__file__).parent)}
+
+
+@pytest.mark.parametrize(("params", "field", "text"), [
+    ({"low": 3.0, "high": 2.0}, "graph.nodesets.policy.params.low",
+     "must be <= high (2.0), got 3.0"),
+    ({"high": 500.0}, "graph.nodesets.policy.params", "the range is too wide"),
+    ({"low": -500.0, "high": -200.0}, "graph.nodesets.policy.params",
+     f"RangePolicy.check_params failed: {Path(__file__).parent / 'param_nodesets.py'}:25: "
+     "KeyError: 'no such key'"),
+])
+def test_a_nodeset_s_check_params_refuses_before_anything_is_written(
+        params: dict, field: str, text: str, tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs"
+    with pytest.raises(SpecError) as err:
+        prepare_run(range_spec(**params), outputs)
+    assert (err.value.field, err.value.message) == (field, text)
+    assert not outputs.exists()
+
+
+def test_params_that_pass_check_params_are_accepted(tmp_path: Path) -> None:
+    run_dir, _ = prepare_run(range_spec(low=0.5), tmp_path / "outputs")
+    assert run_dir.is_dir()

@@ -27,7 +27,7 @@ from evaltui.engine.hosting.channel import (
     new_secret,
     parse_url,
 )
-from evaltui.engine.hosting.host import NodesetHost
+from evaltui.engine.hosting.host import NodesetServer
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
 from evaltui.engine.hosting.proxy import HostGoneError, RemoteError, RemoteNodeset, connect
 
@@ -48,9 +48,9 @@ def sockets() -> Iterator[Path]:
 
 
 @pytest.fixture()
-def local_host(sockets: Path) -> Iterator[tuple[NodesetHost, bytes]]:
+def local_host(sockets: Path) -> Iterator[tuple[NodesetServer, bytes]]:
     secret = new_secret()
-    with NodesetHost(BatchedStepPolicy(), f"evaltui+unix://{sockets}/p.sock", secret) as host:
+    with NodesetServer(BatchedStepPolicy(), f"evaltui+unix://{sockets}/p.sock", secret) as host:
         yield host, secret
 
 
@@ -78,7 +78,7 @@ def test_urls() -> None:
             parse_url(bad)
 
 
-def test_calls_errors_and_introspection(local_host: tuple[NodesetHost, bytes]) -> None:
+def test_calls_errors_and_introspection(local_host: tuple[NodesetServer, bytes]) -> None:
     host, secret = local_host
     with connect(host.url, secret) as proxy:
         assert proxy.call("echo", {"x": [1, "a"]}) == {"y": [1, "a"]}
@@ -100,13 +100,13 @@ def test_calls_errors_and_introspection(local_host: tuple[NodesetHost, bytes]) -
 
 def test_tcp_port_zero_is_resolved() -> None:
     secret = new_secret()
-    with NodesetHost(BatchedStepPolicy(), "evaltui+tcp://127.0.0.1:0", secret) as host:
+    with NodesetServer(BatchedStepPolicy(), "evaltui+tcp://127.0.0.1:0", secret) as host:
         assert parse_url(host.url).address[1] > 0  # type: ignore[index]
         with connect(host.url, secret) as proxy:
             assert proxy.call("echo", {"x": 5}) == {"y": 5}
 
 
-def test_wrong_secret_is_refused(local_host: tuple[NodesetHost, bytes]) -> None:
+def test_wrong_secret_is_refused(local_host: tuple[NodesetServer, bytes]) -> None:
     host, secret = local_host
     with pytest.raises(AuthenticationError, match="refused the secret"):
         dial(host.url, b"not the secret")
@@ -124,7 +124,7 @@ class _Exploit:
         return (Path.touch, (self.path,))
 
 
-def test_nothing_is_unpickled_before_the_handshake(local_host: tuple[NodesetHost, bytes],
+def test_nothing_is_unpickled_before_the_handshake(local_host: tuple[NodesetServer, bytes],
                                                    tmp_path: Path) -> None:
     host, secret = local_host
     marker = tmp_path / "pwned"

@@ -12,8 +12,9 @@ import pytest
 from pool_helpers import walk_graph, walk_spec
 from runhelpers import ENGINE_TESTS
 
-from evaltui.engine.executor.local.pool import EnvWorkerPool, EpisodeResult
+from evaltui.engine.executor.local.pool import EnvWorkerPool
 from evaltui.engine.executor.local.worker import WorkerConfig
+from evaltui.engine.executor.protocol import EpisodeResult
 from evaltui.engine.executor.recorder import Recorder
 from evaltui.engine.executor.watchdog import LogWatch
 from evaltui.engine.graph.specchecks import check_spec

@@ -13,9 +13,10 @@ from pool_helpers import alive, start_pids, starts, walk_graph, walk_spec
 from runhelpers import ENGINE_TESTS, episode_rows, running, wait_until
 
 from evaltui.engine.executor.local.pool import EnvWorkerPool
-from evaltui.engine.executor.local.worker import SharedEndpoint, WorkerConfig
+from evaltui.engine.executor.local.worker import WorkerConfig
 from evaltui.engine.executor.local.zygote import MAX_STARTS, WorkerZygote, ZygoteError
 from evaltui.engine.graph.specchecks import check_spec
+from evaltui.engine.hosting.channel import SharedEndpoint
 from evaltui.rundir import read_json
 from evaltui.spec import parse_spec
 

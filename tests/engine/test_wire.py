@@ -22,7 +22,7 @@ from faulty_nodesets import BatchedStepPolicy
 from runhelpers import ENGINE_TESTS
 
 from evaltui.engine.hosting.channel import dial, new_secret
-from evaltui.engine.hosting.host import NodesetHost
+from evaltui.engine.hosting.host import NodesetServer
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess
 from evaltui.engine.hosting.proxy import RemoteError, connect
 from evaltui.engine.hosting.wire import KIND_CALL, FrameSocket, decode_answer, request_parts
@@ -96,7 +96,7 @@ def test_frames_small_large_several_at_once_eof_and_timeout() -> None:
 def test_node_calls_travel_packed_and_arrive_exactly(sockets: Path) -> None:
     assert request_parts("call", "kinds", {"obs": obs(1)}, None)[0][0] == KIND_CALL
     probe, secret = Probe(), new_secret()
-    with NodesetHost(probe, f"evaltui+unix://{sockets}/p.sock", secret) as host, \
+    with NodesetServer(probe, f"evaltui+unix://{sockets}/p.sock", secret) as host, \
             connect(host.url, secret) as proxy:
         sent = obs(3)
         out = proxy.call("kinds", {"obs": sent})
@@ -117,7 +117,7 @@ def test_node_calls_travel_packed_and_arrive_exactly(sockets: Path) -> None:
 
 def test_what_does_not_pack_goes_pickled_both_ways(sockets: Path) -> None:
     secret = new_secret()
-    with NodesetHost(BatchedStepPolicy(), f"evaltui+unix://{sockets}/p.sock",
+    with NodesetServer(BatchedStepPolicy(), f"evaltui+unix://{sockets}/p.sock",
                      secret) as host, connect(host.url, secret) as proxy:
         assert proxy.call("echo", {"x": [1, ("a", None)]}) == {"y": [1, ("a", None)]}
         assert proxy.call("echo", {"x": {1: "int key"}}) == {"y": {1: "int key"}}
@@ -129,7 +129,7 @@ def test_what_does_not_pack_goes_pickled_both_ways(sockets: Path) -> None:
 
 def test_a_frame_that_does_not_decode_fails_only_itself(sockets: Path) -> None:
     secret = new_secret()
-    with NodesetHost(BatchedStepPolicy(), f"evaltui+unix://{sockets}/p.sock",
+    with NodesetServer(BatchedStepPolicy(), f"evaltui+unix://{sockets}/p.sock",
                      secret) as host, connect(host.url, secret) as proxy:
         proxy.ping()
         conn = proxy._conn
@@ -142,7 +142,7 @@ def test_a_frame_that_does_not_decode_fails_only_itself(sockets: Path) -> None:
 
 def test_many_callers_batch_over_the_wire(sockets: Path) -> None:
     probe, secret = Probe(), new_secret()
-    with NodesetHost(probe, f"evaltui+unix://{sockets}/p.sock", secret,
+    with NodesetServer(probe, f"evaltui+unix://{sockets}/p.sock", secret,
                      max_wait_ms=200) as host:
         proxies = [connect(host.url, secret) for _ in range(4)]
         try:

@@ -1,4 +1,4 @@
-"""Measured GPU admission across a Ray cluster (issue 12), on a two-node local cluster
+"""Measured GPU admission across a Ray cluster, on a two-node local cluster
 with fake GPUs declared per node (node-a 1x24 GiB, node-b 1x24 GiB), and a third node
 (node-c) added and removed mid-run.
 

@@ -109,3 +109,17 @@ def test_parse_errors_name_the_field() -> None:
         parse_set_file({"name": "x", "matrix": {"checkpoint": {"param": "policy.weights"}}})
     with pytest.raises(SetFileError, match=r"^base\.set\.noise: must look like NODESET.PARAM"):
         parse_set_file({"name": "x", "base": {"set": {"noise": 1}}})
+
+
+def test_a_json_set_file_expands_like_yaml(tmp_path: Path) -> None:
+    import json
+
+    data = grid(exclude=[{"graph": "noisy_bot"}])
+    (tmp_path / "grid.json").write_text(json.dumps(data))
+    (tmp_path / "grid.yaml").write_text(__import__("yaml").safe_dump(data, sort_keys=False))
+    from_json = plan_file(tmp_path / "grid.json", check=False).expansion.members
+    from_yaml = plan_file(tmp_path / "grid.yaml", check=False).expansion.members
+    assert [m.key for m in from_json] == [m.key for m in from_yaml] and len(from_json) == 4
+    (tmp_path / "bad.json").write_text("{name: ")
+    with pytest.raises(SetFileError, match=r"^<set file>: .*bad.json: not valid JSON"):
+        plan_file(tmp_path / "bad.json")

@@ -86,3 +86,17 @@ def test_a_watch_queues_each_checkpoint_of_a_real_training_once(
     assert after == before  # the restarted watch evaluated nothing
     assert [m["key"] for m in read_json(set_json)["members"]] == [m["key"] for m in members]
     assert "success over steps" in capsys.readouterr().out
+
+
+def test_set_watch_needs_a_watched_checkpoint_dir(
+        set_file: Callable[..., Path], outputs: Path, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    path = set_file({"name": "plain", "base": {"graph": "bot"}})
+    assert main(["set", "watch", str(path)]) == 2
+    assert "matrix.checkpoint.watch: set watch needs a checkpoint axis" in \
+        capsys.readouterr().err
+    assert list(outputs.iterdir()) == []
+    watched = set_file({"name": "w", "base": {"graph": "model"},
+                        "matrix": {"checkpoint": {"watch": "ckpts", "glob": "*.npz"}}}, "w.yaml")
+    assert main(["set", "run", str(watched)]) == 2
+    assert "(set watch waits for them)" in capsys.readouterr().err

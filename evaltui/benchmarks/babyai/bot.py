@@ -9,9 +9,10 @@ taken so it can re-plan from there -- the standard way to make a noisy expert.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
 from evaltui.engine.nodes import NodeSet, node
 
@@ -34,7 +35,9 @@ class BabyAIBotPolicy(NodeSet):
             depend on which worker ran which episode.
     """
 
-    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
+    # The bounds are checked at spec check (engine.paramtypes), before a run dir exists.
+    def __init__(self, noise: Annotated[float, Field(ge=0, le=1)] = 0.0,
+                 seed: Annotated[int, Field(ge=0)] = 0) -> None:
         if not 0.0 <= noise <= 1.0:
             raise ValueError(f"noise must be in [0, 1], got {noise!r}")
         self.noise = float(noise)

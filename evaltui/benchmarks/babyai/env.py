@@ -14,9 +14,10 @@ import logging
 import math
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
 from evaltui.engine.episode.tiles import TiledFrame
 from evaltui.engine.nodes import EnvNodeSet, Trajectory, node
@@ -43,8 +44,11 @@ class BabyAIEnv(EnvNodeSet):
 
     success_distance = 1.0
 
-    def __init__(self, frame_stride: int = 1, tile_size: int = 8,
-                 sim_latency_ms: float = 0.0, check_mission: bool = True) -> None:
+    # The bounds are checked at spec check (engine.paramtypes), before a run dir exists.
+    def __init__(self, frame_stride: Annotated[int, Field(ge=0)] = 1,
+                 tile_size: Annotated[int, Field(ge=1, le=64)] = 8,
+                 sim_latency_ms: Annotated[float, Field(ge=0)] = 0.0,
+                 check_mission: bool = True) -> None:
         if frame_stride < 0:
             raise ValueError(f"frame_stride must be >= 0, got {frame_stride}")
         if tile_size < 1:

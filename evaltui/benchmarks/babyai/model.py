@@ -28,9 +28,10 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
 from evaltui.engine.nodes import NodeSet, node
 
@@ -158,7 +159,16 @@ class BabyAIModelPolicy(NodeSet):
             per-call cost (benchmarks; like the env's ``sim_latency_ms``).
     """
 
-    def __init__(self, weights: str | None = None, forward_latency_ms: float = 0.0) -> None:
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> None:
+        """At spec check: a ``weights`` file that is not there is refused before the run."""
+        weights = params.get("weights")
+        if weights and not Path(str(weights)).expanduser().is_file():
+            raise ValueError(f"weights: no such file {str(weights)!r}")
+
+    # The bound is checked at spec check (engine.paramtypes), before a run dir exists.
+    def __init__(self, weights: str | None = None,
+                 forward_latency_ms: Annotated[float, Field(ge=0)] = 0.0) -> None:
         if forward_latency_ms < 0:
             raise ValueError(f"forward_latency_ms must be >= 0, got {forward_latency_ms}")
         self.weights_path = Path(weights).expanduser() if weights else DEFAULT_WEIGHTS

@@ -1,9 +1,9 @@
 """An episode's log.jsonl writes: whole steps, batched to one write per interval.
 
-A step's records used to be written at its end: a write system call a step, 10-40 µs on
-the development VM's ext4 (more while the run process creates its episode files), about
-a tenth of a short GoToLocal episode (~3 ms, 6 steps). Now a step's end writes at once
-only if the log's last write is older than ``interval`` (:data:`FLUSH_INTERVAL_SEC`);
+A write system call a step would cost 10-40 µs on the development VM's ext4 (more while
+the run process creates its episode files), about a tenth of a short GoToLocal episode
+(~3 ms, 6 steps). So a step's end writes at once only if the log's last write is older
+than ``interval`` (:data:`FLUSH_INTERVAL_SEC`);
 otherwise the step waits, with whole steps after it, for the first step end past the
 interval, the log's close, or this process's flusher thread, which writes waiting steps
 at most about ``interval`` after their end even while a node blocks for long.

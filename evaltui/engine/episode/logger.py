@@ -14,7 +14,7 @@ background thread (:mod:`evaltui.engine.episode.pngwriter`) that ``close`` waits
 episode's frames are all on disk before the worker reports the episode (and the run
 writes its episode.json). ``frames.bin`` is opened at the first frame and ``assets/``
 created then: a new file costs ~0.15-0.6 ms on an ext4 VM, a real share of a short
-episode, so the pool's recorder makes log.jsonl (and frames.bin, once the run has shown
+episode, so the executor's recorder makes log.jsonl (and frames.bin, once the run has shown
 it writes them) ahead of the episode, empty.
 """
 
@@ -118,7 +118,7 @@ class ExecutionLogger:
 
 def _open_log(ep_dir: Path) -> int:
     """A write fd of ``ep_dir/log.jsonl``, empty (an earlier attempt's log is truncated:
-    the attempt count is kept in episode.json); usually the pool's recorder made it."""
+    the attempt count is kept in episode.json); usually the executor's recorder made it."""
     try:
         return open_fresh(ep_dir / LOG_FILENAME)
     except FileNotFoundError:

@@ -23,7 +23,7 @@ from evaltui.engine.nodes import NodeSpec, Trajectory
 from evaltui.states import EpisodeStatus
 
 
-class NodesetHost(Protocol):
+class LoopNodeset(Protocol):
     """What the loop needs of a nodeset, whether it lives in this process or another."""
 
     def call(self, op: str, inputs: Mapping[str, Any]) -> dict[str, Any]: ...
@@ -117,7 +117,7 @@ class LoopRunner:
         return EpisodeOutcome(status=status, step_count=step, elapsed_sec=elapsed, error=error,
                               metrics=metrics, trajectory=trajectory)
 
-    def _run_step(self, step: int, ports: dict[str, Any], registry: Mapping[str, Any],
+    def _run_step(self, step: int, ports: dict[str, Any], registry: Mapping[str, LoopNodeset],
                   logger: ExecutionLogger) -> bool:
         step_started = time.perf_counter()
         outputs: dict[str, dict[str, Any]] = {}

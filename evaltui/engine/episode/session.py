@@ -20,6 +20,7 @@ from evaltui.engine.episode.logger import ExecutionLogger
 from evaltui.engine.episode.loop import EpisodeOutcome, LoopRunner
 from evaltui.engine.graph.specchecks import CheckedSpec
 from evaltui.engine.hosting.stacking import BatchOfOne, has_batched_nodes
+from evaltui.engine.usererrors import build_nodeset
 
 
 class WorkerHandle:
@@ -38,7 +39,7 @@ class WorkerHandle:
                 if ns.parallelism == "shared":
                     continue
                 cls = checked.classes[name]
-                instance = cls(**ns.params)
+                instance = build_nodeset(name, cls, ns.params)
                 self.overrides[name] = BatchOfOne(instance) if has_batched_nodes(cls) else instance
         except BaseException:
             self.close()

@@ -1,21 +1,21 @@
-"""DealQueue: the episode indices a pool has left to deal, and each one's attempts."""
+"""DealQueue: the episode indices an executor has left to deal, and each one's attempts."""
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Mapping
 
 
 class DealQueue:
     """Indices in dealing order; ``attempts[i]`` counts the attempts dealt at ``i``
-    (carried over from earlier runs on resume), ``retries[i]`` the re-deals after an
-    ``error``."""
+    (carried over from earlier runs on resume), ``retries[reason][i]`` the re-deals after
+    an ``error`` (``"error"``; ``"node"``: its worker's machine left)."""
 
     def __init__(self, indices: Iterable[int],
                  attempts_before: Mapping[int, int] | None = None) -> None:
         self._queue = deque(indices)
         self.attempts: Counter[int] = Counter(attempts_before or {})
-        self.retries: Counter[int] = Counter()
+        self.retries: defaultdict[str, Counter[int]] = defaultdict(Counter)
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -35,10 +35,11 @@ class DealQueue:
         self._queue.appendleft(index)
         self.attempts[index] -= 1
 
-    def retry(self, index: int, limit: int) -> bool:
-        """Queue ``index`` first again if it has had fewer than ``limit`` retries."""
-        if self.retries[index] >= limit:
+    def retry(self, index: int, limit: int, reason: str = "error") -> bool:
+        """Queue ``index`` first again if it has had fewer than ``limit`` retries for
+        ``reason``."""
+        if self.retries[reason][index] >= limit:
             return False
-        self.retries[index] += 1
+        self.retries[reason][index] += 1
         self._queue.appendleft(index)
         return True

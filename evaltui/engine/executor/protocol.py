@@ -1,10 +1,11 @@
 """The seam between the runner and whatever runs its episodes (DESIGN §11 "Executor").
 
 :class:`BatchEvalRunner` deals the run's episodes to an :class:`EpisodeExecutor` and
-records each :class:`~evaltui.engine.executor.local.pool.EpisodeResult` it hands back. Two
-exist: :class:`~evaltui.engine.executor.local.pool.EnvWorkerPool` (K worker subprocesses on
-this machine, the default) and :class:`~evaltui.engine.executor.ray.executor.RayExecutor`
-(K Ray actors spread over a cluster, ``eval.executor = "ray"``). Both run each episode
+records each :class:`EpisodeResult` it hands back. Two exist, both on the one dealing
+core (:class:`~evaltui.engine.executor.dealing.SlotExecutor`):
+:class:`~evaltui.engine.executor.local.pool.EnvWorkerPool` (K worker subprocesses on this
+machine, the default) and :class:`~evaltui.engine.executor.ray.executor.RayExecutor` (K
+Ray actors spread over a cluster, ``eval.executor = "ray"``). Both run each episode
 through the same :class:`~evaltui.engine.episode.session.WorkerSession`, so their rows
 agree.
 """
@@ -12,14 +13,20 @@ agree.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from evaltui.engine.executor.local.pool import EpisodeResult
+from evaltui.engine.episode.loop import EpisodeOutcome
 
 
-class ExecutorError(RuntimeError):
-    """The executor cannot run the episodes at all (its message is the run's error)."""
+@dataclass(frozen=True)
+class EpisodeResult:
+    """One finished attempt at an episode, as the run records it (attempts: 1 = first)."""
+
+    index: int
+    outcome: EpisodeOutcome
+    worker_id: int
+    attempts: int
 
 
 class EpisodeExecutor(Protocol):

@@ -1,9 +1,9 @@
-"""Recorder: the pool's disk work, on its own thread, so dealing never waits for the disk.
+"""Recorder: an executor's disk work, on its own thread, so dealing never waits for it.
 
 Recording a finished episode (the run's ``on_result``: its episode.json and trajectory
 files, the summary row) costs the run ~0.5 ms a result on a quiet disk and, when the
-journal is busy, up to ~80 ms measured on the shared VM; while the dealing thread did
-it, every worker that finished meanwhile sat idle. Here results are recorded in the
+journal is busy, up to ~80 ms measured on the shared VM; were the dealing thread to do
+it, every worker that finished meanwhile would sit idle. Here results are recorded in the
 order they came, on one thread; the dealing thread only hands them over.
 
 The recorder also makes the episode dirs of the episodes about to be dealt, each with an
@@ -12,12 +12,12 @@ ext4, on the worker's critical path otherwise (a GoToLocal episode's own work is
 the worker's logger then only opens the file, truncating it (~0.02 ms). The file is
 made with ``O_EXCL``, so a slow recorder never truncates a log a worker has begun. An
 ep dir with an empty log means nothing more to the run dir's readers than an empty ep
-dir did: they look for episode.json, and the hung-episode watch reads an empty log as
+dir: they look for episode.json, and the hung-episode watch reads an empty log as
 an env still resetting. Once an episode of the run has written a ``frames.bin``, the next
 episodes get an empty one too (the frame writer opens it the same way); a run without
 tiled frames never gets one. Dirs are made before any result still queued is recorded: a
 worker may be about to need one, while a result waits for nobody (on a busy disk the
-results fell behind by tens of episodes, and the workers made their dirs themselves).
+results can fall behind by tens of episodes).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Recorder:
                 continue
             _, value = item
             if self.error is not None:
-                continue  # the run is failing; the pool raises it
+                continue  # the run is failing; the executor raises it
             try:
                 self.on_result(value)
             except BaseException as exc:

@@ -1,9 +1,9 @@
 """Hung-step detection: a busy episode whose ``log.jsonl`` stopped growing.
 
-A node that blocks for good cannot end its own step, so the pool watches each busy
+A node that blocks for good cannot end its own step, so the dealing core watches each busy
 episode's log, which grows within 50 ms of every step's end (DESIGN §2). Once the
 episode has started and its log has not grown for ``per_step_budget_sec`` plus
-:data:`HUNG_STEP_GRACE_SEC`, the pool kills the worker and records the episode
+:data:`HUNG_STEP_GRACE_SEC`, the core kills the worker and records the episode
 ``timeout``. Before the first record the env is still in ``set_episode``: that phase is
 bounded by its own budget (a scene load may take far longer than a step).
 """

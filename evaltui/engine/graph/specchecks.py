@@ -20,7 +20,11 @@ from evaltui.engine.graph.datasets import (
     select_episodes,
 )
 from evaltui.engine.graph.definition import GraphDefinition, GraphError
-from evaltui.engine.graph.paramtypes import ParamTypeError, check_param_types
+from evaltui.engine.graph.paramtypes import (
+    ParamTypeError,
+    check_declared_params,
+    check_param_types,
+)
 from evaltui.engine.nodes import NodeSet
 from evaltui.spec import DEFAULT_STEP_BUDGET, JobSpec, SpecError, parse_spec
 
@@ -47,8 +51,10 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
         for name, ns in graph.nodesets.items():
             try:
                 check_param_types(classes[name], ns.params)
+                check_declared_params(classes[name], ns.params)
             except ParamTypeError as exc:
-                raise GraphError(f"nodesets.{name}.params.{exc.param}", exc.message) from None
+                where = f".{exc.param}" if exc.param else ""
+                raise GraphError(f"nodesets.{name}.params{where}", exc.message) from None
     except GraphError as exc:
         field = exc.path if exc.path.startswith("selectors") else f"graph.{exc.path}"
         if field.startswith("selectors"):

@@ -26,7 +26,7 @@ import hmac
 import os
 import secrets
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
@@ -67,6 +67,14 @@ class Address:
         assert isinstance(self.address, tuple)
         host, port = self.address
         return f"{TCP_SCHEME}://{host}:{port}"
+
+
+@dataclass(frozen=True)
+class SharedEndpoint:
+    """Where a shared nodeset is hosted, and the secret its host expects."""
+
+    url: str
+    secret: bytes = field(repr=False)
 
 
 def parse_url(url: str) -> Address:

@@ -1,4 +1,4 @@
-"""NodesetHost: serves one nodeset at a URL to authenticated clients (DESIGN §1, §5).
+"""NodesetServer: serves one nodeset at a URL to authenticated clients (DESIGN §1, §5).
 
 Two threads per host: *accept* takes connections and hands each to a short-lived
 handshake thread (so a silent peer cannot stall the others); *io* waits on every
@@ -33,9 +33,10 @@ from evaltui.engine.hosting.channel import listen, parse_url, server_handshake
 from evaltui.engine.hosting.packing import Packed
 from evaltui.engine.hosting.wire import FrameSocket, answer_parts, decode_request
 from evaltui.engine.nodes import EnvNodeSet, NodeSet, import_impl
+from evaltui.engine.usererrors import build_nodeset
 
 
-class NodesetHost:
+class NodesetServer:
     """Hosts ``nodeset`` at ``url``; ``start``/``close`` bound its threads."""
 
     def __init__(self, nodeset: NodeSet, url: str, secret: bytes, *, max_batch_size: int = 32,
@@ -60,7 +61,7 @@ class NodesetHost:
                                           daemon=True),
                          threading.Thread(target=self._io_loop, name="host-io", daemon=True)]
 
-    def start(self) -> NodesetHost:
+    def start(self) -> NodesetServer:
         for thread in self._threads:
             thread.start()
         return self
@@ -111,7 +112,7 @@ class NodesetHost:
         os.close(self._wake_r)
         os.close(self._wake_w)
 
-    def __enter__(self) -> NodesetHost:
+    def __enter__(self) -> NodesetServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -277,9 +278,9 @@ def serve_nodeset(impl: str, params: Mapping[str, Any], url: str, secret: bytes,
 
     ``on_ready`` gets the actual URL once clients can connect (a tcp port 0 resolved).
     """
-    nodeset = import_impl(impl)(**params)
+    nodeset = build_nodeset(impl, import_impl(impl), params)
     try:
-        with NodesetHost(nodeset, url, secret, max_batch_size=max_batch_size,
+        with NodesetServer(nodeset, url, secret, max_batch_size=max_batch_size,
                          max_wait_ms=max_wait_ms, batching=batching) as host:
             if on_ready is not None:
                 on_ready(host.url)

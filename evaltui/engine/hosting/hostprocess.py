@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evaltui.engine.processes.child import Child, child_bootstrap, spawn_child
+from evaltui.engine.usererrors import NodesetBuildError, one_line
 
 START_TIMEOUT_SEC = 120.0
 
@@ -81,7 +82,7 @@ class HostProcess:
                                  f"({self.child.describe_exit()})") from None
         if message[0] != "ready":
             self.child.end(grace_sec=1.0)
-            raise HostStartError(f"host of nodeset {self.name!r} failed to start:\n{message[1]}")
+            raise HostStartError(f"host of nodeset {self.name!r} failed to start: {message[1]}")
         _, url, self.pid = message
         # Pin a resolved tcp port so that a restarted host comes back at the same URL.
         self.config = replace(self.config, url=url)
@@ -141,8 +142,13 @@ def main() -> int:
                       batching=config.batching,
                       on_ready=lambda url: conn.send(("ready", url, os.getpid())))
     except Exception as exc:
+        # One line for the run's error; the traceback to stderr (the run's run.log).
+        build = isinstance(exc, NodesetBuildError)
+        print(exc.detail if build else "".join(traceback.format_exception(exc)).rstrip(),
+              file=sys.stderr, flush=True)
+        line = str(exc) if build else one_line(exc)
         try:
-            conn.send(("failed", "".join(traceback.format_exception(exc)).rstrip()))
+            conn.send(("failed", f"{line}; its traceback is in run.log"))
         except OSError:
             pass  # the parent is gone; nobody to tell
         return 1

@@ -69,7 +69,7 @@ class FrameSocket:
         For a side that blocks until its answer comes (a client): a reader blocked inside
         ``recv`` on a unix stream socket is also woken whenever its peer reads what it
         sent (the read frees write space, and that wake-up reaches every waiter on the
-        socket), so a caller used to wake twice per call, the first time for nothing.
+        socket), so a ``recv`` waiter wakes twice per call, the first time for nothing.
         A ``poll`` waiter asked for POLLIN only is not woken by it: 1.8 -> 1.0 context
         switches per call, one wake-up less for the kernel to deliver across CPUs.
         """

@@ -51,7 +51,7 @@ def take_spec(spec_data: Any, outputs: str | None, reply_fd: int, *, stop: threa
     """
     from evaltui.engine.graph.specchecks import validate_spec
     from evaltui.engine.run.summary import now_iso
-    from evaltui.launch import write_run
+    from evaltui.launch import outputs_problem, write_run
     from evaltui.rundir import PidRef, outputs_root
     from evaltui.spec import SpecError
     from evaltui.states import RunState
@@ -63,9 +63,14 @@ def take_spec(spec_data: Any, outputs: str | None, reply_fd: int, *, stop: threa
         return None
     if stop.is_set():
         return None  # the CLI was interrupted: leave nothing behind
+    root = outputs_root(outputs)
+    problem = outputs_problem(root)  # a file, or a place it cannot write: one line
+    if problem is not None:
+        answer(reply_fd, {"refused": problem})
+        return None
     now = now_iso()
     me = PidRef.of(os.getpid())
-    run_dir = write_run(checked, outputs_root(outputs), state=RunState.STARTING, record_extra={
+    run_dir = write_run(checked, root, state=RunState.STARTING, record_extra={
         "queued_at": now, "admitted_at": now, "pid": me.pid, "pid_create_time": me.create_time})
     settle_in(run_dir, checked)
     ev = checked.spec.eval

@@ -22,7 +22,6 @@ import hashlib
 import shutil
 import tempfile
 import threading
-import traceback
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
@@ -31,14 +30,21 @@ from typing import Any
 from evaltui.engine.episode.loop import EpisodeOutcome
 from evaltui.engine.episode.metrics import failure_metrics
 from evaltui.engine.episode.trajrecord import dataset_id, trajectory_json, trajectory_record
-from evaltui.engine.executor.local.pool import EnvWorkerPool, EpisodeResult, PoolError
-from evaltui.engine.executor.local.worker import SharedEndpoint, WorkerConfig
+from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
+from evaltui.engine.executor.local.pool import EnvWorkerPool
+from evaltui.engine.executor.local.worker import WorkerConfig
 from evaltui.engine.executor.local.zygote import WorkerZygote
-from evaltui.engine.executor.protocol import EpisodeExecutor, ExecutorError
+from evaltui.engine.executor.protocol import EpisodeExecutor, EpisodeResult
 from evaltui.engine.graph.datasets import load_episodes
 from evaltui.engine.graph.specchecks import CheckedSpec, check_spec
 from evaltui.engine.hosting.batching import HOST_MAX_BATCH_SIZE, HOST_MAX_WAIT_MS
-from evaltui.engine.hosting.channel import ChannelError, host_secret, new_secret, parse_url
+from evaltui.engine.hosting.channel import (
+    ChannelError,
+    SharedEndpoint,
+    host_secret,
+    new_secret,
+    parse_url,
+)
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
 from evaltui.engine.run.summary import SummaryWriter, now_iso
 from evaltui.records import (
@@ -130,9 +136,8 @@ class BatchEvalRunner:
             if todo and not self.stop.is_set():
                 with self._executor(checked, episodes, len(todo), sockets, hosts) as executor:
                     executor.run(todo, record, attempts_before=attempts)
-        except (HostStartError, PoolError, ChannelError) as exc:
-            summary.finish(SummaryStatus.FAILED, "cannot build the graph's nodesets: "
-                           + "".join(traceback.format_exception_only(exc)).strip())
+        except (HostStartError, NodesetBuildError, ChannelError) as exc:
+            summary.finish(SummaryStatus.FAILED, f"cannot build the graph's nodesets: {exc}")
             touch_done(self.run_dir)
             return EXIT_FAILED
         except ExecutorError as exc:

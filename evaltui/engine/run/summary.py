@@ -24,7 +24,8 @@ from evaltui.states import EpisodeStatus, SummaryStatus
 
 SYNC_EVERY_SEC = 0.2
 """How often the flusher fsyncs the episode files that came since (between summary
-writes): a short run's final write used to fsync every file of its last second."""
+writes), so that a short run's final write does not fsync every file of its last
+second."""
 
 _FAILED = frozenset({EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT})
 _SCORED = _FAILED | {EpisodeStatus.OK}

@@ -10,11 +10,14 @@ from textual.screen import ModalScreen
 from textual.validation import Integer
 from textual.widgets import Input, Label
 
+from evaltui.tui.keys import QUIT_BINDINGS
+from evaltui.tui.widgets.keys_footer import KeysFooter
+
 
 class AskNumberScreen(ModalScreen[int | None]):
     """Returns the number typed (within ``minimum..maximum``), or None if dismissed."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel"), *QUIT_BINDINGS]
 
     def __init__(self, title: str, *, minimum: int = 0, maximum: int | None = None) -> None:
         super().__init__()
@@ -28,6 +31,7 @@ class AskNumberScreen(ModalScreen[int | None]):
             yield Input(id="number", type="integer",
                         validators=[Integer(minimum=self.minimum, maximum=self.maximum)])
             yield Label("", id="number-error", classes="field-error")
+        yield KeysFooter()
 
     @on(Input.Submitted, "#number")
     def _submitted(self, event: Input.Submitted) -> None:

@@ -18,13 +18,15 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from evaltui.results.compare import CompareError, Comparison, EpisodeSetMismatch, compare_rows
 from evaltui.results.runrows import RunDirError, RunRows, load_run
 from evaltui.rundir import episode_dir
 from evaltui.tui.messages import CompareDone
 from evaltui.tui.widgets.bars import theme_style
+from evaltui.tui.widgets.keys_footer import KeysFooter
+from evaltui.tui.widgets.row_table import RowTable
 
 Side = Literal["a", "b"]
 
@@ -46,6 +48,9 @@ class CompareScreen(Screen[None]):
         Binding("i", "intersect", "Intersect"),
         Binding("escape", "back", "Back"),
     ]
+    CORE_KEYS: ClassVar[tuple[str, ...]] = ("back", "select_cursor", "replay", "intersect",
+                                            "replay('a')", "replay('b')")
+    """What the footer keeps at 80 columns, most important first (see KeysFooter)."""
 
     def __init__(self, run_a: Path, run_b: Path, *, intersect: bool = False) -> None:
         super().__init__()
@@ -61,8 +66,8 @@ class CompareScreen(Screen[None]):
         yield Static("reading both runs…", id="compare-header")
         yield DataTable(id="compare-metrics", cursor_type="none", zebra_stripes=True)
         yield Static(id="compare-test")
-        yield DataTable(id="compare-flips", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield RowTable(id="compare-flips", cursor_type="row", zebra_stripes=True)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         metrics = self.query_one("#compare-metrics", DataTable)

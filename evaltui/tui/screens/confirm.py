@@ -9,6 +9,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
+from evaltui.tui.keys import QUIT_BINDINGS
+from evaltui.tui.widgets.keys_footer import KeysFooter
+
 
 class ConfirmScreen(ModalScreen[bool]):
     """Dismisses with True on ``y``/Yes, False on ``n``/Escape/No."""
@@ -16,6 +19,7 @@ class ConfirmScreen(ModalScreen[bool]):
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),
         Binding("n,escape", "answer(False)", "No"),
+        *QUIT_BINDINGS,
     ]
 
     def __init__(self, title: str, detail: str = "", *, yes: str = "Yes") -> None:
@@ -32,6 +36,7 @@ class ConfirmScreen(ModalScreen[bool]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("No", id="no")
                 yield Button(f"{self.yes} (y)", id="yes", variant="error")
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()

@@ -10,11 +10,14 @@ from textual.screen import ModalScreen
 from textual.validation import Integer
 from textual.widgets import Input, Label
 
+from evaltui.tui.keys import QUIT_BINDINGS
+from evaltui.tui.widgets.keys_footer import KeysFooter
+
 
 class GoToStepScreen(ModalScreen[int | None]):
     """Returns the step typed (within ``0..last_step``), or None if dismissed."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel"), *QUIT_BINDINGS]
 
     def __init__(self, last_step: int, current: int) -> None:
         super().__init__()
@@ -27,6 +30,7 @@ class GoToStepScreen(ModalScreen[int | None]):
             yield Input(str(self.current), id="step", type="integer",
                         validators=[Integer(minimum=0, maximum=self.last_step)])
             yield Label("", id="step-error", classes="field-error")
+        yield KeysFooter()
 
     @on(Input.Submitted, "#step")
     def _submitted(self, event: Input.Submitted) -> None:

@@ -18,13 +18,15 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
+from evaltui.gpu.holders import GpuHolder, gpu_holders
 from evaltui.states import RunState
 from evaltui.tui.backend import Backend, BackendError, QueueSnapshot, RunInfo, readable_dir
 from evaltui.tui.messages import ActionDone, BackendChanged, BackendFailed, QueuePolled
 from evaltui.tui.screens.queue_actions import BackendActions
 from evaltui.tui.screens.submit import SubmitScreen
+from evaltui.tui.widgets.keys_footer import KeysFooter
 from evaltui.tui.widgets.meters import ResourceMeters
 from evaltui.tui.widgets.queue_lines import (
     RunDetail,
@@ -51,7 +53,6 @@ class QueueScreen(BackendActions, Screen[None]):
         Binding("m", "mark", "Mark"),
         Binding("x", "compare", "Compare"),
         Binding("l", "lock", "Lock", show=False),  # in help and the palette: 80 columns
-        Binding("q", "app.quit", "Quit", show=False),
         Binding("escape", "clear_filter", "Clear filter"),
         # Taken when the key's action does not apply (hidden from the footer then):
         # the key still answers, with why not.
@@ -62,6 +63,10 @@ class QueueScreen(BackendActions, Screen[None]):
         Binding("m", "refused('mark')", show=False),
         Binding("x", "refused('compare')", show=False),
     ]
+    CORE_KEYS: ClassVar[tuple[str, ...]] = (
+        "select_cursor", "open_run", "submit", "clear_filter", "cancel_run", "resume",
+        "filter", "mark", "compare", "priority(1)")
+    """What the footer keeps at 80 columns, most important first (see KeysFooter)."""
     RUN_ACTIONS = frozenset({"cancel_run", "priority", "resume", "mark"})
     """Actions on the selected run: in the footer only when that run can take them."""
 
@@ -88,7 +93,7 @@ class QueueScreen(BackendActions, Screen[None]):
         yield Static(id="runs-empty")
         yield RunDetail(id="run-detail")
         yield Input(placeholder="filter runs: id, graph, dataset, state or reason", id="filter")
-        yield Footer(compact=True)  # every key that acts fits in 80 columns
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#resources").border_title = "resources"
@@ -116,7 +121,20 @@ class QueueScreen(BackendActions, Screen[None]):
         except Exception as exc:  # unreachable server, broken ledger: say so, keep going
             self.post_message(BackendFailed("poll", f"{type(exc).__name__}: {exc}"))
             return
-        self.post_message(QueuePolled(snapshot))
+        self.post_message(QueuePolled(snapshot, self._holders(snapshot)))
+
+    @staticmethod
+    def _holders(snapshot: QueueSnapshot) -> dict[int, list[GpuHolder] | None]:
+        """Whose are the processes on this machine's GPUs (a Ray node's are not here)."""
+        local = [g for g in snapshot.resources.gpus if g.node is None]
+        if not any(g.processes for g in local):
+            return {}
+        live = [r.run_dir for r in snapshot.runs if r.run_dir is not None
+                and r.state in (RunState.RUNNING, RunState.STARTING)]
+        try:
+            return gpu_holders(local, run_dirs=live)
+        except OSError:  # an unreadable state dir: the meters still show, unattributed
+            return {}
 
     def on_backend_changed(self, _: BackendChanged) -> None:
         self.poll()
@@ -128,7 +146,9 @@ class QueueScreen(BackendActions, Screen[None]):
                                 if seen.get(k, v) != v}
         self.poll_error = None
         self._last_good_poll = time.monotonic()
-        self.query_one(ResourceMeters).resources = message.snapshot.resources
+        meters = self.query_one(ResourceMeters)
+        meters.holders = message.holders
+        meters.resources = message.snapshot.resources
         self.query_one(RunsTable).update_runs(message.snapshot.runs, self.app.now())  # type: ignore[attr-defined]
         self.query_one(SetGroups).update_from(message.snapshot.runs)
         self._show_stale()

@@ -19,7 +19,6 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from evaltui.runview.replay import EpisodeReplay, Firing, error_step_from
@@ -33,6 +32,7 @@ from evaltui.tui.widgets.frame_view import (
     frame_caption,
     graphics_requested,
 )
+from evaltui.tui.widgets.keys_footer import KeysFooter
 from evaltui.tui.widgets.timeline import Timeline, TimelineState
 
 FIRST_CHUNK_BYTES = 1 << 20
@@ -50,20 +50,32 @@ class ReplayScreen(Screen[None]):
     """One episode: header, step timeline, the step's firings and its frame."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left", "step(-1)", "Step ←"),
-        Binding("right", "step(1)", "Step →"),
-        Binding("n", "firing(1)", "Next firing"),
-        Binding("N", "firing(-1)", "Prev firing"),
-        Binding("e", "error(1)", "Next error"),
-        Binding("E", "error(-1)", "Prev error", show=False),
-        Binding("g", "goto", "Go to step"),
-        Binding("space", "play", "Play/Pause"),
-        Binding("left_square_bracket", "speed(-1)", "Slower", show=False),
-        Binding("right_square_bracket", "speed(1)", "Faster", show=False),
-        Binding("home", "first", "First step", show=False),
-        Binding("end", "last", "Last step", show=False),
+        # A pair of keys shows once ("←/→ Step"), in the footer and in help (the same
+        # description); the tooltip is help's longer wording.
+        Binding("left", "step(-1)", "Step", key_display="←/→", tooltip="previous / next step"),
+        Binding("right", "step(1)", "Step", show=False),
+        Binding("n", "firing(1)", "Firing", key_display="n/N",
+                tooltip="next / previous record of the step"),
+        Binding("N", "firing(-1)", "Firing", show=False),
+        Binding("e", "error(1)", "Error", key_display="e/E",
+                tooltip="next / previous step with an error"),
+        Binding("E", "error(-1)", "Error", show=False),
+        Binding("g", "goto", "Go to", tooltip="go to a step by number"),
+        Binding("space", "play", "Play", tooltip="play / pause"),
+        Binding("left_square_bracket", "speed(-1)", "Speed", key_display="[/]",
+                tooltip="slower / faster while playing"),
+        Binding("right_square_bracket", "speed(1)", "Speed", show=False),
+        Binding("home", "first", "First", key_display="home/end", show=False,
+                tooltip="first / last step"),
+        Binding("end", "last", "First", show=False),
+        Binding("pageup", "scroll_firings(-1)", "Scroll", key_display="pgup/pgdn",
+                show=False, tooltip="scroll the step's records"),
+        Binding("pagedown", "scroll_firings(1)", "Scroll", show=False),
         Binding("escape", "back", "Back"),
     ]
+    CORE_KEYS: ClassVar[tuple[str, ...]] = (
+        "back", "step(-1)", "play", "speed(-1)", "error(1)", "firing(1)", "goto")
+    """What the footer keeps at 80 columns, most important first (see KeysFooter)."""
 
     def __init__(self, ep_dir: Path, *, standalone: bool = False) -> None:
         super().__init__()
@@ -89,10 +101,9 @@ class ReplayScreen(Screen[None]):
         with Horizontal(id="replay-body"):
             yield FiringView(id="firings")
             yield GraphicsFrameView(id="frame") if graphics_requested() else FrameView(id="frame")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
-        self.query_one(FiringView).can_focus = False  # ←/→ belong to the screen
         self.query_one("#frame").border_title = "frame"
         self._show_header()
         self._index()
@@ -178,6 +189,13 @@ class ReplayScreen(Screen[None]):
 
     def action_last(self) -> None:
         self._go(self.last_step, "first")
+
+    def action_scroll_firings(self, direction: int) -> None:
+        view = self.query_one(FiringView)
+        if direction > 0:
+            view.scroll_page_down(animate=False)
+        else:
+            view.scroll_page_up(animate=False)
 
     def action_firing(self, delta: int) -> None:
         target = self.current + delta

@@ -21,18 +21,19 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from evaltui.rundir import episode_dir
 from evaltui.runview.runmodel import RunModel
 from evaltui.runview.running_mean import RunningMeans
 from evaltui.runview.watcher import RunWatcher
 from evaltui.states import RunState
-from evaltui.tui.display import STATE_COLOUR, STATE_GLYPH
+from evaltui.tui.display import STATE_COLOUR, STATE_GLYPH, first_line
 from evaltui.tui.messages import RunChanged
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.bars import theme_style
 from evaltui.tui.widgets.episodes_table import COLUMNS, STATUS_FILTERS, EpisodesTable
+from evaltui.tui.widgets.keys_footer import KeysFooter
 from evaltui.tui.widgets.metrics_panel import MetricsPanel
 from evaltui.tui.widgets.run_progress import Progress, RunProgress
 from evaltui.tui.widgets.running_mean_chart import RunningMeanChart
@@ -60,6 +61,10 @@ class RunScreen(Screen[None]):
         Binding("p", "toggle_plots", "Plots"),
         Binding("escape", "back", "Back"),
     ]
+    CORE_KEYS: ClassVar[tuple[str, ...]] = (
+        "back", "select_cursor", "open_episode", "filter", "status_filter", "sort_next",
+        "toggle_metrics", "toggle_plots")
+    """What the footer keeps at 80 columns, most important first (see KeysFooter)."""
 
     def __init__(self, run_dir: Path, *, standalone: bool = False,
                  debounce_ms: int = WATCH_DEBOUNCE_MS,
@@ -85,6 +90,7 @@ class RunScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-header")
+        yield Static(id="run-error")  # wraps (the header is one cut line)
         with Horizontal(id="run-panels"):
             with Vertical(id="metrics-box", classes="box"):
                 yield MetricsPanel()
@@ -99,7 +105,7 @@ class RunScreen(Screen[None]):
         yield EpisodesTable(id="episodes")
         yield Input(placeholder="filter: episode id, instruction, scene or error text",
                     id="filter")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#metrics-box").border_title = "metrics · mean, 95% CI, n"
@@ -188,11 +194,14 @@ class RunScreen(Screen[None]):
         if self._state is not None:
             header.append(f"  {STATE_GLYPH[self._state]} {self._state.value}",
                           style=theme_style(app, STATE_COLOUR[self._state], bold=True))
-        if summary.get("error"):
-            header.append(f"  {summary['error']}", style=theme_style(app, "error"))
         for message in self._errors.values():
             header.append(f"\n⚠ {message}", style=theme_style(app, "error", bold=True))
         self._set_text("#run-header", header)
+        error = first_line(summary.get("error"), 400)  # a traceback's cause, not its frames
+        self.query_one("#run-error").display = bool(error)
+        if error:
+            self._set_text("#run-error", Text(f"✘ {error}", style=theme_style(app, "error",
+                                                                              bold=True)))
 
     def _show_caption(self) -> None:
         table = self.query_one(EpisodesTable)

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.suggester import Suggester
@@ -27,6 +27,8 @@ from evaltui.graphs import builtin_graph_names
 from evaltui.spec import JobSpec, SpecError
 from evaltui.specbuild import build_spec
 from evaltui.tui.backend import Backend
+from evaltui.tui.keys import QUIT_BINDINGS
+from evaltui.tui.widgets.keys_footer import KeysFooter
 
 FIELDS: tuple[tuple[str, str, str, str], ...] = (
     # id, label, default, input type
@@ -111,6 +113,11 @@ def ray_missing(executor: str) -> str | None:
     return None
 
 
+class FormScroll(VerticalScroll, can_focus=False):
+    """The form's frame: it scrolls when the terminal is shorter than the form (80x24),
+    and a field or button that takes focus scrolls into view. Not a Tab stop itself."""
+
+
 class SubmitScreen(ModalScreen[str | None]):
     """Dismisses with the new run_id, or None if cancelled.
 
@@ -121,7 +128,9 @@ class SubmitScreen(ModalScreen[str | None]):
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Cancel"),
         Binding("ctrl+s", "submit", "Submit", priority=True),
+        *QUIT_BINDINGS,
     ]
+    CORE_KEYS = ("submit", "dismiss(None)")
 
     def __init__(self, backend: Backend, draft: dict[str, Any] | None = None) -> None:
         super().__init__()
@@ -132,7 +141,7 @@ class SubmitScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         graphs = ", ".join(builtin_graph_names())
-        with Vertical(classes="dialog submit"):
+        with FormScroll(classes="dialog submit"):
             yield Label("Submit an eval run", classes="dialog-title")
             with Grid(id="submit-form"):
                 for field_id, label, default, kind in FIELDS:
@@ -156,6 +165,7 @@ class SubmitScreen(ModalScreen[str | None]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Cancel", id="cancel")
                 yield Button("Submit (ctrl+s)", id="submit", variant="primary")
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         for label in self.query(".field-error"):

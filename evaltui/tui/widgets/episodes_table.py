@@ -21,6 +21,7 @@ from textual.widgets.data_table import RowDoesNotExist
 
 from evaltui.tui.display import NONE, STATE_COLOUR, duration, first_line, metric
 from evaltui.tui.widgets.bars import theme_style
+from evaltui.tui.widgets.row_table import RowTable
 
 StatusFilter = Literal["all", "not-ok", "ok", "error", "timeout", "cancelled"]
 STATUS_FILTERS: tuple[StatusFilter, ...] = ("all", "not-ok", "ok", "error", "timeout",
@@ -79,26 +80,33 @@ SCROLLBAR = 2
 """Columns kept free for the vertical scrollbar, so no row ever scrolls sideways."""
 
 
-def fit_columns(width: int, padding: int = 1) -> dict[str, int]:
+def fit_columns(width: int, padding: int = 1, longest_id: int = 0) -> dict[str, int]:
     """Which columns a table ``width`` cells wide shows, and each one's width.
 
+    The episode id is what users read and copy, so its column is as wide as the longest
+    id (``longest_id``, up to its maximum) before lower-priority columns get any room.
     Columns are kept by priority while the detail column still gets its minimum; the
     width left then widens the episode and scene columns (a quarter each, up to their
     maximum) and the rest goes to the detail column, so a wide screen shows whole
     names rather than empty space.
     """
+    def needed(column: Column) -> int:
+        if column.key == "episode" and column.max_width is not None:
+            return max(column.width, min(longest_id, column.max_width))
+        return column.width
+
     room = width - SCROLLBAR - DETAIL.width - 2 * padding
     kept: set[str] = set()
     for column in sorted(COLUMNS[:-1], key=lambda c: c.priority):
-        cost = column.width + 2 * padding
+        cost = needed(column) + 2 * padding
         if cost <= room and width >= column.min_table:
             kept.add(column.key)
             room -= cost
-    widths = {c.key: c.width for c in COLUMNS[:-1] if c.key in kept}
+    widths = {c.key: needed(c) for c in COLUMNS[:-1] if c.key in kept}
     share = room // 4
     for column in COLUMNS[:-1]:
         if column.key in kept and column.max_width is not None:
-            grow = max(0, min(share, column.max_width - column.width))
+            grow = max(0, min(share, column.max_width - widths[column.key]))
             widths[column.key] += grow
             room -= grow
     widths[DETAIL.key] = DETAIL.width + max(0, room)
@@ -108,7 +116,7 @@ def fit_columns(width: int, padding: int = 1) -> dict[str, int]:
 _BY_KEY = {c.key: c for c in COLUMNS}
 
 
-class EpisodesTable(DataTable[Any]):
+class EpisodesTable(RowTable):
     """Episode rows of one run, sortable by any column, filterable by status and text."""
 
     BINDINGS = [Binding("enter", "select_cursor", "Replay")]
@@ -130,6 +138,8 @@ class EpisodesTable(DataTable[Any]):
         """Highest index shown while sorted by index ascending (appends need no sort)."""
         self._widths: dict[str, int] = {}
         """Shown columns and their widths, in display order (set by ``_fit``)."""
+        self._longest_id = 0
+        """Length of the longest episode id given so far (its column fits it)."""
 
     def on_mount(self) -> None:
         self._fit(self.size.width or 80)
@@ -145,7 +155,7 @@ class EpisodesTable(DataTable[Any]):
 
     def _fit(self, width: int) -> None:
         """Choose the columns and widths for ``width`` (see :func:`fit_columns`)."""
-        widths = fit_columns(width, self.cell_padding)
+        widths = fit_columns(width, self.cell_padding, self._longest_id)
         if widths == self._widths:
             return
         if list(widths) != list(self._widths):
@@ -207,6 +217,11 @@ class EpisodesTable(DataTable[Any]):
 
     def upsert(self, rows: Iterable[dict[str, Any]]) -> None:
         """Add new rows and update rewritten ones, keeping the selected row selected."""
+        rows = list(rows)
+        longest = max((len(str(r.get("episode_id") or "")) for r in rows), default=0)
+        if longest > self._longest_id:  # a longer id: widen its column first (rare)
+            self._longest_id = longest
+            self._fit(self.size.width or 80)
         selected = self.selected_index()
         needs_sort = False
         for row in rows:

@@ -119,8 +119,12 @@ class FiringCard(Static):
         return Group(*parts)
 
 
-class FiringView(VerticalScroll):
-    """The records of the current step, one card each; ``current`` is highlighted."""
+class FiringView(VerticalScroll, can_focus=False):
+    """The records of the current step, one card each; ``current`` is highlighted.
+
+    Never focused: a focused scroll view takes ←/→/home/end for scrolling whenever its
+    content overflows, so the replay's own keys would stop working on long steps.
+    The replay scrolls it with pgup/pgdn instead."""
 
     DEFAULT_CSS = """
     FiringView {

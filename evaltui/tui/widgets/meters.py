@@ -8,6 +8,10 @@ admission then uses host RAM and CPU only.
 On tall terminals each GPU also shows a short history of its used and reserved memory
 (nvitop style), kept here from each new reading so the queue screen need not know.
 
+Under each GPU, the processes holding its memory (pid, user, MiB and which run or
+shared nodeset they are, :mod:`evaltui.gpu.holders`), as nvitop lists them: one line
+on small terminals (the biggest, with how many more), up to PROCESS_LINES on tall ones.
+
 On a Ray cluster (``--ray``) the GPUs are grouped by node: a line per node (its host RAM
 and CPU) with its GPUs under it, then a dim line per node that left the cluster ("gone
 12 s ago"). The CPU and RAM lines at the bottom stay the scheduler's own machine's.
@@ -24,6 +28,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from evaltui.gpu.holders import GpuHolder
 from evaltui.tui.display import duration
 from evaltui.tui.widgets.bars import level_variable, stacked_bar, theme_style
 from evaltui.tui.widgets.braille import stacked_columns
@@ -36,6 +41,9 @@ HISTORY_SAMPLES = 600
 """Readings kept per GPU (10 minutes at the queue's 1 s poll); the plot shows the last
 as many as it has columns."""
 HISTORY_ROWS = 2
+PROCESS_LINES = 4
+"""Process lines per GPU from PROCESS_MIN_HEIGHT rows up (one line below that)."""
+PROCESS_MIN_HEIGHT = 36
 HISTORY_MIN_HEIGHT = 40
 """Terminal rows from which the history is shown: below, the queue needs the room."""
 
@@ -57,6 +65,9 @@ class ResourceMeters(Widget):
         self.history: dict[int | tuple[str, int], deque[tuple[float, float, float]]] = {}
         """Per GPU index ((node, index) on a cluster): (monotonic time, used fraction,
         reserved fraction), oldest first."""
+        self.holders: dict[int, list[GpuHolder] | None] = {}
+        """Per local GPU index, its processes and whose they are (set before
+        ``resources``, which repaints)."""
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
@@ -97,6 +108,10 @@ class ResourceMeters(Widget):
         if not cluster:
             for gpu in res.gpus:
                 self._add_gpu(grid, gpu, res.fake_gpus, bar_width)
+                processes = self._process_lines(gpu)
+                if processes:  # free lines between two grids that line up
+                    lines += [grid, *processes]
+                    grid = _grid(bar_width)
         else:
             hosts = {h.name: h for h in res.nodes}
             names = sorted(set(hosts) | {g.node or "" for g in res.gpus})
@@ -123,6 +138,29 @@ class ResourceMeters(Widget):
         if self.shows_history:
             for row in self._history_rows(gpu, width):
                 grid.add_row(*row)
+
+    def _process_lines(self, gpu: Gpu) -> list[Text]:
+        """``  ↳ 4321 alice  4,096 MiB  run 20260115_090500``: who holds the memory."""
+        holders = self.holders.get(gpu.index) or []
+        if not holders:
+            return []
+        app = self.app
+        muted = theme_style(app, "foreground-muted")
+        room = PROCESS_LINES if self.app.size.height >= PROCESS_MIN_HEIGHT else 1
+        shown = holders[:room]
+        lines = []
+        for holder in shown:
+            line = Text(f"  ↳ {holder.pid:>7} ", style=muted, no_wrap=True,
+                        overflow="ellipsis")
+            line.append(f"{(holder.user or '?')[:10]:<10} ")
+            line.append(f"{holder.used_mb:>7,} MiB  ", style=theme_style(app, "secondary"))
+            ours = holder.run_id is not None or holder.nodeset is not None
+            line.append(holder.what, style=theme_style(app, "primary") if ours else muted)
+            lines.append(line)
+        if len(holders) > len(shown):
+            lines[-1].append(f"  +{len(holders) - len(shown)} more",
+                             style=muted)
+        return lines
 
     def _node_row(self, name: str, host: NodeHost | None,
                   width: int) -> tuple[Text, Text, Text]:

@@ -77,6 +77,13 @@ class MetricsPanel(Widget):
     def render(self) -> Table | Group | Text:
         summary = self.summary or {}
         means = summary.get("metrics") or {}
+        if not means and summary.get("status") in ("failed", "cancelled"):
+            # Not "yet": none will come. The header says why; `show` has all of it.
+            run = f" {summary['run_id']}" if summary.get("run_id") else ""
+            return Text(f"no metrics: the run {summary['status']} before any episode "
+                        f"finished (evaltui show{run} for the whole error)",
+                        style=theme_style(self.app, "error"), no_wrap=True,
+                        overflow="ellipsis")
         if not means:
             return Text("no metrics yet: they appear with the first finished episodes",
                         style=theme_style(self.app, "foreground-muted"), no_wrap=True,

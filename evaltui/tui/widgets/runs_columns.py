@@ -36,12 +36,12 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     Column("mark", "", 1, 0),
-    Column("run_id", "run", 17, 5),
+    Column("run_id", "run", 15, 5, grows=True),  # 15: YYYYMMDD_HHMMSS, longer with _2
     Column("graph", "name", 12, 0, grows=True),
     Column("data", "data/split", 12, 9, grows=True),
     Column("state", "state", 11, 0),
     Column("node", "node", 6, 4, grows=True),
-    Column("progress", "progress", 11, 1),
+    Column("progress", "progress", 11, 1, grows=True),
     Column("sr", "SR", 5, 2),
     Column("spl", "SPL", 5, 6),
     Column("ndtw", "nDTW", 5, 7),
@@ -52,6 +52,23 @@ COLUMNS: tuple[Column, ...] = (
     Column("why", "reason", 14, 3, grows=True),
 )
 """In display order."""
+
+REASON = "why"
+REASON_ROOM = 60
+"""How wide the reason column is let to grow by dropping the columns ranked below
+REASON_OVER: a waiting reason ("needs 30.0 GiB on GPU0, 14.0 GiB free after
+reservations") is why a run does not start, worth more than SPL, nDTW or the VRAM
+estimate (the run id stays: it is what tells runs of one graph apart)."""
+REASON_OVER = 5
+BAR_ROOM = 24
+"""The most cells a progress bar takes (then the count beside it)."""
+BAR_FROM = 120
+"""Past this width a bar gets a cell per BAR_SHARE columns before the reason grows (up
+to that the reason comes first: it is why a run waits)."""
+BAR_SHARE = 8
+
+GROW_ORDER = ("run_id", "graph", "node", "data", REASON, "progress")
+"""Who gets spare width first: whole names, then the reason, then a longer bar."""
 
 NODE_COLUMNS = frozenset({"node"})
 """Shown only when some run has a Ray node (``--ray``): one machine looks as before."""
@@ -73,12 +90,26 @@ def fit_columns(width: int, wanted: Mapping[str, int], *,
         if sum(cost(c) for c in shown) <= width or rank == 0:
             break
         shown = [c for c in shown if c.rank < rank]
+    reason = next((c for c in shown if c.key == REASON), None)
+    if reason is not None:  # room for the reason before the columns ranked below it
+        target = min(REASON_ROOM, wanted.get(REASON, reason.width))
+        for rank in sorted({c.rank for c in shown if c.rank > REASON_OVER}, reverse=True):
+            if width - sum(cost(c) for c in shown) + reason.width >= target:
+                break
+            shown = [c for c in shown if c.rank < rank]
     widths = {c.key: c.width for c in shown}
     spare = width - sum(cost(c) for c in shown)
-    growing = sorted((c for c in shown if c.grows), key=lambda c: c.rank)
-    for column in growing:  # up to the longest value, most important first
-        extra = min(spare, max(0, wanted.get(column.key, column.width) - column.width))
-        widths[column.key] += extra
+    targets = {c.key: wanted.get(c.key, c.width) for c in shown if c.grows}
+    if REASON in targets:
+        targets[REASON] = min(targets[REASON], REASON_ROOM)
+    steps = [(key, targets[key]) for key in GROW_ORDER if key in targets]
+    if "progress" in targets:  # a bar that grows with the width comes before the reason
+        first = targets["progress"] - BAR_ROOM + max(0, (width - BAR_FROM) // BAR_SHARE)
+        before = REASON if REASON in targets else "progress"
+        steps.insert([k for k, _ in steps].index(before), ("progress", first))
+    for key, target in steps:  # up to the longest value, most important first
+        extra = min(spare, max(0, target - widths[key]))
+        widths[key] += extra
         spare -= extra
     last = next((c for c in reversed(shown) if c.grows), None)
     if last is not None and spare > 0:  # the rest: the rightmost growing column

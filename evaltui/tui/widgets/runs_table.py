@@ -18,7 +18,6 @@ from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
 from evaltui.states import RunState
@@ -32,7 +31,8 @@ from evaltui.tui.display import (
     seconds_between,
 )
 from evaltui.tui.widgets.bars import stacked_bar, theme_style
-from evaltui.tui.widgets.runs_columns import SORTS, Column, fit_columns, sort_runs
+from evaltui.tui.widgets.row_table import RowTable
+from evaltui.tui.widgets.runs_columns import BAR_ROOM, SORTS, Column, fit_columns, sort_runs
 from evaltui.units import gib
 
 FAILED = (RunState.FAILED, RunState.ABORTED)
@@ -42,7 +42,7 @@ SOURCE_MARK = {"calibrated": "c", "partly calibrated": "p", "declared": "",
 """A letter after the VRAM estimate saying where it came from (nothing: as declared)."""
 
 
-class RunsTable(DataTable[Any]):
+class RunsTable(RowTable):
     """The queue screen's table of runs."""
 
     BINDINGS = [Binding("enter", "select_cursor", "Open")]
@@ -68,6 +68,8 @@ class RunsTable(DataTable[Any]):
         self.marks: list[str] = []
         """Marked run ids, A then B (for a comparison)."""
         self._now: datetime | None = None
+        self._count_room = 0
+        """Width of the longest ``finished/total`` count (the bars stop before it)."""
 
     def on_mount(self) -> None:
         self._relayout()
@@ -86,7 +88,11 @@ class RunsTable(DataTable[Any]):
         width = self.size.width - self.styles.scrollbar_size_vertical
         if width <= 0:
             return
-        wanted = {"graph": max((len(r.graph) for r in self._runs.values()), default=0),
+        self._count_room = max((len(_count(r)) for r in self._runs.values()), default=0)
+        wanted = {"run_id": max((len(r.run_id) for r in self._runs.values()), default=0),
+                  "graph": max((len(r.graph) for r in self._runs.values()), default=0),
+                  "progress": BAR_ROOM + 1 + self._count_room,
+                  "why": max((len(_why_text(r)) for r in self._runs.values()), default=0),
                   "data": max((len(_data(r)) for r in self._runs.values()), default=0),
                   "node": max((len(r.node or "") for r in self._runs.values()), default=0)}
         layout = fit_columns(width, wanted, nodes=wanted["node"] > 0)
@@ -237,9 +243,12 @@ class RunsTable(DataTable[Any]):
         else:
             cells["data"] = Text(_data(run), no_wrap=True, overflow="ellipsis")
             total = max(run.episodes_total, 1)
-            progress = stacked_bar(2, [(run.episodes_finished, theme_style(app, "primary"))],
+            # The bar takes what the longest count leaves of the column (counts align).
+            room = max(self._count_room, len(_count(run)))
+            bar = max(2, min(BAR_ROOM, self._width_of("progress") - room - 1))
+            progress = stacked_bar(bar, [(run.episodes_finished, theme_style(app, "primary"))],
                                    total, theme_style(app, "panel"))
-            progress.append(f" {run.episodes_finished}/{run.episodes_total}")
+            progress.append(f" {_count(run)}")
             cells["progress"] = progress
             cells["workers"] = Text(str(run.worker_count), justify="right")
         for key, name in (("sr", "success"), ("spl", "spl"), ("ndtw", "ndtw")):
@@ -252,6 +261,9 @@ class RunsTable(DataTable[Any]):
         cells["age"] = Text(age(queued_for), justify="right", style=muted)
         cells["why"] = self._why(run)
         return tuple(cells[k] for k in keys)
+
+    def _width_of(self, key: str) -> int:
+        return next((w for c, w in self._layout if c.key == key), 0)
 
     def _vram(self, run: RunInfo) -> Text:
         """Estimate (with where it came from) over what was asked, in GiB: ``0.0c/19.5``."""
@@ -267,15 +279,24 @@ class RunsTable(DataTable[Any]):
 
     def _why(self, run: RunInfo) -> Text:
         app = self.app
-        if run.file_error or (run.state in FAILED and run.error):
-            text = Text(first_line(run.error), style=theme_style(app, "error"))
-        elif run.state is RunState.QUEUED:
-            text = Text(run.waiting_reason or "waiting for the next tick",
-                        style=theme_style(app, "warning"))
-        else:
-            text = Text("")
+        variable = "warning" if run.state is RunState.QUEUED and not run.file_error \
+            else "error"
+        text = Text(_why_text(run), style=theme_style(app, variable))
         text.no_wrap, text.overflow = True, "ellipsis"
         return text
+
+
+def _why_text(run: RunInfo) -> str:
+    """The reason column: why a run failed (or a file of it is bad), or why it waits."""
+    if run.file_error or (run.state in FAILED and run.error):
+        return first_line(run.error)
+    if run.state is RunState.QUEUED:
+        return run.waiting_reason or "waiting for the next tick"
+    return ""
+
+
+def _count(run: RunInfo) -> str:
+    return f"{run.episodes_finished}/{run.episodes_total}"
 
 
 def _data(run: RunInfo) -> str:

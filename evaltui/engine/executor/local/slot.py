@@ -1,17 +1,14 @@
-"""WorkerSlot: one of the pool's K slots -- its worker process (one at a time), the
-episode that worker runs, the one dealt ahead behind it, and the messages it is sent."""
+"""WorkerSlot: one of the local pool's K slots -- its worker process (one at a time) next
+to the episode state the dealing core keeps -- and the messages a worker is sent."""
 
 from __future__ import annotations
 
 import signal
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from evaltui.engine.executor.local.zygote import ForkedChild
-from evaltui.engine.executor.watchdog import LogWatch
+from evaltui.engine.executor.slots import Slot
 
 
 def tell(child: ForkedChild, *message: Any) -> None:
@@ -23,26 +20,9 @@ def tell(child: ForkedChild, *message: Any) -> None:
 
 
 @dataclass
-class WorkerSlot:
-    worker_id: int
+class WorkerSlot(Slot):
     child: ForkedChild | None = None
-    ready: bool = False
     started_at: float = 0.0
-    index: int | None = None
-    """The episode the worker runs (or, dealt ahead, starts as soon as it reads it)."""
-    ahead: int | None = None
-    """An episode dealt ahead: in the worker's pipe behind ``index``, not started."""
-    dealt_at: float = 0.0
-    watch: LogWatch | None = None
-
-    def begin(self, index: int, episode_log: Callable[[int], Path] | None) -> None:
-        """``index`` is the episode the worker runs from now (its log watched, if any)."""
-        self.index, self.dealt_at = index, time.monotonic()
-        self.watch = LogWatch(episode_log(index)) if episode_log is not None else None
-
-    def send_episode(self, index: int) -> None:
-        assert self.child is not None
-        tell(self.child, "episode", index)
 
     def kill(self) -> ForkedChild:
         """SIGKILL the worker and reap it; the slot has no worker after it."""

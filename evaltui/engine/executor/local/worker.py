@@ -23,29 +23,24 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 from evaltui.engine.episode.session import WorkerSession
 from evaltui.engine.graph.datasets import load_episodes
 from evaltui.engine.graph.specchecks import CheckedSpec
+from evaltui.engine.hosting.channel import SharedEndpoint
 from evaltui.engine.hosting.proxy import RemoteNodeset
+from evaltui.engine.usererrors import NodesetBuildError, one_line
 from evaltui.rundir import episode_dir
 from evaltui.states import EpisodeStatus
 
 IDLE_POLL_SEC = 0.1
-
-
-@dataclass(frozen=True)
-class SharedEndpoint:
-    """Where a shared nodeset is hosted, and the secret its host expects."""
-
-    url: str
-    secret: bytes = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -72,7 +67,13 @@ def run_worker(conn: Connection, config: WorkerConfig, stop: threading.Event) ->
         episodes = load_episodes(checked.dataset_path)
     except Exception as exc:
         _close(session, shared)
-        conn.send(("failed", "".join(traceback.format_exception(exc)).rstrip()))
+        # One line for the run's error (the TUI's detail pane, eval's stderr); the
+        # traceback goes to stderr: run.log.
+        detail = exc.detail if isinstance(exc, NodesetBuildError) else \
+            "".join(traceback.format_exception(exc)).rstrip()
+        print(detail, file=sys.stderr, flush=True)
+        line = str(exc) if isinstance(exc, NodesetBuildError) else one_line(exc)
+        conn.send(("failed", f"{line}; its traceback is in run.log"))
         return 1
     conn.send(("ready", os.getpid()))
     try:

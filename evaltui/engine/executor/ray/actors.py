@@ -148,10 +148,11 @@ class NodesetActor:
                  max_wait_ms: float, workspace: str | None = None) -> None:
         from evaltui.engine.hosting.batching import BatchedInferenceServer
         from evaltui.engine.nodes import import_impl
+        from evaltui.engine.usererrors import build_nodeset
 
         if workspace and workspace not in sys.path:
             sys.path.insert(0, workspace)
-        self.nodeset = import_impl(impl)(**params)
+        self.nodeset = build_nodeset(impl, import_impl(impl), params)  # one-line error
         self._callers: set[int] = set()
         self.server = BatchedInferenceServer(
             self.nodeset, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,

@@ -12,10 +12,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from evaltui.engine.executor.local.pool import PoolError
-from evaltui.engine.executor.local.worker import SharedEndpoint
+from evaltui.engine.executor.errors import NodesetBuildError
 from evaltui.engine.executor.ray.actors import NodesetActor
-from evaltui.engine.executor.ray.placement import Placement
+from evaltui.engine.executor.ray.placement import ActorPlacement
 from evaltui.engine.executor.ray.resources import (
     asked_text,
     host_resources,
@@ -24,6 +23,7 @@ from evaltui.engine.executor.ray.resources import (
 )
 from evaltui.engine.graph.specchecks import CheckedSpec
 from evaltui.engine.hosting.batching import HOST_MAX_BATCH_SIZE, HOST_MAX_WAIT_MS
+from evaltui.engine.hosting.channel import SharedEndpoint
 
 
 class RayHosts:
@@ -43,7 +43,7 @@ class RayHosts:
         return {name: ("url", self.given[name]) if name in self.given
                 else ("ray", self.actors[name]) for name in self.shared()}
 
-    def start(self, where: Placement) -> None:
+    def start(self, where: ActorPlacement) -> None:
         """Start a host actor per shared nodeset without a given URL, where the run is
         placed; a clear run error if one cannot be placed within the timeout."""
         import ray
@@ -66,13 +66,13 @@ class RayHosts:
                                   place_timeout_sec()) from None
             except ray.exceptions.RayError as exc:
                 ray.kill(actor)
-                raise PoolError(f"the shared nodeset {name!r} cannot start: {exc}") from exc
+                raise NodesetBuildError(f"the shared nodeset {name!r} cannot start: {exc}") from exc
             print(f"evaltui: shared nodeset {name} is Ray actor pid {info['pid']} on node "
                   f"{info['node_id'][:8]}, asking {asked_text(asks)}", file=sys.stderr,
                   flush=True)
             self.actors[name] = actor
 
-    def restart(self, where: Placement) -> None:
+    def restart(self, where: ActorPlacement) -> None:
         """Host them again where the run was moved (its old node took them along)."""
         self.kill()
         self.start(where)

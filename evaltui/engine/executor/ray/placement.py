@@ -4,7 +4,7 @@ A run admitted by a cluster scheduler (``evaltui serve --ray``) is pinned to one
 one node (:func:`~evaltui.engine.executor.ray.resources.node_placement`): its memory was reserved
 there. If that node leaves the cluster nothing can start there again, so the scheduler
 reserves another GPU for the run in the cluster ledger (scheduler/replacing.py) and the
-run reads it back from there (:meth:`Placement.usable`): its retried episodes and new
+run reads it back from there (:meth:`ActorPlacement.usable`): its retried episodes and new
 actors go to the new node. Until then the run starts no actor; if no scheduler moves it
 within ``place_timeout_sec`` the run fails saying so. A run not placed by a scheduler
 (SPREAD) never waits here.
@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from evaltui.engine.executor.protocol import ExecutorError
+from evaltui.engine.executor.errors import ExecutorError
 from evaltui.engine.executor.ray.resources import (
     LEDGER_NAME,
     LEDGER_NAMESPACE,
@@ -44,7 +44,7 @@ def alive_nodes() -> set[str] | None:
         return None
 
 
-class Placement:
+class ActorPlacement:
     """The actor options of one run; see the module docstring."""
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:

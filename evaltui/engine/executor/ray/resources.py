@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evaltui.engine.executor.protocol import ExecutorError
+from evaltui.engine.executor.errors import ExecutorError
 from evaltui.engine.graph.specchecks import CheckedSpec
 from evaltui.settings import settings
 

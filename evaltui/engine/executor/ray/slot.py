@@ -17,34 +17,28 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.engine.executor.ray.sink import EpisodeSink
-from evaltui.engine.executor.watchdog import LogWatch
+from evaltui.engine.executor.slots import Slot
 
 
 @dataclass
-class RaySlot:
-    """Slot ``worker_id`` (0..K-1): its actor and the episode it runs now, if any."""
+class RaySlot(Slot):
+    """A slot's actor, its setup, and the pulls of the episode it runs (``index``)."""
 
-    worker_id: int
     actor: Any = None
     setup_ref: Any = None
     info: dict[str, Any] | None = None
     started_at: float = 0.0
-    index: int | None = None
     attempt: int = 0
     run_ref: Any = None
-    dealt_at: float = 0.0
     sink: EpisodeSink | None = None
-    watch: LogWatch | None = None
     pull_ref: Any = None
     pull_offsets: dict[str, int] | None = None
     pull_sent: float = 0.0
 
     def deal(self, index: int, attempt: int, episode: dict[str, Any], log: Path) -> None:
         """Start ``episode`` on this slot's (ready) actor."""
-        self.index, self.attempt = index, attempt
-        self.dealt_at = time.monotonic()
+        self.attempt = attempt
         self.sink = EpisodeSink(log.parent)
-        self.watch = LogWatch(log)
         self.run_ref = self.actor.run_episode.remote(index, attempt, episode)
         self.pull_sent = time.monotonic()  # the first pull is due a slice later
 

@@ -1,5 +1,5 @@
 """SummaryWriter.finish: the final summary is written without waiting out the flusher's
-idle wait (0.2 s that every run's end used to pay before `_DONE`)."""
+idle wait (up to 0.2 s at every run's end, before `_DONE`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Errors count as failures: headline metrics over every episode, exit codes and states.
 
-Real runs of the BabyAI expert whose policy raises on chosen episodes (issue 9).
+Real runs of the BabyAI expert whose policy raises on chosen episodes.
 """
 
 from __future__ import annotations

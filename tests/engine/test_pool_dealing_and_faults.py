@@ -21,7 +21,7 @@ from runhelpers import (
 )
 
 from evaltui.engine.hosting.channel import host_secret
-from evaltui.engine.hosting.host import NodesetHost
+from evaltui.engine.hosting.host import NodesetServer
 from evaltui.launch import spawn_run
 from evaltui.logread import iter_log
 from evaltui.rundir import read_json
@@ -159,7 +159,7 @@ def test_a_shared_nodeset_at_a_given_url_is_used_not_restarted(tmp_path: Path) -
     graph = walk_graph(shared_policy=True)
     spec = walk_spec(tmp_path, [3] * 6, graph, worker_count=2)
     model = BatchedStepPolicy()
-    with NodesetHost(model, "evaltui+tcp://127.0.0.1:0", host_secret(create=True)) as host:
+    with NodesetServer(model, "evaltui+tcp://127.0.0.1:0", host_secret(create=True)) as host:
         spec["_shared_urls"] = {"policy": host.url}
         run_dir = run_to_end(spec, tmp_path / "out")
         assert host.stats()["requests"] == 18

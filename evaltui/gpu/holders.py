@@ -1,0 +1,195 @@
+"""Who holds each GPU's memory: per process, its user, its MiB and which run it is.
+
+What nvitop users look at first. The GPU reading (NVML's
+``nvmlDeviceGetComputeRunningProcesses``, or the fake GPU's charges) gives PIDs and
+MiB; this module says whose they are, without a scheduler: a process belongs to a run
+when it or one of its ancestors is the run's process (``scheduler.json``'s pid and
+create time: the run's zygote and env workers are its descendants), and to a shared
+nodeset when it or an ancestor is a host named in the shared hosts' files. Anything
+else is shown by its command name, as nvitop does.
+
+Shared by ``evaltui gpus`` and the TUI's resources panel (headless: no Textual here).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+import psutil
+
+from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME
+from evaltui.rundir import PidRef, state_dir
+
+
+class ProcessMemory(Protocol):
+    """A process's memory on one GPU, as a GPU reading gives it."""
+
+    pid: int
+    used_mb: int
+
+
+class GpuProcesses(Protocol):
+    """One GPU of a reading: its index and its processes (None: not attributable)."""
+
+    index: Any
+    processes: Sequence[ProcessMemory] | None
+
+
+@dataclass(frozen=True)
+class GpuHolder:
+    """One process holding memory on one GPU, and whose it is."""
+
+    gpu: int
+    pid: int
+    used_mb: int
+    user: str | None
+    """The process's user name (its uid where the name is unknown); None if gone."""
+    command: str | None
+    """Its process name (``python3``); None if it could not be read."""
+    run_id: str | None = None
+    """The run it belongs to (it is the run's process or one of its descendants)."""
+    nodeset: str | None = None
+    """The shared nodeset it hosts (the host or one of its descendants)."""
+    holders: tuple[str, ...] = ()
+    """The runs using that shared nodeset."""
+
+    @property
+    def what(self) -> str:
+        """``run 20260115_090500``, ``shared policy · runs A, B``, or the command."""
+        if self.run_id is not None:
+            return f"run {self.run_id}"
+        if self.nodeset is not None:
+            using = f" · runs {', '.join(self.holders)}" if self.holders else ""
+            return f"shared {self.nodeset}{using}"
+        return self.command or "?"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "pid": self.pid, "used_mb": self.used_mb, "user": self.user,
+                "command": self.command, "run_id": self.run_id, "nodeset": self.nodeset,
+                "holders": list(self.holders)}
+
+
+@dataclass(frozen=True)
+class _Owner:
+    ref: PidRef
+    run_id: str | None = None
+    nodeset: str | None = None
+    holders: tuple[str, ...] = ()
+
+
+def shared_hosts_dir() -> Path:
+    """Where the scheduler writes one file per shared nodeset host (``state_dir()/shared/
+    hosts``, as ``evaltui.scheduler.shared.launcher.hosts_dir``; a test keeps them equal):
+    named here so that reading it needs no scheduler import."""
+    return state_dir() / "shared" / "hosts"
+
+
+def live_run_dirs(runs_root: Path) -> list[Path]:
+    """Run dirs that may still have processes: those without ``_DONE``."""
+    try:
+        entries = list(os.scandir(runs_root))
+    except OSError:
+        return []
+    return [Path(e.path) for e in entries
+            if e.is_dir(follow_symlinks=False) and not os.path.exists(
+                os.path.join(e.path, DONE_FILENAME))]
+
+
+def gpu_holders(gpus: Iterable[GpuProcesses], *, run_dirs: Iterable[Path],
+                hosts_dir: Path | None = None) -> dict[int, list[GpuHolder] | None]:
+    """Per GPU index, its processes with whose they are, most memory first.
+
+    ``run_dirs``: the runs a process may belong to (their scheduler.json names the run
+    process); ``hosts_dir``: the shared hosts' files (default :func:`shared_hosts_dir`).
+    A GPU whose driver cannot attribute memory to processes maps to None.
+    """
+    gpus = list(gpus)
+    if not any(g.processes for g in gpus):
+        return {int(g.index): None if g.processes is None else [] for g in gpus}
+    owners = {o.ref.pid: o for o in (*_run_owners(run_dirs),
+                                     *_host_owners(hosts_dir or shared_hosts_dir()))}
+    out: dict[int, list[GpuHolder] | None] = {}
+    for gpu in gpus:
+        if gpu.processes is None:
+            out[int(gpu.index)] = None
+            continue
+        found = [_holder(int(gpu.index), p.pid, p.used_mb, owners) for p in gpu.processes]
+        out[int(gpu.index)] = sorted(found, key=lambda h: (-h.used_mb, h.pid))
+    return out
+
+
+def _holder(gpu: int, pid: int, used_mb: int, owners: Mapping[int, _Owner]) -> GpuHolder:
+    user = command = None
+    owner: _Owner | None = None
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            command = proc.name()
+            try:
+                user = proc.username()
+            except (KeyError, psutil.Error):  # a uid with no name (containers)
+                user = str(proc.uids().real)
+        for candidate in (proc, *proc.parents()):
+            known = owners.get(candidate.pid)
+            if known is not None and _same(candidate, known.ref):
+                owner = known
+                break
+    except psutil.Error:  # gone since the reading, or not ours to inspect
+        pass
+    if owner is None:
+        return GpuHolder(gpu, pid, used_mb, user, command)
+    return GpuHolder(gpu, pid, used_mb, user, command, owner.run_id, owner.nodeset,
+                     owner.holders)
+
+
+def _same(proc: psutil.Process, ref: PidRef) -> bool:
+    """The very process ``ref`` names (a reused PID is someone else's)."""
+    try:
+        return abs(proc.create_time() - ref.create_time) <= 1.0
+    except psutil.Error:
+        return False
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _ref(data: Mapping[str, Any]) -> PidRef | None:
+    try:
+        return PidRef(int(data["pid"]), float(data["pid_create_time"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _run_owners(run_dirs: Iterable[Path]) -> list[_Owner]:
+    owners = []
+    for run_dir in run_dirs:
+        record = _read(Path(run_dir) / SCHEDULER_FILENAME)
+        ref = _ref(record) if record else None
+        if ref is not None:
+            owners.append(_Owner(ref, run_id=Path(run_dir).name))
+    return owners
+
+
+def _host_owners(hosts_dir: Path) -> list[_Owner]:
+    owners = []
+    try:
+        paths = sorted(Path(hosts_dir).glob("*.json"))
+    except OSError:
+        return []
+    for path in paths:
+        data = _read(path)
+        ref = _ref(data) if data else None
+        if data is not None and ref is not None:
+            holders = tuple(str(h) for h in data.get("holders") or ())
+            owners.append(_Owner(ref, nodeset=str(data.get("name") or "?"), holders=holders))
+    return owners

@@ -1,0 +1,34 @@
+"""The executor conformance suite: every test runs once per executor (``executor``).
+
+A new executor joins by adding its parameter to :data:`executor_params.EXECUTORS` (and, if
+it needs a cluster, a fixture as Ray's ``ray_cluster``): it passes this suite before
+anything else.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+for folder in ("engine", "executors"):  # runhelpers, pool_helpers, faulty_nodesets; params
+    if str(TESTS / folder) not in sys.path:
+        sys.path.insert(0, str(TESTS / folder))
+
+from executor_params import EXECUTORS, Executor  # noqa: E402
+from runhelpers import ENGINE_TESTS  # noqa: E402
+
+
+@pytest.fixture(params=EXECUTORS)
+def executor(request: pytest.FixtureRequest) -> Executor:
+    if request.param == "ray":
+        cluster = request.getfixturevalue("ray_cluster")
+        return Executor("ray", {"executor": "ray", "ray_address": cluster.address})
+    return Executor(request.param)
+
+
+@pytest.fixture(autouse=True)
+def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
