@@ -36,7 +36,10 @@ class SetMemberLine:
 
     @property
     def label(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.axes.items()) or "(base)"
+        """Its axis values; a checkpoint named by its step alone (the file is long)."""
+        shown = {k: v for k, v in self.axes.items()
+                 if not (k == "checkpoint" and "step" in self.axes)}
+        return " ".join(f"{k}={v}" for k, v in shown.items()) or "(base)"
 
 
 @dataclass(frozen=True)

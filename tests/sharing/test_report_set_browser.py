@@ -5,7 +5,6 @@ its own run report, all without a console error."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from chromium_driver import chromium, console_problems, file_url, missing

@@ -21,9 +21,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from evaltui.tui.backend import readable_dir
+from evaltui.tui.widgets.keys_footer import KeysFooter
 
 BEST_MARK = " ▲"
 FINISHED = frozenset({"done", "failed", "aborted", "cancelled"})
@@ -51,8 +52,9 @@ class SetScreen(Screen[None]):
         Binding("x", "compare", "vs baseline"),
         Binding("p", "pivot", "Pivot"),
         Binding("escape", "back", "Back"),
-        Binding("q", "app.quit", "Quit"),
     ]
+    CORE_KEYS: ClassVar[tuple[str, ...]] = ("back", "open_member", "compare", "pivot")
+    """What the footer keeps at 80 columns, most important first (see KeysFooter)."""
 
     def __init__(self, set_dir: Path, *, refresh_sec: float = 2.0) -> None:
         super().__init__()
@@ -68,7 +70,7 @@ class SetScreen(Screen[None]):
         yield DataTable(id="set-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="set-notes")
         yield Horizontal(id="set-plots")
-        yield Footer(compact=True)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#set-plots").display = False
