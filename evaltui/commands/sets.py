@@ -120,10 +120,11 @@ def _runner_command(args: argparse.Namespace, kind: str) -> int:
 def drive(plan: Any, args: argparse.Namespace, options: Any, console: Console,
           watch: Any = None) -> int:
     """Hold the set dir, open the target, run (or watch) the set, print its table."""
+    from evaltui.api.settarget import open_target
     from evaltui.commands.set_follow import FollowPrinter
     from evaltui.sets.runner import SetRunner
     from evaltui.sets.setdir import SetBusy, hold_set
-    from evaltui.sets.targets import TargetError, open_target
+    from evaltui.sets.targets import TargetError
 
     try:
         with hold_set(plan.path):
@@ -200,8 +201,9 @@ def exit_code(record: SetRecord, held: bool, console: Console) -> int:
 
 
 def cancel_set(args: argparse.Namespace) -> int:
+    from evaltui.api.settarget import open_target
     from evaltui.sets.setdir import SetDirError, read_set, resolve_set
-    from evaltui.sets.targets import TargetError, open_target
+    from evaltui.sets.targets import TargetError
 
     url = _backend_url(args)
     if url:
