@@ -227,3 +227,8 @@ def load_set_file(path: Path) -> tuple[SetFile, dict[str, Any]]:
             first = str(exc).splitlines()[0]
             raise SetFileError("<set file>", f"{path}: not valid YAML ({first})") from None
     return parse_set_file(data), data
+
+
+def is_set_name(name: str) -> bool:
+    """True if ``name`` is a well-formed set name (so it is safe to join under eval_sets/)."""
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None

@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from evaltui import __version__
 from evaltui.api import admits as admit_routes
 from evaltui.api import resources, runs
+from evaltui.api import sets as set_routes
 from evaltui.api.auth import token_matches
 from evaltui.api.context import ERRORS, ApiContext, ApiFailure, error_response, json_response
 from evaltui.api.events import EventHub
@@ -32,6 +33,7 @@ from evaltui.api.limits import DEFAULT_MAX_BODY, BodyLimit, error_reply
 from evaltui.api.models import API_PREFIX, Health
 from evaltui.api.runfiles import RunFiles
 from evaltui.api.runlist import RunList
+from evaltui.api.setdrivers import SetDrivers
 from evaltui.scheduler.admits.queue import AdmitQueue
 from evaltui.scheduler.scheduler import JobScheduler
 
@@ -49,7 +51,8 @@ def make_api(scheduler: JobScheduler, token: str, *, admits: AdmitQueue | None =
     files = RunFiles(scheduler.runs_root)
     ctx = ApiContext(scheduler=scheduler, files=files, hub=hub, token=token,
                      runs=RunList(scheduler, runs.run_json),
-                     admits=admits)
+                     admits=admits, sets=SetDrivers(scheduler, hub.publish))
+    ctx.detach.append(ctx.sets.close)
     scheduler.add_listener(hub.on_scheduler_event)
     ctx.detach.append(lambda: scheduler.remove_listener(hub.on_scheduler_event))
     if admits is not None:
@@ -70,6 +73,7 @@ def make_api(scheduler: JobScheduler, token: str, *, admits: AdmitQueue | None =
     secured = [Security(_bearer)]
     app.include_router(runs.router, prefix=API_PREFIX, dependencies=secured)
     app.include_router(resources.router, prefix=API_PREFIX, dependencies=secured)
+    app.include_router(set_routes.router, prefix=API_PREFIX, dependencies=secured)
     if admits is not None:
         app.include_router(admit_routes.router, prefix=API_PREFIX, dependencies=secured)
     _add_events(app, hub, secured)
@@ -110,7 +114,7 @@ def _add_events(app: FastAPI, hub: EventHub, secured: list[Any]) -> None:
              responses={**ERRORS,
                         200: {"content": {"text/event-stream": {}},
                               "description": "events `run`, `episode`, `nodeset`, `admit`, "
-                              "`dropped`; `id:` lines for Last-Event-ID"}})
+                              "`set`, `dropped`; `id:` lines for Last-Event-ID"}})
     async def events(run_id: Annotated[str | None, Query(max_length=64)] = None,
                      last_event_id: Annotated[str | None, Header(max_length=32)] = None
                      ) -> StreamingResponse:

@@ -160,6 +160,46 @@ class ApiClient:
         return self._call("GET", f"/runs/{_seg(run_id)}/episodes/{int(index)}/log", LogPage,
                           params={"offset": offset, "limit": limit})
 
+    # ---- sets ---------------------------------------------------------------------------
+    def create_set(self, data: dict[str, Any] | str, *, base_dir: str | Path | None = None,
+                   retries: int = 0, retry_backoff: float = 2.0,
+                   max_error_rate: float | None = None) -> dict[str, Any]:
+        """Check a set file (a mapping, or YAML text) and run it on the backend:
+        ``{set_id, name, set_dir, warnings, members}``; InvalidRequest names the set
+        file's field at fault, Conflict if the set is running already."""
+        params = _params(base_dir=str(base_dir) if base_dir is not None else None,
+                         retries=retries or None, max_error_rate=max_error_rate,
+                         retry_backoff=retry_backoff if retry_backoff != 2.0 else None)
+        if isinstance(data, str):
+            return self._call("POST", "/sets", dict[str, Any], params=params,
+                              content=data.encode(), headers={"Content-Type": "text/yaml"})
+        return self._call("POST", "/sets", dict[str, Any], json=data, params=params)
+
+    def list_sets(self) -> list[dict[str, Any]]:
+        """``[{set_id, name, members, states, running}]``."""
+        return self._call("GET", "/sets", list[dict[str, Any]])
+
+    def get_set(self, set_id: str, baseline: dict[str, Any] | None | bool = None
+                ) -> dict[str, Any]:
+        """The set's members and table (``set show --format json`` plus ``running``,
+        ``held``, ``set_dir``); ``baseline=True`` compares with the set file's baseline."""
+        import json as _json
+
+        raw = "" if baseline is True else (_json.dumps(baseline) if baseline else None)
+        return self._call("GET", f"/sets/{_seg(set_id)}", dict[str, Any],
+                          params=_params(baseline=raw))
+
+    def cancel_set(self, set_id: str) -> dict[str, Any]:
+        """Cancel the set's queued and running members: ``{set_id, cancelled}``."""
+        return self._call("POST", f"/sets/{_seg(set_id)}/cancel", dict[str, Any])
+
+    def resume_set(self, set_id: str, *, retries: int = 0,
+                   max_error_rate: float | None = None) -> dict[str, Any]:
+        """Continue a set from its set.json on the backend (Conflict if it runs)."""
+        return self._call("POST", f"/sets/{_seg(set_id)}/resume", dict[str, Any],
+                          params=_params(retries=retries or None,
+                                         max_error_rate=max_error_rate))
+
     # ---- machine ------------------------------------------------------------------------
     def queue(self) -> list[QueueEntry]:
         return self._call("GET", "/queue", list[QueueEntry])
@@ -242,8 +282,11 @@ class ApiClient:
     # ---- plumbing -----------------------------------------------------------------------
     def _call(self, method: str, path: str, model: type[T] | Any, *,
               json: Any = None, params: dict[str, Any] | None = None,
-              timeout: float | None = None) -> Any:
+              timeout: float | None = None, content: bytes | None = None,
+              headers: dict[str, str] | None = None) -> Any:
         kwargs: dict[str, Any] = {"json": json, "params": params}
+        if content is not None:
+            kwargs.update(content=content, headers=headers)
         if timeout is not None:
             kwargs["timeout"] = timeout
         try:

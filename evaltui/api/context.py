@@ -20,6 +20,7 @@ from evaltui.api.events import EventHub
 from evaltui.api.models import ErrorBody
 from evaltui.api.runfiles import RunFiles
 from evaltui.api.runlist import RunList
+from evaltui.api.setdrivers import SetDrivers
 from evaltui.scheduler.admits.queue import AdmitQueue
 from evaltui.scheduler.scheduler import JobScheduler
 
@@ -34,6 +35,8 @@ class ApiContext:
     token: str
     runs: RunList
     admits: AdmitQueue | None = None
+    sets: SetDrivers | None = None
+    """The sets this backend drives (``/sets`` routes)."""
     started_at: float = field(default_factory=time.time)
     detach: list[Callable[[], None]] = field(default_factory=list)
     """Undo the listener registrations when the app shuts down."""

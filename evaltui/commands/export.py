@@ -30,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Export RUN_DIR's summary metrics (mean, 95% CI, n), spec (as config), "
         "episode rows (a table), running means (series over episodes) and a few episode "
         "GIFs to a tracker. Exporting the same run again updates its tracker run.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run dir (outputs/eval_runs/RUN_ID)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run dir (outputs/eval_runs/RUN_ID), "
+                   "or a set dir (outputs/eval_sets/SET_ID: its members grouped under it)")
     p.add_argument("--to", required=True, choices=sorted(TRACKERS), help="the tracker")
     p.add_argument("--logdir", metavar="D", type=Path,
                    help="tensorboard: the log dir (the run goes to D/[PROJECT/]RUN_NAME)")
@@ -65,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         return _fail(f"--to {args.to} needs the {module} package: "
                      f"pip install 'evaltui[{args.to}]'", 2)
+    set_path = Path(args.run_dir).expanduser()
+    if (set_path / "set.json").is_file():
+        from evaltui.commands.export_set import export_set
+
+        return export_set(args, set_path.resolve())
     from evaltui.export.snapshot import read_snapshot
     from evaltui.results.runrows import RunDirError
 

@@ -19,12 +19,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "95% CIs and n, plots, a sortable and searchable episode table, and a page per "
         "episode with its frames and firing log. No server and nothing fetched: copy DIR "
         "anywhere and open DIR/index.html.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run dir (outputs/eval_runs/RUN_ID)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run dir (outputs/eval_runs/RUN_ID) "
+                   "or a set dir (outputs/eval_sets/SET_ID: the set's table, plots and "
+                   "every member's report)")
     p.add_argument("-o", "--output", metavar="DIR", required=True,
                    help="where to write the site (an earlier report there is replaced)")
     p.add_argument("--episodes", metavar="WHICH", default=None,
                    help="which episodes get a page: all (default), none, or indices, "
                    "ranges and statuses, e.g. 0-19,error")
+    p.add_argument("--pivot", metavar="AXIS", help="a set: also its table with this axis "
+                   "spread over the columns")
     p.add_argument("--force", action="store_true",
                    help="replace DIR even if it exists and is not a report")
     p.set_defaults(func=run)
@@ -37,6 +41,13 @@ def run(args: argparse.Namespace) -> int:
     from evaltui.report.outdir import OutputDirError, check_output
     from evaltui.results.runrows import RunDirError
 
+    if (Path(args.run_dir).expanduser() / "set.json").is_file():
+        from evaltui.commands.report_set import report_set
+
+        return report_set(args)
+    if args.pivot is not None:
+        print("evaltui report: --pivot is for a set dir", file=sys.stderr)
+        return 2
     started = time.monotonic()
     out = Path(args.output)
     try:

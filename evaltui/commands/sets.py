@@ -80,6 +80,13 @@ def runner_options(args: argparse.Namespace) -> Any:
                          backoff_sec=max(0.0, args.retry_backoff))
 
 
+def _backend_url(args: argparse.Namespace) -> str | None:
+    """``--url`` or ``$BACKEND_URL``: then the commands are clients of its /sets routes."""
+    from evaltui.settings import settings
+
+    return getattr(args, "url", None) or settings().backend_url or None
+
+
 def error(message: str, code: int = 2) -> int:
     Console(stderr=True, soft_wrap=True).print(f"[bold red]error[/]: {escape(message)}",
                                                highlight=False)
@@ -93,6 +100,11 @@ def _runner_command(args: argparse.Namespace, kind: str) -> int:
     console = Console(stderr=True)
     try:
         options = runner_options(args)
+        url = _backend_url(args)
+        if url:  # the backend runs the set (its /sets routes)
+            from evaltui.commands.set_remote import run_remote
+
+            return run_remote(args, kind, url, options)
         if kind == "run":
             plan = plan_file(Path(args.file), args.outputs)
         else:
@@ -108,10 +120,11 @@ def _runner_command(args: argparse.Namespace, kind: str) -> int:
 def drive(plan: Any, args: argparse.Namespace, options: Any, console: Console,
           watch: Any = None) -> int:
     """Hold the set dir, open the target, run (or watch) the set, print its table."""
+    from evaltui.api.settarget import open_target
     from evaltui.commands.set_follow import FollowPrinter
     from evaltui.sets.runner import SetRunner
     from evaltui.sets.setdir import SetBusy, hold_set
-    from evaltui.sets.targets import TargetError, open_target
+    from evaltui.sets.targets import TargetError
 
     try:
         with hold_set(plan.path):
@@ -188,9 +201,15 @@ def exit_code(record: SetRecord, held: bool, console: Console) -> int:
 
 
 def cancel_set(args: argparse.Namespace) -> int:
+    from evaltui.api.settarget import open_target
     from evaltui.sets.setdir import SetDirError, read_set, resolve_set
-    from evaltui.sets.targets import TargetError, open_target
+    from evaltui.sets.targets import TargetError
 
+    url = _backend_url(args)
+    if url:
+        from evaltui.commands.set_remote import cancel_remote
+
+        return cancel_remote(args, url)
     try:
         record = read_set(resolve_set(args.set, args.outputs))
     except SetDirError as exc:

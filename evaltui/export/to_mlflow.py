@@ -23,10 +23,12 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from evaltui.export import payload
+from evaltui.export.setmember import SetMember
 from evaltui.export.snapshot import RunSnapshot
 
 DEFAULT_EXPERIMENT = "evaltui"
 KEY_TAG = "evaltui.run_key"
+SET_TAG = "evaltui.set_id"
 PARAM_VALUE_CHARS = 6000
 """MLflow's limit on a param value; a longer value is cut (the whole spec is spec.json)."""
 _BATCH = 900  # MLflow takes at most 1000 entities a log_batch
@@ -55,11 +57,14 @@ def find_or_create_run(client: MlflowClient, snap: RunSnapshot, experiment: str,
 
 
 def export(snap: RunSnapshot, *, tracking_uri: str | None, project: str | None = None,
-           run_name: str | None = None) -> str:
-    """Log the run to MLflow; return ``experiment/run_id``."""
+           run_name: str | None = None, member: SetMember | None = None,
+           parent_run_id: str | None = None) -> str:
+    """Log the run to MLflow; return ``experiment/run_id``. A set's ``member`` is a child
+    of the set's run ``parent_run_id``, with its axes as ``set.<axis>`` params and, for a
+    checkpoint, ``checkpoint/<metric>`` at the checkpoint's step."""
     client = MlflowClient(tracking_uri)
     experiment = project or DEFAULT_EXPERIMENT
-    name = payload.run_name(snap, run_name)
+    name = payload.run_name(snap, member.name(run_name) if member is not None else run_name)
     run_id = find_or_create_run(client, snap, experiment, name)
     stamp = _epoch_ms(snap.summary.get("started_at"))
     values = payload.summary_values(snap)
@@ -85,6 +90,14 @@ def export(snap: RunSnapshot, *, tracking_uri: str | None, project: str | None =
             RunTag("evaltui.numbers_from", snap.numbers_from),
             RunTag("evaltui.errored", str(snap.error_count > 0).lower()),
             RunTag("mlflow.note.content", "\n\n".join(notes) or "no errors; run finished")]
+    if member is not None:
+        tags += [RunTag(SET_TAG, member.set_id), RunTag("evaltui.set.member_key", member.key)]
+        if parent_run_id is not None:
+            tags.append(RunTag("mlflow.parentRunId", parent_run_id))
+        params += [Param(f"set.{k}"[:250], json.dumps(v) if not isinstance(v, str) else v)
+                   for k, v in member.axes.items()]
+        metrics += [Metric(k, v, stamp, member.step)
+                    for k, v in member.checkpoint_values(snap).items()]
     for i in range(0, len(params), 100):
         client.log_batch(run_id, params=params[i:i + 100])
     for i in range(0, len(metrics), _BATCH):
@@ -103,3 +116,25 @@ def export(snap: RunSnapshot, *, tracking_uri: str | None, project: str | None =
                               else "KILLED" if snap.state.value == "cancelled" else "FINISHED",
                               end_time=_epoch_ms(snap.summary.get("finished_at")) or None)
     return f"{experiment}/{run_id}"
+
+
+def set_parent_run(tracking_uri: str | None, set_id: str, project: str | None,
+                   curves: dict[str, list[tuple[int, float]]]) -> str:
+    """The set's own run (found again by its ``evaltui.set_id`` tag and no parent): the
+    members are its children; ``curves`` (``<metric>/<group>`` -> (step, mean)) are its
+    metrics over the checkpoint steps. Its MLflow run id."""
+    client = MlflowClient(tracking_uri)
+    experiment = project or DEFAULT_EXPERIMENT
+    found = client.get_experiment_by_name(experiment)
+    exp_id = found.experiment_id if found is not None else client.create_experiment(experiment)
+    key = f"evaltui-set-{set_id}"
+    runs = client.search_runs([exp_id], filter_string=f"tags.`{KEY_TAG}` = '{key}'",
+                              max_results=1)
+    run_id = runs[0].info.run_id if runs else client.create_run(
+        exp_id, run_name=f"set {set_id}", tags={KEY_TAG: key, SET_TAG: set_id}).info.run_id
+    metrics = [Metric(name, value, 0, step) for name, points in curves.items()
+               for step, value in points]
+    for i in range(0, len(metrics), _BATCH):
+        client.log_batch(run_id, metrics=metrics[i:i + _BATCH])
+    client.set_terminated(run_id, "FINISHED")
+    return run_id

@@ -25,6 +25,7 @@ from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from evaltui.export import payload
+from evaltui.export.setmember import SetMember
 from evaltui.export.snapshot import RunSnapshot
 
 SUFFIX = ".evaltui"
@@ -65,16 +66,24 @@ def markdown_table(columns: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _folder_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name).strip("_")
+
+
 def run_folder(logdir: Path, snap: RunSnapshot, project: str | None,
-               name: str | None) -> Path:
-    folder = re.sub(r"[^A-Za-z0-9_.-]+", "_", payload.run_name(snap, name)).strip("_")
-    return logdir / project / folder if project else logdir / folder
+               name: str | None, member: SetMember | None = None) -> Path:
+    base = logdir / project if project else logdir
+    if member is not None:  # D/[PROJECT/]SET_ID/<axis values>
+        return base / _folder_name(member.set_id) / _folder_name(name or member.label)
+    return base / _folder_name(payload.run_name(snap, name))
 
 
 def export(snap: RunSnapshot, *, logdir: Path, project: str | None = None,
-           run_name: str | None = None) -> Path:
-    """Write the run's event file under ``logdir``; return the run's folder."""
-    target = run_folder(Path(logdir), snap, project, run_name)
+           run_name: str | None = None, member: SetMember | None = None) -> Path:
+    """Write the run's event file under ``logdir``; return the run's folder. A set's
+    ``member`` goes under the set's folder, with text ``set`` (its axes) and, for a
+    checkpoint, ``checkpoint/<metric>`` at the checkpoint's step."""
+    target = run_folder(Path(logdir), snap, project, run_name, member)
     target.mkdir(parents=True, exist_ok=True)
     values = payload.summary_values(snap)
     last = int(values.get("episodes", 0))
@@ -92,6 +101,12 @@ def export(snap: RunSnapshot, *, logdir: Path, project: str | None = None,
     final += [_text("spec", "```json\n" + json.dumps(payload.config(snap), indent=2) + "\n```"),
               _text("notes", "\n\n".join(snap.notes()) or "no errors; run finished"),
               _text("episodes", markdown_table(columns, rows))]
+    if member is not None:
+        final.append(_text("set", "```json\n" + json.dumps(member.config(), indent=2)
+                           + "\n```"))
+        if member.step is not None:
+            events.append((member.step, [_scalar(k, v) for k, v
+                                         in member.checkpoint_values(snap).items()]))
     with tempfile.TemporaryDirectory(prefix=".evaltui-", dir=target) as tmp:
         for index, gif in payload.write_gifs(snap, Path(tmp) / "gifs").items():
             final.append(_image(f"episode/ep{index:04d}", gif))
@@ -101,8 +116,33 @@ def export(snap: RunSnapshot, *, logdir: Path, project: str | None = None,
             writer.add_event(event_pb2.Event(wall_time=wall, step=step,
                                              summary=summary_pb2.Summary(value=vals)))
         writer.close()
-        (written,) = Path(tmp).glob(f"events.out.tfevents.*{SUFFIX}")
-        for old in target.glob(f"events.out.tfevents.*{SUFFIX}"):
-            old.unlink()
-        shutil.move(str(written), target / written.name)
+        _replace_event_file(Path(tmp), target)
+    return target
+
+
+def _replace_event_file(tmp: Path, target: Path) -> None:
+    (written,) = tmp.glob(f"events.out.tfevents.*{SUFFIX}")
+    for old in target.glob(f"events.out.tfevents.*{SUFFIX}"):
+        old.unlink()
+    shutil.move(str(written), target / written.name)
+
+
+def export_set_curve(logdir: Path, project: str | None, set_id: str, group: str,
+                     curves: dict[str, list[tuple[int, float]]]) -> Path:
+    """One more run beside a set's members, ``curve_<group>``: each metric's mean at
+    every checkpoint step, so TensorBoard draws it as one line. Its folder."""
+    base = Path(logdir) / project if project else Path(logdir)
+    target = base / _folder_name(set_id) / _folder_name(f"curve_{group}")
+    target.mkdir(parents=True, exist_ok=True)
+    by_step: dict[int, list[summary_pb2.Summary.Value]] = {}
+    for name, points in curves.items():
+        for step, value in points:
+            by_step.setdefault(step, []).append(_scalar(name, value))
+    with tempfile.TemporaryDirectory(prefix=".evaltui-", dir=target) as tmp:
+        writer = EventFileWriter(tmp, filename_suffix=SUFFIX)
+        for step in sorted(by_step):
+            writer.add_event(event_pb2.Event(wall_time=time.time(), step=step,
+                                             summary=summary_pb2.Summary(value=by_step[step])))
+        writer.close()
+        _replace_event_file(Path(tmp), target)
     return target

@@ -17,27 +17,39 @@ from pathlib import Path
 import wandb
 
 from evaltui.export import payload
+from evaltui.export.setmember import CHECKPOINT_PREFIX, STEP_KEY, SetMember
 from evaltui.export.snapshot import RunSnapshot
 
 DEFAULT_PROJECT = "evaltui"
 
 
 def export(snap: RunSnapshot, *, project: str | None = None, run_name: str | None = None,
-           directory: Path | None = None) -> str:
-    """Log the run to W&B; return ``project/run_id``."""
+           directory: Path | None = None, member: SetMember | None = None) -> str:
+    """Log the run to W&B; return ``project/run_id``. A set's ``member`` goes in the
+    set's group, with its axes in the config and, for a checkpoint, ``checkpoint/*``
+    over ``checkpoint_step``."""
     notes = snap.notes()
     tags = ["evaltui", snap.state.value] + (["errored"] if snap.error_count else [])
+    config = payload.config(snap)
+    if member is not None:
+        tags.append(f"set:{member.set_id}")
+        config["set"] = member.config()
+        run_name = member.name(run_name)
     if directory is not None:
         Path(directory).mkdir(parents=True, exist_ok=True)
     run = wandb.init(
         project=project or DEFAULT_PROJECT, id=payload.run_key(snap),
         name=payload.run_name(snap, run_name), dir=None if directory is None else str(directory),
-        config=payload.config(snap), resume="allow", tags=tags,
+        config=config, resume="allow", tags=tags,
+        group=member.set_id if member is not None else None,
         notes="\n".join(notes) or None, job_type="eval",
         settings=wandb.Settings(console="off", silent=True, x_disable_stats=True,
                                 save_code=False))
     try:
-        run.config.update(payload.config(snap), allow_val_change=True)
+        run.config.update(config, allow_val_change=True)
+        if member is not None and member.step is not None:
+            run.define_metric(STEP_KEY)
+            run.define_metric(f"{CHECKPOINT_PREFIX}*", step_metric=STEP_KEY)
         values = payload.summary_values(snap)
         last = int(values.get("episodes", 0))
         by_step: dict[int, dict[str, float]] = {}
@@ -54,6 +66,8 @@ def export(snap: RunSnapshot, *, project: str | None = None, run_name: str | Non
         columns, rows = payload.table(snap)
         final: dict[str, object] = {**by_step.get(last, {}),
                                     "episode_rows": wandb.Table(columns=columns, data=rows)}
+        if member is not None and member.step is not None:
+            final.update({STEP_KEY: member.step, **member.checkpoint_values(snap)})
         with tempfile.TemporaryDirectory(prefix="evaltui-wandb-") as tmp:
             for index, gif in payload.write_gifs(snap, Path(tmp)).items():
                 final[f"media/ep{index:04d}"] = wandb.Video(str(gif), format="gif",

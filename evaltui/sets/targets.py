@@ -4,8 +4,8 @@ A :class:`SetTarget` is the four scheduler operations a set needs (submit, read 
 cancel, resume), over the scheduler's public API: :class:`EmbeddedTarget` runs a
 :class:`~evaltui.scheduler.JobScheduler` in this process, as the TUI does (same
 admission, same machine-wide ledger; the runs live in their own sessions and outlive
-it), :class:`ApiTarget` calls ``evaltui serve`` through
-:class:`~evaltui.api.client.ApiClient`. Both answer with the same status views.
+it), :class:`~evaltui.api.settarget.ApiTarget` (in the API layer, which sets sit below)
+calls ``evaltui serve`` through its client. Both answer with the same status views.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 from typing import Any, Protocol
 
-from evaltui.settings import settings
 from evaltui.spec import SpecError
 from evaltui.views import Run
 
@@ -103,63 +102,3 @@ class EmbeddedTarget:
     def close(self) -> None:
         if self.owned:
             self.scheduler.stop()
-
-
-class ApiTarget:
-    """The backend of ``evaltui serve`` at ``url``."""
-
-    def __init__(self, url: str) -> None:
-        from evaltui.api.client import ApiClient
-
-        self.client = ApiClient(url)
-        self.label = self.client.base_url
-
-    def submit(self, spec: dict[str, Any]) -> str:
-        from evaltui.api.client import ApiError, InvalidRequest
-
-        try:
-            return self.client.submit(spec).run_id
-        except InvalidRequest as exc:
-            raise SpecError(exc.field or "spec", str(exc)) from None
-        except ApiError as exc:
-            raise TargetError(str(exc)) from None
-
-    def get_run(self, run_id: str) -> Run:
-        from evaltui.api.client import ApiError, NotFound
-
-        try:
-            return self.client.get_run(run_id)
-        except NotFound as exc:
-            raise RunGone(str(exc)) from None
-        except ApiError as exc:
-            raise TargetError(str(exc)) from None
-
-    def cancel(self, run_id: str) -> None:
-        from evaltui.api.client import ApiError
-
-        try:
-            self.client.cancel(run_id)
-        except ApiError as exc:
-            raise TargetError(str(exc)) from None
-
-    def resume(self, run_id: str) -> None:
-        from evaltui.api.client import ApiError, Conflict, InvalidRequest, NotFound
-
-        try:
-            self.client.resume(run_id)
-        except (Conflict, NotFound, InvalidRequest) as exc:
-            raise ResumeRefused(str(exc)) from None
-        except ApiError as exc:
-            raise TargetError(str(exc)) from None
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def open_target(outputs: str | os.PathLike[str] | None = None, url: str | None = None
-                ) -> SetTarget:
-    """``url`` or ``$BACKEND_URL`` when given, else an embedded scheduler on ``outputs``."""
-    url = url or settings().backend_url
-    if url:
-        return ApiTarget(url)
-    return EmbeddedTarget.start(outputs)

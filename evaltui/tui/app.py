@@ -39,6 +39,9 @@ HELP = {
     "CompareScreen": "Run B against run A on the episodes both ran: per metric the mean "
                      "difference with its paired bootstrap 95% CI, McNemar's exact test "
                      "on success, and the episodes whose success flipped.",
+    "SetScreen": "One experiment set: a row per member with mean [95% CI] per metric, the "
+                 "best per metric marked; p pivots an axis into columns, enter opens a "
+                 "member's run, x compares it with the set's baseline.",
 }
 
 
@@ -95,6 +98,12 @@ class EvalApp(App[None]):
         """Push the run screen of ``run_dir`` (``episodes_total``: known before a summary)."""
         self.push_screen(RunScreen(run_dir, debounce_ms=self.watch_debounce_ms,
                                    episodes_total=episodes_total))
+
+    def open_set(self, set_dir: Path) -> None:
+        """Push the set screen of ``set_dir`` (``outputs/eval_sets/{set_id}``)."""
+        from evaltui.tui.screens.set_screen import SetScreen
+
+        self.push_screen(SetScreen(set_dir))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """Textual's (themes, keys, quit…) plus evaltui's actions where they act."""

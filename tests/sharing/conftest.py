@@ -67,3 +67,38 @@ def copy_run(tmp_path: Path):
         shutil.copytree(run_dir, target)
         return target
     return copy
+
+
+@pytest.fixture(scope="session")
+def real_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real set through ``evaltui set run``: the shipped model at two checkpoints (its
+    weights, and the same with the output layer negated: an 'early' one) on two splits,
+    4 episodes each, no frames (GoToObjMaze episodes run to their 576-step limit: GIFs of
+    them would be most of the exports' time); the baseline is the trained checkpoint on
+    GoToLocal. Its set dir."""
+    import numpy as np
+    import yaml
+
+    from evaltui.benchmarks.babyai.model import DEFAULT_WEIGHTS, save_weights
+
+    base = tmp_path_factory.mktemp("real_set")
+    (base / "ckpts").mkdir()
+    with np.load(DEFAULT_WEIGHTS) as data:
+        arrays = {k: data[k] for k in data.files}
+    save_weights(base / "ckpts" / "policy_000200.npz", arrays)
+    last = f"w{int(arrays['layers']) - 1}"
+    save_weights(base / "ckpts" / "policy_000100.npz", {**arrays, last: -arrays[last]})
+    (base / "set.yaml").write_text(yaml.safe_dump({
+        "name": "curve", "base": {"graph": "model", "episodes": 4, "workers": 1,
+                                  "set": {"env.frame_stride": 0}},
+        "matrix": {"split": ["GoToLocal", "GoToObjMaze"],
+                   "checkpoint": {"glob": "ckpts/*.npz", "param": "policy.weights"}},
+        "baseline": {"step": 200, "split": "GoToLocal"}}))
+    env = {**os.environ, "EVALTUI_STATE_DIR": str(base / "state"),
+           "EVALTUI_OUTPUTS": str(base / "o")}
+    env.pop("BACKEND_URL", None)
+    proc = subprocess.run([sys.executable, "-m", "evaltui.cli", "set", "run",
+                           str(base / "set.yaml"), "--outputs", str(base / "o")],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return base / "o" / "eval_sets" / "curve"

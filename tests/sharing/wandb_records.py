@@ -60,7 +60,8 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         kind = rec.WhichOneof("record_type")
         if kind == "run":
             found.update(run_id=rec.run.run_id, name=rec.run.display_name,
-                         project=rec.run.project, tags=list(rec.run.tags))
+                         project=rec.run.project, tags=list(rec.run.tags),
+                         group=rec.run.run_group)
             for item in rec.run.config.update:
                 found["config"][_key(item)] = json.loads(item.value_json)
         elif kind == "config":

@@ -29,7 +29,7 @@ from evaltui.tui.widgets.metrics_panel import MetricsPanel
 from evaltui.tui.widgets.runs_table import RunsTable
 
 ALL_RUNS = 9
-SCREENS = ("queue", "run", "failed_run", "replay", "submit", "compare", "help")
+SCREENS = ("queue", "run", "failed_run", "replay", "submit", "compare", "help", "set")
 
 CORE: dict[str, tuple[str, ...]] = {
     # The footer words each screen must show at 80 columns (besides Quit).
@@ -40,6 +40,7 @@ CORE: dict[str, tuple[str, ...]] = {
     "submit": ("Submit", "Cancel"),
     "compare": ("Replay in A", "Replay in B", "Back", "Help"),
     "help": ("Close",),
+    "set": ("Open", "vs baseline", "Pivot", "Back", "Help"),
 }
 
 
@@ -79,6 +80,14 @@ async def open_screen(name: str, pilot: Pilot[None], runs: dict[str, Path]) -> N
         app.push_screen(CompareScreen(runs["done"], run_b))
         await wait_for(lambda: isinstance(app.screen, CompareScreen)
                        and app.screen.result is not None, timeout=20, what="the comparison")
+    if name == "set":
+        from setfixtures import build_set
+
+        from evaltui.tui.screens.set_screen import SetScreen
+
+        app.open_set(build_set(runs["done"].parents[1], runs["done"]))
+        await wait_for(lambda: isinstance(app.screen, SetScreen)
+                       and app.screen.table is not None, what="the set's table")
     if name == "help":
         await pilot.press("question_mark")
         await wait_for(lambda: isinstance(app.screen, HelpScreen), what="help")

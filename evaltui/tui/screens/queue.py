@@ -35,6 +35,7 @@ from evaltui.tui.widgets.queue_lines import (
     empty_message,
 )
 from evaltui.tui.widgets.runs_table import MARKS, RunsTable
+from evaltui.tui.widgets.set_groups import SetGroups, sets_outputs
 
 
 class QueueScreen(BackendActions, Screen[None]):
@@ -87,6 +88,7 @@ class QueueScreen(BackendActions, Screen[None]):
         with Vertical(id="resources", classes="box"):
             yield ResourceMeters()
         yield RunsCaption(id="runs-caption")
+        yield SetGroups(sets_outputs(self.backend), id="set-groups")
         yield RunsTable(id="runs")
         yield Static(id="runs-empty")
         yield RunDetail(id="run-detail")
@@ -148,6 +150,7 @@ class QueueScreen(BackendActions, Screen[None]):
         meters.holders = message.holders
         meters.resources = message.snapshot.resources
         self.query_one(RunsTable).update_runs(message.snapshot.runs, self.app.now())  # type: ignore[attr-defined]
+        self.query_one(SetGroups).update_from(message.snapshot.runs)
         self._show_stale()
         self._show_header()
         self._show_caption()

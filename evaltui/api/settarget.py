@@ -1,0 +1,69 @@
+"""A set's members submitted to the backend at ``$BACKEND_URL``: :class:`ApiTarget`, the
+:class:`~evaltui.sets.targets.SetTarget` over the HTTP client, and :func:`open_target`,
+which picks it or an embedded scheduler.
+
+They live in the API layer because sets sit below it: the backend's set routes drive a
+SetRunner over its own scheduler (evaltui.api.setdrivers), and a command that runs a set
+here reaches a remote backend through this client.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from evaltui.api.client import ApiClient, ApiError, Conflict, InvalidRequest, NotFound
+from evaltui.sets.targets import EmbeddedTarget, ResumeRefused, RunGone, SetTarget, TargetError
+from evaltui.settings import settings
+from evaltui.spec import SpecError
+from evaltui.views import Run
+
+
+class ApiTarget:
+    """The backend of ``evaltui serve`` at ``url``."""
+
+    def __init__(self, url: str) -> None:
+        self.client = ApiClient(url)
+        self.label = self.client.base_url
+
+    def submit(self, spec: dict[str, Any]) -> str:
+        try:
+            return self.client.submit(spec).run_id
+        except InvalidRequest as exc:
+            raise SpecError(exc.field or "spec", str(exc)) from None
+        except ApiError as exc:
+            raise TargetError(str(exc)) from None
+
+    def get_run(self, run_id: str) -> Run:
+        try:
+            return self.client.get_run(run_id)
+        except NotFound as exc:
+            raise RunGone(str(exc)) from None
+        except ApiError as exc:
+            raise TargetError(str(exc)) from None
+
+    def cancel(self, run_id: str) -> None:
+        try:
+            self.client.cancel(run_id)
+        except ApiError as exc:
+            raise TargetError(str(exc)) from None
+
+    def resume(self, run_id: str) -> None:
+        try:
+            self.client.resume(run_id)
+        except (Conflict, NotFound, InvalidRequest) as exc:
+            raise ResumeRefused(str(exc)) from None
+        except ApiError as exc:
+            raise TargetError(str(exc)) from None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def open_target(outputs: str | os.PathLike[str] | None = None, url: str | None = None
+                ) -> SetTarget:
+    """``url`` or ``$BACKEND_URL`` when given, else an embedded scheduler on ``outputs``."""
+    url = url or settings().backend_url
+    if url:
+        return ApiTarget(url)
+    return EmbeddedTarget.start(outputs)

@@ -1,0 +1,48 @@
+"""Snapshots of sets in the TUI at 80x24 and 120x36: the queue screen with a set group,
+and the set screen (table, best marked, plot over checkpoints, footer keys).
+
+Regenerate with ``pytest tests/tui/test_snapshots_sets.py --snapshot-update`` and look
+at the SVGs.
+"""
+
+from __future__ import annotations
+
+import pytest
+from setfixtures import build_set
+from textual.pilot import Pilot
+from tuihelpers import wait_for
+
+from evaltui.tui.screens.set_screen import SetScreen
+from evaltui.tui.widgets.runs_table import RunsTable
+from evaltui.tui.widgets.set_groups import SetGroups
+
+SIZES = [(80, 24), (120, 36)]
+ALL_RUNS = 9 + 3
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_queue_with_a_set(size, snap_compare, runs, outputs, make_backend,
+                          app_factory) -> None:
+    build_set(outputs, runs["done"])
+
+    async def listed(pilot: Pilot[None]) -> None:
+        screen = pilot.app.screen
+        await wait_for(lambda: screen.query_one(RunsTable).row_count == ALL_RUNS
+                       and bool(screen.query_one(SetGroups).root.children),
+                       what="runs and set listed")
+        await pilot.pause()
+
+    assert snap_compare(app_factory(make_backend()), terminal_size=size, run_before=listed)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_set_screen(size, snap_compare, runs, outputs, make_backend, app_factory) -> None:
+    path = build_set(outputs, runs["done"])
+
+    async def shown(pilot: Pilot[None]) -> None:
+        pilot.app.open_set(path)
+        await wait_for(lambda: isinstance(pilot.app.screen, SetScreen)
+                       and pilot.app.screen.table is not None, what="the set's table")
+        await pilot.pause()
+
+    assert snap_compare(app_factory(make_backend()), terminal_size=size, run_before=shown)
