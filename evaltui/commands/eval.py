@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaltui.commands.slurmargs import add_slurm_arguments, slurm_from_args
 from evaltui.graphs import builtin_graph_names
 from evaltui.states import RunState
 
@@ -65,12 +66,13 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-error-rate", type=float, metavar="F",
                    help="share of episodes that may end error/timeout before the command "
                    "exits 1 (default 0; they count as failures in the metrics either way)")
-    p.add_argument("--executor", choices=("local", "ray"),
-                   help="where the K workers run: local subprocesses (default) or actors "
-                   "on a Ray cluster (needs evaltui[ray])")
+    p.add_argument("--executor", choices=("local", "ray", "slurm"),
+                   help="where the K workers run: local subprocesses (default), actors "
+                   "on a Ray cluster (needs evaltui[ray]) or job steps of a Slurm job")
     p.add_argument("--ray-address", metavar="HOST:PORT",
                    help="the Ray cluster's head for --executor ray (default: $RAY_ADDRESS, "
                    "else the cluster `ray start` runs on this machine)")
+    add_slurm_arguments(p)
     p.add_argument("--set", action="append", default=[], metavar="NODESET.PARAM=VALUE",
                    help="override a node param (JSON value), e.g. --set policy.noise=0.1")
     p.add_argument("--workspace", help="dir prepended to sys.path for user nodesets "
@@ -96,7 +98,7 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
                       workers=args.workers, step_budget=args.step_budget,
                       step_timeout=args.step_timeout, max_error_rate=args.max_error_rate,
                       executor=args.executor, ray_address=args.ray_address,
-                      sets=args.set, workspace=args.workspace)
+                      slurm=slurm_from_args(args), sets=args.set, workspace=args.workspace)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -298,7 +298,8 @@ class BatchEvalRunner:
             instruction=instruction if instruction is None else str(instruction),
             metrics=metrics, step_count=outcome.step_count,
             elapsed_sec=round(outcome.elapsed_sec, 4), status=outcome.status,
-            error=outcome.error, worker_id=result.worker_id, attempts=result.attempts,
+            error=outcome.error, worker_id=result.worker_id, node=result.node,
+            attempts=result.attempts,
             finished_at=now_iso(), **base)
 
 
