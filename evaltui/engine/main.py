@@ -125,10 +125,10 @@ def adopt(spec: Any) -> None:
 
 
 def on_ray(spec: Any) -> bool:
-    """A Ray run's workers are actors on the cluster: a local zygote would only take CPU
-    from this process's imports and the actors' start."""
+    """A Ray run's workers are actors on the cluster, a Slurm run's are job steps: a local
+    zygote would only take CPU from this process's imports and the workers' start."""
     return isinstance(spec, dict) and isinstance(spec.get("eval"), dict) \
-        and spec["eval"].get("executor") == "ray"
+        and spec["eval"].get("executor") in ("ray", "slurm")
 
 
 def stop_on_signals() -> threading.Event:

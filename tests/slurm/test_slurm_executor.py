@@ -1,0 +1,74 @@
+"""The Slurm executor on the test cluster, beyond the conformance suite
+(tests/executors): the built-in bot's rows are the local pool's with the workers on both
+nodes, nothing of the run is left on either node, and a run outside an allocation says
+so in one line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+
+from runhelpers import builtin_graph, comparable, episode_rows, run_to_end  # noqa: E402
+from slurmcluster import SlurmCluster, _cmdline  # noqa: E402
+from waiting import wait_until  # noqa: E402
+
+from evaltui.rundir import read_json  # noqa: E402
+from evaltui.slurm.commands import missing_commands  # noqa: E402
+
+
+def run_leftovers(cluster: SlurmCluster) -> list[str]:
+    """Command lines of the processes of the cluster's jobs still alive (the daemons and
+    their own children, slurmctld's slurmscriptd, aside)."""
+    daemons = {p.pid for p in cluster.procs.values()}
+    left = []
+    for pid in cluster.leftovers():
+        try:
+            if pid in daemons or psutil.Process(pid).ppid() in daemons:
+                continue
+        except psutil.NoSuchProcess:
+            continue
+        left.append(_cmdline(pid))
+    return left
+
+
+def bot_spec(tmp_path: Path, **eval_fields: object) -> dict[str, object]:
+    return {"graph": builtin_graph("bot"), "active_workspace_dir": str(tmp_path),
+            "eval": {"dataset": "babyai", "split": "GoToLocal", "episode_count": 6,
+                     "worker_count": 3, **eval_fields}}
+
+
+@pytest.mark.slurm
+def test_bot_rows_are_the_local_pools_with_workers_on_both_nodes(
+        slurm_session: SlurmCluster, slurm_allocation: str, tmp_path: Path) -> None:
+    local = run_to_end(bot_spec(tmp_path), tmp_path / "local")
+    slurm = run_to_end(bot_spec(tmp_path, executor="slurm"), tmp_path / "slurm")
+    rows_local, rows_slurm = episode_rows(local), episode_rows(slurm)
+    assert [r["episode_index"] for r in rows_slurm] == list(range(6))
+    assert [comparable(r) | {"worker_count": 0} for r in rows_slurm] == \
+        [comparable(r) | {"worker_count": 0} for r in rows_local]
+    assert {r["node"] for r in rows_local} == {None}
+    assert {r["node"] for r in rows_slurm} == {"n1", "n2"}
+    assert read_json(slurm / "summary.json")["metrics"] == \
+        read_json(local / "summary.json")["metrics"]
+    wait_until(lambda: not run_leftovers(slurm_session), timeout=15,
+               what="no process of the run left on either node")
+
+
+def test_a_slurm_run_outside_an_allocation_fails_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if missing := missing_commands():
+        pytest.skip(f"needs Slurm's client commands: {', '.join(missing)} not found")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    run_dir = run_to_end(bot_spec(tmp_path, executor="slurm"), tmp_path / "out")
+    summary = read_json(run_dir / "summary.json")
+    assert summary["status"] == "failed"
+    assert summary["error"] == (
+        "eval.executor slurm: this run is not inside a Slurm allocation (SLURM_JOB_ID is "
+        "not set): start it with `evaltui eval --executor slurm` on a login node, or "
+        "inside sbatch/salloc")
+    assert episode_rows(run_dir) == []
