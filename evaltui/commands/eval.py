@@ -176,6 +176,11 @@ def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInter
     if interrupt.seen:
         discard(early)
         return _cancelled_before_start()
+    from evaltui.commands.slurmeval import submit_and_follow, wants_submission
+
+    if wants_submission(spec):  # the run process runs as the batch step of a Slurm job
+        discard(early)
+        return submit_and_follow(args, spec, interrupt)
     answer = hand_over(early, spec, args.outputs)
     if answer is None:
         code = early.proc.wait()
