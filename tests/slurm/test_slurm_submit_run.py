@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
-from pool_helpers import walk_graph, write_dataset  # noqa: E402
+from pool_helpers import starts, walk_graph, write_dataset  # noqa: E402
 from runhelpers import ENGINE_TESTS, episode_rows  # noqa: E402
 from slurmcluster import SlurmCluster  # noqa: E402
 from test_slurm_executor import run_leftovers  # noqa: E402
@@ -119,3 +119,39 @@ def test_a_cancelled_job_reads_cancelled_and_leaves_nothing(
     assert read_run_status(run_dir).state is RunState.CANCELLED
     wait_until(lambda: not run_leftovers(slurm_cluster), timeout=20,
                what="no process of the run left on either node")
+
+
+@pytest.mark.parametrize("how", ["scontrol requeue", "USR1"])
+def test_a_requeued_run_completes_with_every_episode_once(
+        how: str, slurm_cluster: SlurmCluster, tmp_path: Path,
+        started: list[subprocess.Popen[str]]) -> None:
+    """From outside (``scontrol requeue``: Slurm ends the job and queues it again) or from
+    the run itself (USR1, as ``--signal=B:USR1@90`` sends it before the time limit: it
+    stops, flushes and requeues its own job): the restarted run keeps what was ``ok``
+    and runs the rest, each episode ending ``ok`` exactly once."""
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    lengths = [15] * 8
+    job = walk_job(tmp_path, lengths, step_sleep_ms=40, trace_dir=str(trace))
+    proc = evaltui_eval(started, tmp_path, str(job), "--workers", "2", "--json")
+    run_dir = the_run_dir(tmp_path, proc)
+    wait_until(lambda: len(episode_rows(run_dir)) >= 2, timeout=60, what="two episodes done")
+    job_id = read_json(run_dir / "scheduler.json")["slurm_job_id"]
+    if how == "USR1":
+        slurm_cluster.run("scancel", "--signal=USR1", "--batch", job_id)
+    else:
+        slurm_cluster.run("scontrol", "requeue", job_id)
+    out = proc.stdout.read()  # type: ignore[union-attr]
+    assert proc.wait(timeout=120) == 0, said(proc)
+    assert json.loads(out)["state"] == "done"
+    rows = {r["episode_index"]: r for r in episode_rows(run_dir)}
+    assert sorted(rows) == list(range(len(lengths)))
+    assert all(r["status"] == "ok" for r in rows.values())
+    summary = read_json(run_dir / "summary.json")
+    assert summary["counts_by_status"] == {"ok": len(lengths)}
+    # each started once, or again after the requeue when it was cut short by it
+    for index, row in rows.items():
+        assert row["attempts"] == starts(trace)[f"walk-{index:04d}"], (index, row)
+    assert max(r["attempts"] for r in rows.values()) == 2  # the requeue cut some short
+    info = slurm_cluster.run("scontrol", "show", "job", job_id).stdout
+    assert "Restarts=1" in info and "JobState=COMPLETED" in info
