@@ -14,7 +14,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
-from runhelpers import builtin_graph, comparable, episode_rows, run_to_end  # noqa: E402
+from pool_helpers import start_pids, starts, walk_graph, walk_spec  # noqa: E402
+from runhelpers import (  # noqa: E402
+    builtin_graph,
+    comparable,
+    episode_rows,
+    run_to_end,
+    running,
+)
 from slurmcluster import SlurmCluster, _cmdline  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
@@ -78,3 +85,35 @@ def test_a_slurm_run_outside_an_allocation_fails_in_one_line(
         "not set): start it with `evaltui eval --executor slurm` on a login node, or "
         "inside sbatch/salloc")
     assert episode_rows(run_dir) == []
+
+
+@pytest.mark.slurm
+def test_a_lost_nodes_episodes_are_retried_on_the_other_node(
+        slurm_session: SlurmCluster, slurm_allocation: str, tmp_path: Path) -> None:
+    """n2's slurmd and every process of its steps killed mid-run (``lose_node``): the
+    episodes its workers ran go again on n1, as node losses (no error rows), and the run
+    completes."""
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    graph = walk_graph({"trace_dir": str(trace), "step_sleep_ms": 40})
+    spec = walk_spec(tmp_path, [30] * 8, graph, worker_count=4, executor="slurm")
+    try:
+        with running(spec, tmp_path / "out") as (run_dir, proc):
+            def busy_on_n2() -> bool:
+                log = (run_dir / "run.log").read_text() if (run_dir / "run.log").exists() else ""
+                pids = set(re.findall(r"pid (\d+) on node n2", log))
+                return bool(pids) and any(str(p) in pids for e in starts(trace)
+                                          for p in start_pids(trace, e))
+            wait_until(busy_on_n2, timeout=60, what="an episode running on n2")
+            slurm_session.lose_node("n2")
+            assert proc.wait(timeout=120) == 0
+        rows = {r["episode_index"]: r for r in episode_rows(run_dir)}
+        assert sorted(rows) == list(range(8))
+        assert all(r["status"] == "ok" for r in rows.values())
+        retried = [r for r in rows.values() if r["attempts"] > 1]
+        assert retried and all(r["node"] == "n1" for r in retried)
+        assert "Node failure on n2" in (run_dir / "run.log").read_text()
+    finally:
+        if "n2" not in slurm_session.procs:
+            slurm_session.start_node("n2")
+        slurm_session.wait_nodes("idle", nodes=("n2",), timeout=30)  # n1: still allocated

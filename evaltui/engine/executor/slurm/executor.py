@@ -327,10 +327,13 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
         try:
             step.proc.wait(wait_sec)
         except subprocess.TimeoutExpired:
-            self._scancel(step, None if signal is None else "KILL")
-            try:
-                step.proc.wait(5.0)
-            except subprocess.TimeoutExpired:
+            if step.step_id is not None:  # else no step yet (srun waits to create it)
+                self._scancel(step, None if signal is None else "KILL")
+                try:
+                    step.proc.wait(5.0)
+                except subprocess.TimeoutExpired:
+                    pass
+            if step.proc.poll() is None:
                 step.proc.kill()
                 step.proc.wait(5.0)
         step.close_conn()
