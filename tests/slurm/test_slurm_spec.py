@@ -64,3 +64,12 @@ def test_eval_without_slurm_says_what_is_missing_and_writes_nothing(tmp_path: Pa
                      "scontrol, scancel, srun, sinfo not found on PATH (run from a Slurm "
                      "login node, or install Slurm's client commands)"]
     assert not out.exists()
+
+
+def test_submit_to_a_backend_points_at_eval_for_slurm() -> None:
+    from evaltui.commands.submit import slurm_refused
+
+    assert slurm_refused({"graph": "bot", "eval": {"executor": "local"}}) is None
+    assert slurm_refused({"graph": "bot", "eval": {"executor": "slurm"}}) == (
+        "eval.executor: a backend does not submit runs to Slurm (yet): use `evaltui eval "
+        "--executor slurm`, which submits the job and follows it")
