@@ -155,3 +155,17 @@ def test_a_requeued_run_completes_with_every_episode_once(
     assert max(r["attempts"] for r in rows.values()) == 2  # the requeue cut some short
     info = slurm_cluster.run("scontrol", "show", "job", job_id).stdout
     assert "Restarts=1" in info and "JobState=COMPLETED" in info
+
+
+def test_a_job_slurm_refuses_is_one_line_and_leaves_no_run_dir(
+        slurm_cluster: SlurmCluster, tmp_path: Path,
+        started: list[subprocess.Popen[str]]) -> None:
+    job = walk_job(tmp_path, [3, 3])
+    proc = evaltui_eval(started, tmp_path, str(job), "--slurm-partition", "nope")
+    assert proc.wait(timeout=60) == 2
+    proc.stdout.read()  # type: ignore[union-attr]
+    wait_until(lambda: said(proc), timeout=5, what="eval's error")
+    assert said(proc) == ("error: eval.slurm.partition: Slurm has no partition 'nope' "
+                          "(it has: main)")
+    assert list((tmp_path / "out").glob("eval_runs/*")) == []
+    assert not slurm_cluster.run("squeue", "--noheader").stdout.strip()
