@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psutil
 
@@ -26,11 +26,18 @@ from evaltui.records import (
     SPEC_FILENAME,
     SchedulerRecord,
 )
-from evaltui.rundir import PidRef, allocate_run_dir, read_json, write_json_atomic
+from evaltui.rundir import PidRef, allocate_run_dir, now_iso, read_json, write_json_atomic
+from evaltui.spec import JobSpec
 from evaltui.states import RunState
 
-if TYPE_CHECKING:
-    from evaltui.engine.graph.specchecks import CheckedSpec
+
+class SpecToWrite(Protocol):
+    """What a run dir is written from: a spec the engine checked
+    (``engine.graph.specchecks.CheckedSpec``; this layer below the engine names only what it
+    reads of it)."""
+
+    @property
+    def spec(self) -> JobSpec: ...
 
 
 def outputs_problem(outputs: Path) -> str | None:
@@ -48,34 +55,43 @@ def outputs_problem(outputs: Path) -> str | None:
 
 
 def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUEUED,
-                record_extra: Mapping[str, Any] | None = None) -> tuple[Path, CheckedSpec]:
+                record_extra: Mapping[str, Any] | None = None) -> tuple[Path, SpecToWrite]:
     """Validate (raising SpecError), then allocate the run dir and write its records."""
     # Imported here: the spec check imports the nodeset modules; ``evaltui eval`` uses
-    # this module's record helpers without it.
+    # this module's record helpers without it. The one import of the layer above
+    # (allowed by name in pyproject's import-linter contract): a test's and a script's
+    # one call, validate then write.
     from evaltui.engine.graph.specchecks import validate_spec
 
     checked = validate_spec(spec_data)
     return write_run(checked, outputs, state=state, record_extra=record_extra), checked
 
 
-def write_run(checked: CheckedSpec, outputs: Path, *, state: RunState = RunState.QUEUED,
-              record_extra: Mapping[str, Any] | None = None) -> Path:
-    """Allocate the run dir of a validated spec; write spec.json, shared_urls.json and
-    scheduler.json (plus ``record_extra`` fields, e.g. the scheduler's estimate, or the
-    PID of a run process that writes its own run dir)."""
-    from evaltui.engine.run.summary import now_iso
-
-    run_dir = allocate_run_dir(outputs)
-    spec_json = checked.spec.to_json_dict()
-    write_json_atomic(run_dir / SPEC_FILENAME, spec_json)
-    write_json_atomic(run_dir / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
-    # Through the record's model, so a mistyped field fails here and not in a reader;
-    # only the fields given are written (later updates merge theirs in).
+def scheduler_record(checked: SpecToWrite, *, state: RunState = RunState.QUEUED,
+                     record_extra: Mapping[str, Any] | None = None) -> SchedulerRecord:
+    """The scheduler.json of a new run of ``checked`` (plus ``record_extra`` fields, e.g.
+    the scheduler's estimate, or the PID of a run process that writes its own run dir).
+    Through the record's model, so a mistyped field fails here and not in a reader."""
     fields: dict[str, Any] = {
         "queued_at": now_iso(), "admitted_at": None, "pid": None, "pid_create_time": None,
         "reservation": None, "cancel_requested_at": None, "exit_code": None,
         **(record_extra or {})}
-    record = SchedulerRecord(state=state, priority=checked.spec.scheduling.priority, **fields)
+    return SchedulerRecord(state=state, priority=checked.spec.scheduling.priority, **fields)
+
+
+def write_run(checked: SpecToWrite, outputs: Path, *, state: RunState = RunState.QUEUED,
+              record_extra: Mapping[str, Any] | None = None,
+              record: SchedulerRecord | None = None) -> Path:
+    """Allocate the run dir of a validated spec; write spec.json, shared_urls.json and
+    scheduler.json: ``record``, or :func:`scheduler_record` of ``state`` and
+    ``record_extra``."""
+    if record is None:
+        record = scheduler_record(checked, state=state, record_extra=record_extra)
+    run_dir = allocate_run_dir(outputs)
+    spec_json = checked.spec.to_json_dict()
+    write_json_atomic(run_dir / SPEC_FILENAME, spec_json)
+    write_json_atomic(run_dir / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
+    # Only the fields given are written (later updates merge theirs in).
     write_json_atomic(run_dir / SCHEDULER_FILENAME,
                       record.model_dump(mode="json", exclude_unset=True))
     return run_dir
@@ -89,8 +105,6 @@ def spawn_run(run_dir: Path, env: Mapping[str, str] | None = None, *, record: bo
     with ``CUDA_VISIBLE_DEVICES`` set. With ``record`` the PID is merged into
     scheduler.json here; the scheduler passes False and writes its own record.
     """
-    from evaltui.engine.run.summary import now_iso
-
     child_env = dict(os.environ if env is None else env)
     child_env["EVALTUI_PARENT_PID"] = str(os.getpid())
     child_env.setdefault("PYTHONUNBUFFERED", "1")

@@ -136,6 +136,8 @@ class SchedulerRecord(_Record):
     """When it was last queued again by a resume."""
     resume_count: int = 0
     """How many times it was resumed."""
+    moved_from: list[str] = Field(default_factory=list)
+    """Ray nodes it was moved off, in order, after they left the cluster (``--ray``)."""
 
 
 # ---- episode.json -------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from evaltui.records import (
     SUMMARY_FILENAME,
 )
 from evaltui.settings import settings
-from evaltui.states import RunState, SummaryStatus
+from evaltui.states import RunExit, RunState, SummaryStatus
 
 RUN_ID_RE = re.compile(r"[0-9]{8}_[0-9]{6}(?:_(?:[2-9]|[1-9][0-9]+))?")
 """``YYYYmmdd_HHMMSS`` with an optional collision suffix ``_2``, ``_3``, … (use fullmatch)."""
@@ -43,6 +43,11 @@ _CREATE_TIME_TOLERANCE_SEC = 0.5
 
 
 # --- locations ---------------------------------------------------------------------------
+
+
+def now_iso() -> str:
+    """Now as the run-dir records write times: ISO 8601, local time, milliseconds."""
+    return datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
 def outputs_root(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -344,9 +349,6 @@ def _read_optional_object(path: Path, errors: list[str]) -> dict[str, Any] | Non
     return obj
 
 
-_EXIT_FAILED, _EXIT_CANCELLED = 1, 3  # the run subprocess's codes (engine.run.runner)
-
-
 def _derive_state(
     *,
     scheduler: dict[str, Any] | None,
@@ -365,11 +367,11 @@ def _derive_state(
             return RunState.CANCELLED
         if summary is None and summary_exists:
             # _DONE is touched last, after the final summary: the run ended cleanly and
-            # only its summary is unreadable. Its exit code says how (runner.EXIT_*).
+            # only its summary is unreadable. Its exit code says how (RunExit).
             code = sched.get("exit_code")
-            if sched.get("cancel_requested_at") is not None or code == _EXIT_CANCELLED:
+            if sched.get("cancel_requested_at") is not None or code == RunExit.CANCELLED:
                 return RunState.CANCELLED
-            return RunState.FAILED if code == _EXIT_FAILED else RunState.DONE
+            return RunState.FAILED if code == RunExit.FAILED else RunState.DONE
         # _DONE without a terminal summary: judge by the rules below.
 
     pid = sched.get("pid")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 
 
 class RunState(StrEnum):
@@ -68,3 +68,19 @@ class AdmitState(StrEnum):
     """A reservation is held for it; its command may run."""
     RELEASED = "released"
     """Done: released by its holder, or its holder exited (``release_reason``)."""
+
+
+class RunExit(IntEnum):
+    """Exit codes of the run subprocess (``python -m evaltui.engine.main``); a status read
+    of a run whose summary is unreadable tells done, failed and cancelled apart by them."""
+
+    OK = 0
+    """Every selected episode finished (whatever each episode's own status)."""
+    FAILED = 1
+    """The run could not go on (summary status ``failed``)."""
+    REFUSED = 2
+    """The spec was refused before anything ran (``evaltui eval`` exits 2 too)."""
+    CANCELLED = 3
+    """SIGTERM arrived and the run stopped cleanly (summary status ``cancelled``)."""
+    INTERRUPTED = 130
+    """Interrupted (Ctrl-C) before the run got going."""

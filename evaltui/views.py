@@ -168,21 +168,36 @@ class NodeLost(_View):
     """``time.time()`` when it was seen gone, on the backend's clock (as ``taken_at``)."""
 
 
+def holder_key(pid: int, create_time: float, run_id: str) -> str:
+    """The ledger key of a reservation: its holder process and what it holds."""
+    return f"{pid}:{create_time:.3f}:{run_id}"
+
+
 class LedgerEntry(_View):
-    """A reservation of the machine-wide ledger."""
+    """A reservation of the machine-wide ledger: memory held back for one admitted run,
+    hosted nodeset or admit entry until its holder exits. The ledger stores these (the
+    scheduler's ``ledger.json``) and the status reads return them, one type for both."""
 
     run_id: str
     """A run id, ``nodeset:{name}`` or ``admit:{admit_id}``."""
     holder_pid: int
     holder_create_time: float
+    """The holding process (a run's session leader); the reservation dies with it."""
     scheduler_pid: int
     outputs: str
+    """Outputs root of the scheduler that admitted it (which run dir it belongs to)."""
     gpu: int | None
     vram_mb: int
     ram_mb: int
-    exclusive: bool
-    admitted_at: float
-    pending: bool
+    exclusive: bool = False
+    admitted_at: float = 0.0
+    pending: bool = False
+    """Held by the admitting scheduler while the run's shared nodesets load (no run yet)."""
+
+    @property
+    def key(self) -> str:
+        """``{pid}:{create_time}:{run_id}`` of the holder."""
+        return holder_key(self.holder_pid, self.holder_create_time, self.run_id)
 
 
 class Lock(_View):

@@ -16,8 +16,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from evaltui.scheduler.admission.gpukey import NodeGpu
 from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot, HostSnapshot
-from evaltui.scheduler.cluster.keys import ClusterReservation, NodeGpu
+from evaltui.scheduler.cluster.keys import ClusterReservation
 from evaltui.scheduler.cluster.probe import ClusterProbe
 
 
@@ -45,6 +46,8 @@ class StandInCluster(ClusterProbe):
         self._fixed_entries = list(entries)
         self.hosts: dict[str, HostSnapshot] = {}
         self.lost: dict[str, float] = {}
+        self.alive: set[str] | None = None  # as before the first read: no node filtered
+        self.unplaced: dict[str, ClusterReservation] = {}
 
     def read(self) -> GpuReading:
         now = time.time()

@@ -19,13 +19,13 @@ from typing import Any
 
 import orjson
 
-from evaltui.scheduler.admits.queue import AdmitInfo
 from evaltui.scheduler.events import (
     EpisodeFinished,
     NodesetsChanged,
     RunStateChanged,
     SchedulerEvent,
 )
+from evaltui.views import Admit
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def scheduler_event(event: SchedulerEvent) -> tuple[str, dict[str, Any]]:
     raise TypeError(f"not a scheduler event: {event!r}")
 
 
-def admit_event(info: AdmitInfo) -> tuple[str, dict[str, Any]]:
+def admit_event(info: Admit) -> tuple[str, dict[str, Any]]:
     """The SSE name and payload of an admit entry change."""
     return "admit", {"admit_id": info.admit_id, "state": info.state.value, "gpu": info.gpu,
                      "waiting_reason": info.waiting_reason,
@@ -134,7 +134,7 @@ class EventHub:
         """A scheduler listener."""
         self.publish(*scheduler_event(event))
 
-    def on_admit(self, info: AdmitInfo) -> None:
+    def on_admit(self, info: Admit) -> None:
         """An admit queue listener."""
         self.publish(*admit_event(info))
 

@@ -23,20 +23,18 @@ Index = Annotated[int, Path(ge=0, le=10_000_000, description="episode_index")]
 @router.post("/runs", status_code=201, response_model=SubmitRef, responses=errors())
 def submit(spec: JobSpec, ctx: Ctx) -> SubmitRef:
     """Validate a JobSpec and queue it (DESIGN §4): the next tick admits it if it fits."""
-    data = spec.to_json_dict()
-    workspace = data.get("active_workspace_dir")
+    workspace = spec.active_workspace_dir
     if workspace is not None and not (os.path.isabs(workspace) and os.path.isdir(workspace)):
         # The server puts it on sys.path to import the graph's nodesets: it must be a
         # directory of this machine, not a path relative to some client's cwd.
         raise ApiFailure(422, "active_workspace_dir: must be an absolute path to an existing "
                          "directory on the backend's machine", "active_workspace_dir")
     try:
-        run_id, state = ctx.scheduler.submit(data)
+        submitted = ctx.scheduler.submit(spec)  # parsed by FastAPI: checked, not re-parsed
     except SpecError as exc:
         raise ApiFailure(422, str(exc), exc.field) from None
-    record = ctx.scheduler.get_run(run_id).scheduler
-    warnings = list(record.warnings) if record is not None else []
-    return SubmitRef(run_id=run_id, state=state, warnings=warnings)
+    return SubmitRef(run_id=submitted.run_id, state=submitted.state,
+                     warnings=list(submitted.warnings))
 
 
 @router.get("/runs", response_model=list[Run], responses=errors())

@@ -96,13 +96,17 @@ def _common(p: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int
 
 
 def with_client(args: argparse.Namespace, func: Callable[[argparse.Namespace], int],
-                offline: Callable[[argparse.Namespace], int | None] | None = None) -> int:
+                offline: Callable[[argparse.Namespace], int | None] | None = None,
+                *, probe: bool = True) -> int:
     """Run ``func`` with ``args.client`` set; API errors become a message and an exit code.
-    With no backend to ask, ``offline`` (if given) may answer instead (None: it cannot)."""
+    With no backend to ask, ``offline`` (if given) may answer instead (None: it cannot).
+    ``probe=False``: ``func`` calls :func:`reachable` itself, once it has checked what it
+    can without the backend (submit refuses a ray spec without ray before asking)."""
     try:
         with ApiClient(args.url) as client:
             args.client = client
-            reachable(client)
+            if probe:
+                reachable(client)
             return func(args)
     except BackendUnavailable as exc:
         code = offline(args) if offline is not None else None

@@ -51,9 +51,15 @@ def watch_command(args: argparse.Namespace) -> int:
         scanner = CheckpointScanner(shape.expansion.base_dir / axis.watch, axis.glob,
                                     settle_sec=args.settle)
         ready = scanner.complete()
-        # Every param is held to its graph now, not at the first checkpoint: a stand-in
-        # path does (a spec check never opens the weights).
-        plan_file(path, args.outputs, checkpoints=ready[:1] or [scanner.directory / "_0.npz"])
+        # Every param is held to its graph now, not at the first checkpoint. Before the
+        # first checkpoint a stand-in path takes its place; what the checkpoint param's own
+        # check says of that path (e.g. "no such file") is for the real checkpoints to say.
+        try:
+            plan_file(path, args.outputs,
+                      checkpoints=ready[:1] or [scanner.directory / "_0.npz"])
+        except SetFileError as exc:
+            if ready or exc.field != "matrix.checkpoint.param":
+                raise
         plan = plan_file(path, args.outputs, check=False, checkpoints=ready)
     except SetFileError as exc:
         return error(str(exc))

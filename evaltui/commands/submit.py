@@ -20,13 +20,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from evaltui.api.client import ApiClient
 from evaltui.api.models import Run
 from evaltui.commands import eval as eval_cmd
-from evaltui.commands.runs import emit_json, print_run, state_text, with_client
+from evaltui.commands.runs import emit_json, print_run, reachable, state_text, with_client
 from evaltui.engine.graph.specchecks import check_executor
 from evaltui.graphs import builtin_graph_names
 from evaltui.spec import JobSpec, SpecError
-from evaltui.states import RunState
+from evaltui.states import RunExit, RunState
 
-EXIT_BY_STATE = {RunState.DONE: 0, RunState.CANCELLED: 3}
+# --wait exits as the run process would have (evaltui eval does the same).
+EXIT_BY_STATE = {RunState.DONE: RunExit.OK, RunState.CANCELLED: RunExit.CANCELLED}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wait", action="store_true", help="follow the run until it ends")
     p.add_argument("--url", help="backend URL (default $BACKEND_URL or http://127.0.0.1:8000)")
     p.add_argument("--json", action="store_true", help="JSON output for scripts")
-    p.set_defaults(func=lambda args: with_client(args, run))
+    p.set_defaults(func=lambda args: with_client(args, run, probe=False))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
             scheduling[key] = value
     spec["scheduling"] = scheduling
     client: ApiClient = args.client
+    reachable(client)
     ref = client.submit(spec)
     for warning in ref.warnings:
         console.print(f"[yellow]warning[/]: {warning}", highlight=False)
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json(final.model_dump(mode="json"))
     else:
         print_run(Console(), final)
-    return EXIT_BY_STATE.get(final.state, 1)
+    return int(EXIT_BY_STATE.get(final.state, RunExit.FAILED))
 
 
 def slurm_refused(spec: dict[str, Any]) -> str | None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from evaltui import fakegpu
 from evaltui.process import terminate_group
+from evaltui.records import SchedulerRecord
 from evaltui.rundir import PidRef, is_run_id, outputs_root, runs_root
 from evaltui.scheduler.admission.accounting import RssCache
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
@@ -40,8 +41,10 @@ from evaltui.scheduler.admission.resources import (
     HostProbe,
     visible_gpu_indices,
 )
+from evaltui.scheduler.cluster.placement import placement_for
 from evaltui.scheduler.events import Listeners, NodesetsChanged, RunStateChanged, SchedulerEvent
 from evaltui.scheduler.lock import InteractiveLock
+from evaltui.scheduler.placement import gpu_env
 from evaltui.scheduler.runs.episodes import EpisodeWatcher
 from evaltui.scheduler.runs.fairshare import ServedClock
 from evaltui.scheduler.runs.jobs import Job, JobQueue, RecordWriter
@@ -51,6 +54,7 @@ from evaltui.scheduler.shared.launcher import SubprocessLauncher, hosts_dir
 from evaltui.scheduler.shared.nodesets import NodesetLauncher, SharedNodeset, SharedNodesets
 from evaltui.spec import JobSpec
 from evaltui.states import RunState
+from evaltui.views import LedgerEntry
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +105,9 @@ class Core:
         self.cancel_grace_sec = cancel_grace_sec
         self.claim_after_sec = claim_after_sec
         self.disk_sync_sec = disk_sync_sec
-        self.allowed_gpus = None if self.fake else visible_gpu_indices()
+        allowed = None if self.fake else visible_gpu_indices()
+        self.placement = placement_for(gpu_probe, fake=self.fake, allowed=allowed)
+        """Where admitted runs go: this machine, or the Ray cluster ``gpu_probe`` reads."""
 
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
@@ -136,8 +142,8 @@ class Core:
         self._seq += 1
         return self._seq
 
-    def new_job(self, run_dir: Path, record: dict[str, Any], spec: JobSpec | None) -> Job:
-        """Track a run whose record (``record["state"]`` included) is on disk already."""
+    def new_job(self, run_dir: Path, record: SchedulerRecord, spec: JobSpec | None) -> Job:
+        """Track a run whose record (its state included) is on disk already."""
         job = Job(run_dir.name, run_dir, record, spec,
                   nodeset_parts(spec) if spec is not None else [], self.next_seq())
         self.jobs[job.run_id] = job
@@ -155,7 +161,7 @@ class Core:
         and as an event, together. Returns the state it left. Lock held."""
         previous = job.state
         if write is Write.ALREADY:
-            job.record.update(fields, state=state.value)  # not dirty: never written back
+            job.seen(**fields, state=state)  # not dirty: never written back
         else:
             job.set(state=state.value, **fields)
             if write is Write.NOW:
@@ -167,7 +173,7 @@ class Core:
 
     def set_wait(self, job: Job, wait: Wait) -> None:
         job.wait = wait
-        if job.record.get("waiting_kind") != wait.kind:  # a StrEnum: equal to its value
+        if job.record.waiting_kind != wait.kind:  # a StrEnum: equal to its value
             # On disk only when the kind of reason changes: the live text (numbers that
             # move every second) is served by queue(); see RecordWriter.
             job.set(waiting_reason=wait.reason, waiting_kind=str(wait.kind))
@@ -206,6 +212,15 @@ class Core:
         env.update(gpu_env(gpu, self.fake))
         return env
 
+    def ledger_entry(self, run_id: str, holder: PidRef, *, gpu: int | None, vram_mb: int,
+                     ram_mb: int = 0, exclusive: bool = False, pending: bool = False
+                     ) -> LedgerEntry:
+        """A reservation this scheduler makes now for ``run_id``, held by ``holder``."""
+        return LedgerEntry(run_id=run_id, holder_pid=holder.pid,
+                           holder_create_time=holder.create_time, scheduler_pid=os.getpid(),
+                           outputs=str(self.outputs), gpu=gpu, vram_mb=vram_mb, ram_mb=ram_mb,
+                           exclusive=exclusive, admitted_at=time.time(), pending=pending)
+
     def run_dir(self, run_id: str) -> Path:
         if not is_run_id(run_id):
             raise RunNotFound(run_id)
@@ -235,14 +250,3 @@ class Core:
 
         threading.Thread(target=run, name=f"evaltui-cancel-{ref.pid}", daemon=True).start()
 
-
-def gpu_env(gpu: int | None, fake: bool) -> dict[str, str]:
-    """Variables that put a process on ``gpu`` (none for no GPU)."""
-    if gpu is None:
-        return {}
-    env = {"CUDA_VISIBLE_DEVICES": str(gpu)}
-    if fake:
-        env[fakegpu.FAKE_GPU_INDEX_ENV] = str(gpu)
-    else:
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # NVML numbers GPUs in PCI order
-    return env

@@ -6,16 +6,14 @@ runs this scheduler does not track through the run index.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from evaltui import views
 from evaltui.records import SUMMARY_FILENAME
 from evaltui.rundir import read_json
 from evaltui.scheduler import procs
+from evaltui.scheduler.admission.gpukey import split_key
 from evaltui.scheduler.admission.sampling import Sampler
 from evaltui.scheduler.admits.entry import Entry
 from evaltui.scheduler.admits.queue import AdmitQueue
-from evaltui.scheduler.cluster.keys import split_key
 from evaltui.scheduler.core import Core, RunNotFound
 from evaltui.scheduler.lock import LockInfo
 from evaltui.scheduler.runs.jobs import Job
@@ -41,7 +39,7 @@ class Reads:
         with c.lock:
             job = c.jobs.get(run_id)
             if job is not None:
-                record = dict(job.record)
+                record = job.record
                 state, wait = job.state, job.wait
         if job is None:
             info = c.index.read(run_id)
@@ -54,7 +52,7 @@ class Reads:
                 summary = read_json(run_dir / SUMMARY_FILENAME)
             except (OSError, ValueError):
                 summary = None
-        reason = wait.reason if wait is not None else record.get("waiting_reason")
+        reason = wait.reason if wait is not None else record.waiting_reason
         return run_view(run_id, run_dir, state, record, summary, c.index.brief(run_id),
                         waiting_reason=reason if state is RunState.QUEUED else None)
 
@@ -113,9 +111,9 @@ class Reads:
         return views.Resources(
             gpu_available=snap.gpu.available, gpu_reason=snap.gpu.reason,
             fake_gpus=snap.gpu.fake, gpus=gpus, host=host,
-            ledger=[views.LedgerEntry(**asdict(r)) for r in live],
+            ledger=live,
             lock=lock_view(held) if held is not None else None, taken_at=snap.taken_at,
-            nodes=node_hosts(c.gpu_probe), nodes_lost=nodes_lost(c.gpu_probe))
+            nodes=c.placement.nodes(), nodes_lost=c.placement.nodes_lost())
 
     def nodesets(self) -> list[views.Nodeset]:
         """Shared nodesets hosted by this scheduler, with refcounts."""
@@ -126,8 +124,8 @@ def _queued_job(job: Job, position: int) -> views.QueueEntry:
     est, wait = job.estimate, job.wait
     return views.QueueEntry(
         run_id=job.run_id, position=position, priority=job.priority,
-        queued_at=job.record.get("queued_at"),
-        waiting_reason=wait.reason if wait else str(job.record.get("waiting_reason")),
+        queued_at=job.record.queued_at,
+        waiting_reason=wait.reason if wait else str(job.record.waiting_reason),
         waiting_kind=wait.kind.value if wait else "new",
         estimate_mb=est.vram_mb if est else 0, ram_estimate_mb=est.ram_mb if est else 0,
         estimate_source=est.source if est else "unknown", exclusive=job.exclusive,
@@ -151,23 +149,6 @@ def _graph_name(spec: JobSpec | None) -> str | None:
         return None
     name = spec.eval.graph_name or spec.graph.get("name")
     return name if isinstance(name, str) else None
-
-
-def node_hosts(probe: object) -> list[views.NodeHost]:
-    """Each Ray node's host RAM and CPU, by name (a cluster probe's ``hosts``; none on one
-    machine)."""
-    # Duck-typed (not isinstance ClusterProbe): any probe that reads nodes may say this.
-    # dict() of a str-keyed dict is one step under the GIL: safe against the tick's read.
-    hosts = dict(getattr(probe, "hosts", None) or {})
-    return [views.NodeHost(name=name, ram_total_mb=h.ram_total_mb,
-                           ram_available_mb=h.ram_available_mb, cpu_percent=h.cpu_percent,
-                           cpu_count=h.cpu_count) for name, h in sorted(hosts.items())]
-
-
-def nodes_lost(probe: object) -> list[views.NodeLost]:
-    """Ray nodes that left the cluster, by name, with when (a cluster probe's ``lost``)."""
-    lost = dict(getattr(probe, "lost", None) or {})
-    return [views.NodeLost(name=name, since=since) for name, since in sorted(lost.items())]
 
 
 def lock_view(held: LockInfo) -> views.Lock:

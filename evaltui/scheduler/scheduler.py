@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_key
-from evaltui.scheduler.admission.ledger import Ledger, Reservation
+from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.admission.resources import GpuProbe, HostProbe, make_gpu_probe
 from evaltui.scheduler.admission.sampling import Sampler
 from evaltui.scheduler.admits.queue import AdmitQueue
@@ -41,11 +41,12 @@ from evaltui.scheduler.lock import InteractiveLock, LockInfo
 from evaltui.scheduler.loop import SchedulerLoop
 from evaltui.scheduler.reads import Reads, nodeset_view
 from evaltui.scheduler.runs.claims import Claims
-from evaltui.scheduler.runs.lifecycle import Lifecycle
+from evaltui.scheduler.runs.lifecycle import Lifecycle, Submitted
 from evaltui.scheduler.runs.ownership import retire, revive
 from evaltui.scheduler.runs.starting import Spawner, Starter, default_spawner
 from evaltui.scheduler.shared.nodesets import NodesetLauncher
 from evaltui.scheduler.ticking import Ticker
+from evaltui.spec import JobSpec
 from evaltui.states import RunState
 from evaltui.views import Nodeset, QueueEntry, Resources, Run
 
@@ -170,8 +171,9 @@ class JobScheduler:
         self._ticker.tick()
 
     # ---- runs ---------------------------------------------------------------------------
-    def submit(self, spec: Mapping[str, Any]) -> tuple[str, RunState]:
-        """Validate ``spec``, write its run dir and enqueue it; returns ``(run_id, queued)``.
+    def submit(self, spec: JobSpec | Mapping[str, Any]) -> Submitted:
+        """Validate ``spec``, write its run dir and enqueue it; returns ``(run_id, queued)``
+        with the validation's ``warnings`` (a :class:`Submitted`).
 
         Raises SpecError (naming the field) before anything is written. Never spawns: the
         next tick does, at once if the machine has room.
@@ -255,10 +257,8 @@ class JobScheduler:
         if fresh:  # reserved, so its memory is accounted to it and not to "someone else"
             ref = ns.hosted.ref
             with c.ledger.transaction() as txn:
-                txn.add(Reservation(f"nodeset:{ns.name}", ref.pid, ref.create_time,
-                                    os.getpid(), str(c.outputs), gpu,
-                                    c.calibration.peak("vram", key) or 0, 0, False,
-                                    time.time()))
+                txn.add(c.ledger_entry(f"nodeset:{ns.name}", ref, gpu=gpu,
+                                       vram_mb=c.calibration.peak("vram", key) or 0))
         c.emit_pending()
         self.nudge()
         return nodeset_view(ns)

@@ -21,14 +21,12 @@ from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.admission.sampling import Sampler
 from evaltui.scheduler.admits.entry import Entry
 from evaltui.scheduler.admits.queue import AdmitQueue
-from evaltui.scheduler.cluster.keys import NodeGpu
-from evaltui.scheduler.cluster.probe import ClusterProbe
-from evaltui.scheduler.cluster.replacing import move_displaced
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.runs.claims import Claims
 from evaltui.scheduler.runs.fairshare import ServedClock, fair_share
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.lifecycle import Lifecycle
+from evaltui.scheduler.runs.moving import move_displaced
 from evaltui.scheduler.runs.restore import read_record
 from evaltui.scheduler.runs.starting import Starter
 
@@ -76,23 +74,19 @@ class Ticker:
                 self.sampler.learn_host(ns)
             with c.lock:
                 waiting = bool(len(c.queue) or self.admits.waiting())
-            holds = isinstance(c.gpu_probe, ClusterProbe) and c.gpu_probe.holds()
-            if waiting or c.running or c.shared.all() or holds:
+            if waiting or c.running or c.shared.all() or c.placement.holds():
                 self._admit_and_sample(waiting)
         c.emit_pending()
         self.admits.emit()
 
     def _admit_and_sample(self, waiting: bool) -> None:
         c = self.core
-        cluster = c.gpu_probe if isinstance(c.gpu_probe, ClusterProbe) else None
-        if cluster is not None:
-            with c.lock:
-                live = set(c.running) | set(c.loading)
-            cluster.sync(live)  # the lease, and every scheduler's reservations
-            displaced = cluster.displaced()
-            if displaced:
-                move_displaced(c, cluster, displaced,
-                               self.sampler.account(c.ledger.entries()))
+        with c.lock:
+            live = set(c.running) | set(c.loading)
+        c.placement.sync(live)
+        displaced = c.placement.displaced()
+        if displaced:
+            move_displaced(c, displaced, self.sampler.account(c.ledger.entries()))
         lock_reason = c.lock_reason()
         if waiting and lock_reason is None:
             with c.ledger.transaction() as txn:
@@ -113,19 +107,15 @@ class Ticker:
 
     def _admission(self, acct: Accounting, txn: LedgerTxn) -> None:
         c = self.core
-        cluster = c.gpu_probe if isinstance(c.gpu_probe, ClusterProbe) else None
-        gpus = acct.gpus
-        if gpus is not None and c.allowed_gpus is not None and cluster is None:
-            gpus = tuple(g for g in gpus if g.index in c.allowed_gpus)
+        placement = c.placement
+        gpus = placement.candidates(acct.gpus)
         views = {g.index: g for g in gpus or ()}
         with c.lock:
             jobs = [job for job in c.queue if job.loading is None]
-            if cluster is not None:
-                self._cluster_waits(jobs, bool(gpus))
-                if not gpus:
-                    return
-            order = queue_order(jobs, self.admits.waiting() if cluster is None else [],
-                                c.served)
+            entries = self._placeable_entries()
+            if not gpus and self._refuse_without_gpus(jobs):
+                return
+            order = queue_order(jobs, entries, c.served)
             version = c.estimate_version()
             candidates = [self._candidate(item, version) if isinstance(item, Job)
                           else item.candidate() for item in order]
@@ -142,35 +132,45 @@ class Ticker:
             for admit in admits:
                 item = by_id[admit.run_id]
                 if isinstance(item, Entry):
-                    assert not isinstance(admit.gpu, NodeGpu)  # not candidates on a cluster
-                    self.admits.grant(item, admit.gpu, views.get(admit.gpu)
-                                      if admit.gpu is not None else None, txn)
+                    self.admits.grant(item, placement.local_gpu(admit.gpu),
+                                      views.get(admit.gpu) if admit.gpu is not None else None,
+                                      txn)
                     continue
+                # The one read of the record before a start, under the ledger lock: another
+                # backend may have cancelled or claimed the run through its file since.
                 record = read_record(item.run_dir)
                 if record is None or not self.claims.still_ours(record):
                     self.claims.drop(item)  # cancelled or taken over by another backend
                     continue
-                if cluster is not None and isinstance(admit.gpu, NodeGpu):
+                if admit.gpu is not None:
                     est = item.estimate
-                    refused = cluster.reserve(item.run_id, admit.gpu, est.vram_mb if est else 0,
-                                              item.exclusive, views[admit.gpu].free_mb)
+                    refused = placement.reserve(item.run_id, admit.gpu,
+                                                est.vram_mb if est else 0, item.exclusive,
+                                                views[admit.gpu].free_mb)
                     if refused is not None:  # another scheduler took it first
                         c.set_wait(item, Wait(item.run_id, WaitKind.NO_NODE, refused))
                         continue
                 self.starter.start(item, admit.gpu, txn)
                 c.served.served(item)
 
-    def _cluster_waits(self, jobs: list[Job], any_gpu: bool) -> None:
-        """On a cluster: admit entries (``evaltui run``) are not placed on nodes, and
-        nothing is admitted while no node reports a GPU. Core lock held."""
+    def _placeable_entries(self) -> list[Entry]:
+        """The waiting admit entries (``evaltui run``), unless the placement cannot
+        place them (a Ray cluster): then they wait saying so. Core lock held."""
+        refused = self.core.placement.refuses_admits()
+        if refused is None:
+            return self.admits.waiting()
         for entry in self.admits.waiting():
-            self.admits.set_wait(entry, Wait(entry.ledger_id, WaitKind.NO_NODE,
-                                             "evaltui run admits are not placed on a Ray "
-                                             "cluster; use a scheduler without --ray"))
-        if not any_gpu:
+            self.admits.set_wait(entry, Wait(entry.ledger_id, WaitKind.NO_NODE, refused))
+        return []
+
+    def _refuse_without_gpus(self, jobs: list[Job]) -> bool:
+        """Whether nothing is admitted while no GPU is reported (the jobs wait saying
+        why), rather than on host RAM alone. Core lock held."""
+        refused = self.core.placement.without_gpus()
+        if refused is not None:
             for job in jobs:
-                self.core.set_wait(job, Wait(job.run_id, WaitKind.NO_NODE,
-                                             "no node of the Ray cluster reports a GPU now"))
+                self.core.set_wait(job, Wait(job.run_id, WaitKind.NO_NODE, refused))
+        return refused is not None
 
     def _candidate(self, job: Job, version: tuple[int, int]) -> Candidate:
         """The job as admission sees it, cached until its estimate may have changed."""

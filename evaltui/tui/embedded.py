@@ -41,6 +41,8 @@ class EmbeddedBackend:
         self.api_note = api_note
         self.owner = owner or f"evaltui TUI ({getpass.getuser()}, pid {os.getpid()})"
         self._started = False
+        self._warnings: dict[str, list[str]] = {}
+        """What submit warned about, per run, until the submit form asks."""
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -87,11 +89,12 @@ class EmbeddedBackend:
     # --- actions -------------------------------------------------------------------------
 
     def submit(self, spec: dict[str, Any]) -> tuple[str, RunState]:
-        return self.scheduler.submit(spec)
+        submitted = self.scheduler.submit(spec)
+        self._warnings[submitted.run_id] = list(submitted.warnings)  # as the attached one
+        return submitted.run_id, submitted.state
 
     def submit_warnings(self, run_id: str) -> list[str]:
-        record = self.scheduler.get_run(run_id).scheduler
-        return list(record.warnings) if record is not None else []
+        return self._warnings.pop(run_id, [])
 
     def cancel(self, run_id: str) -> RunState:
         try:

@@ -302,7 +302,7 @@ def test_run_list_follows_processes_and_files(backend: Backend, popen) -> None:
 
 
 def test_a_badly_typed_param_is_422_and_writes_nothing(backend: Backend, api_env: dict) -> None:
-    """Issue 10: --set policy.noise=abc was 'queued' and died later in the worker."""
+    """--set policy.noise=abc is refused at submit (422), not queued to die in a worker."""
     spec = bot_spec(1)
     spec["eval"]["selectors"] = {"policy.noise": "abc"}
     answer = backend.http().post("/runs", json=spec)
@@ -312,7 +312,7 @@ def test_a_badly_typed_param_is_422_and_writes_nothing(backend: Backend, api_env
 
 
 def test_submit_answers_with_the_spec_warnings(backend: Backend) -> None:
-    """Issue 9: a step budget below the env's own limit is allowed, and said at submit."""
+    """A step budget below the env's own limit is allowed, and said at submit."""
     spec = bot_spec(1)
     spec["eval"]["step_budget"] = 10  # GoToLocal's own limit is 64
     answer = backend.http().post("/runs", json=spec)

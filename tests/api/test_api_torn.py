@@ -1,4 +1,4 @@
-"""Torn files over the API and its CLI clients (issue 10): a torn episode.json is
+"""Torn files over the API and its CLI clients: a torn episode.json is
 "unreadable", never "not finished"; a cut last log line is shown as torn once its episode
 is over (and left alone while it may still be mid-append)."""
 
@@ -30,7 +30,7 @@ def run_dir(backend: Backend) -> Path:
 
 def test_a_torn_episode_json_is_unreadable_not_unfinished(backend: Backend,
                                                           run_dir: Path) -> None:
-    """Issue 10: a torn episode.json read "has not finished"."""
+    """A torn episode.json reads as unreadable, not as "has not finished"."""
     episode = episode_dir(run_dir, 1) / "episode.json"
     episode.write_bytes(episode.read_bytes()[:50])
     http = backend.http()
@@ -47,7 +47,7 @@ def test_a_torn_episode_json_is_unreadable_not_unfinished(backend: Backend,
 def test_a_torn_last_log_line_is_shown_once_the_episode_is_over(
         backend: Backend, run_dir: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 10: a cut last log line was dropped silently."""
+    """A cut last log line is shown as torn, not dropped silently."""
     log = episode_dir(run_dir, 1) / "log.jsonl"
     data = log.read_bytes()
     last_start = data.rstrip(b"\n").rfind(b"\n") + 1

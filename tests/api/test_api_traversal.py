@@ -97,7 +97,7 @@ def test_relative_names_from_a_real_run_are_refused(backend: Backend, planted: P
     assert SECRET not in backend.http().get("/runs").text
 
 
-# ---- symlinks planted inside the outputs root (issue 10) -------------------------------------
+# ---- symlinks planted inside the outputs root -------------------------------------
 
 SYMLINK_SECRET = "symlinked-secret-outside-the-outputs-root"
 
@@ -208,8 +208,8 @@ def test_every_run_route_is_covered(backend: Backend) -> None:
 def test_a_symlink_out_of_the_root_is_404_for_every_route(
         backend: Backend, planted_runs: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 10: ``ln -sf /etc/passwd episodes/ep0002/log.jsonl`` was served by the log route;
-    the same for spec.json, episode.json, a whole ep dir and the run dir."""
+    """``ln -sf /etc/passwd episodes/ep0002/log.jsonl`` is not served by the log route;
+    nor is such a spec.json, episode.json, a whole ep dir or the run dir."""
     http = backend.http()
     caplog.set_level(logging.WARNING, logger="evaltui.api.runfiles")
     for plant, run_id in planted_runs.items():

@@ -1,7 +1,7 @@
 """Soak: three ``evaltui serve`` backends on one outputs root, state dir and fake GPU; jobs
 run while runs, workers and backends are SIGKILLed at random (seeded, bounded), killed
 backends are restarted, then every run that did not end ``done`` with every episode ok
-is resumed. Then (issue 10):
+is resumed. Then:
 
 - every episode ended exactly once: one episode.json per index, ``ok``, and one
   ``episode_start``/``episode_end`` in its log (no two processes ran it into one dir);
@@ -107,7 +107,7 @@ def soak(plan: Plan, popen: Callable[..., Any], api_env: dict[str, Path], tmp_pa
     states = _wait_terminal(backends, ids, deadline)
     tally.states_before_resume = _count(states.values())
     tally.notes_before_resume = _count(_notes(backends, ids, states))
-    for run_id in tally.killed_runs:  # issue 10: a SIGKILLed run is aborted, never failed
+    for run_id in tally.killed_runs:  # a SIGKILLed run is aborted, never failed
         assert states[run_id] in ("aborted", "done"), (run_id, states[run_id])
     _resume_all(plan, backends, ids, states, tally, deadline)
 

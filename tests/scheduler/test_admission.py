@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from evaltui.scheduler.admission.accounting import GpuView, HostView
-from evaltui.scheduler.admission.decision import Admit, Candidate, WaitKind, decide
+from evaltui.scheduler.admission.decision import Admission, Candidate, WaitKind, decide
 
 GIB = 1024
 HOST = HostView(ram_total_mb=64 * GIB, ram_available_mb=60 * GIB, outstanding_mb=0)
@@ -25,7 +25,7 @@ def job(run_id: str, vram_gb: float, *, ram_gb: float = 1, exclusive: bool = Fal
 def test_estimate_against_free_minus_reservations() -> None:
     gpus = [gpu(0, free_gb=24, outstanding_gb=11.9)]
     admits, waits = decide([job("big", 20), job("small", 8)], gpus, HOST)
-    assert admits == [Admit("small", 0)]
+    assert admits == [Admission("small", 0)]
     assert waits["big"].kind is WaitKind.GPU_MEMORY
     assert waits["big"].reason == "needs 20.0 GiB on GPU0, 12.1 GiB free after reservations"
 
@@ -39,27 +39,27 @@ def test_admissions_in_one_tick_are_charged_against_each_other() -> None:
 def test_best_fit_keeps_a_whole_gpu_free() -> None:
     gpus = [gpu(0, 24), gpu(1, 6)]
     admits, _ = decide([job("small", 4), job("whole", 24)], gpus, HOST)
-    assert admits == [Admit("small", 1), Admit("whole", 0)]
+    assert admits == [Admission("small", 1), Admission("whole", 0)]
 
 
 def test_host_ram_gates_every_job_and_is_the_only_gate_without_gpus() -> None:
     host = HostView(ram_total_mb=16 * GIB, ram_available_mb=8 * GIB, outstanding_mb=3 * GIB)
     admits, waits = decide([job("a", 30, ram_gb=4), job("b", 0, ram_gb=2)], None, host)
-    assert admits == [Admit("a", None)]  # no GPU measured: VRAM is not a gate
+    assert admits == [Admission("a", None)]  # no GPU measured: VRAM is not a gate
     assert waits["b"].kind is WaitKind.HOST_RAM
     assert waits["b"].reason == "needs 2.0 GiB host RAM, 1.0 GiB available after reservations"
 
 
 def test_a_job_known_not_to_use_vram_is_not_put_on_a_gpu() -> None:
     admits, _ = decide([job("cpu", 0, needs_gpu=False)], [gpu(0, 0.1)], HOST)
-    assert admits == [Admit("cpu", None)]
+    assert admits == [Admission("cpu", None)]
 
 
 def test_too_big_for_the_machine_says_so_and_blocks_nobody() -> None:
     admits, waits = decide([job("huge", 30), job("ok", 1)], [gpu(0, 24), gpu(1, 16, 16)], HOST)
     assert waits["huge"].kind is WaitKind.TOO_BIG
     assert waits["huge"].reason == "needs 30.0 GiB, more than any GPU has (largest: GPU0, 24.0 GiB)"
-    assert admits == [Admit("ok", 1)]
+    assert admits == [Admission("ok", 1)]
 
 
 def test_exclusive_waits_for_an_empty_gpu() -> None:
@@ -67,7 +67,7 @@ def test_exclusive_waits_for_an_empty_gpu() -> None:
     assert waits["ex"].kind is WaitKind.EXCLUSIVE
     assert waits["ex"].reason == "waiting for exclusive use of GPU0 (2 runs on it)"
     admits, _ = decide([job("ex", 4, exclusive=True)], [gpu(0, 20, runs=0)], HOST)
-    assert admits == [Admit("ex", 0)]
+    assert admits == [Admission("ex", 0)]
 
 
 def test_nothing_joins_a_gpu_in_exclusive_use() -> None:
@@ -90,13 +90,13 @@ def test_the_claim_covers_one_gpu_others_stay_open() -> None:
     gpus = [gpu(0, 20, runs=1), gpu(1, 20, runs=3)]
     admits, waits = decide([job("ex", 4, exclusive=True), job("small", 1)], gpus, HOST)
     assert "GPU0" in waits["ex"].reason  # the GPU closest to idle is claimed
-    assert admits == [Admit("small", 1)]
+    assert admits == [Admission("small", 1)]
 
 
 def test_higher_priority_jobs_ahead_of_the_exclusive_one_still_start() -> None:
     gpus = [gpu(0, 20, runs=1)]
     admits, waits = decide([job("urgent", 1), job("ex", 4, exclusive=True)], gpus, HOST)
-    assert admits == [Admit("urgent", 0)]
+    assert admits == [Admission("urgent", 0)]
     assert waits["ex"].kind is WaitKind.EXCLUSIVE
 
 
@@ -125,7 +125,7 @@ def test_a_big_job_waiting_long_claims_its_gpu() -> None:
     gpus = [gpu(0, 10)]
     cands = [job("big", 20, since=0.0), job("small", 1, since=50.0)]
     admits, _ = decide(cands, gpus, HOST, now=60.0, claim_after_sec=120.0)
-    assert admits == [Admit("small", 0)]  # not waiting long enough yet: small ones go on
+    assert admits == [Admission("small", 0)]  # not waiting long enough yet: small ones go on
     admits, waits = decide(cands, gpus, HOST, now=200.0, claim_after_sec=120.0)
     assert admits == []
     assert waits["small"].reason == "behind job big (no starvation)"
@@ -144,4 +144,4 @@ def test_lock_admits_nothing_and_every_job_says_why() -> None:
 def test_queue_order_decides_who_gets_scarce_memory() -> None:
     gpus = [gpu(0, 10)]
     admits, _ = decide([job("first", 8), job("second", 8)], gpus, HOST)
-    assert admits == [Admit("first", 0)]
+    assert admits == [Admission("first", 0)]

@@ -8,8 +8,9 @@ import time
 
 from evaltui.scheduler.admission.accounting import GpuView, HostView
 from evaltui.scheduler.admission.decision import Candidate, WaitKind, decide
+from evaltui.scheduler.admission.gpukey import NodeGpu
 from evaltui.scheduler.admission.resources import GpuSnapshot
-from evaltui.scheduler.cluster.keys import ClusterReservation, NodeGpu, cluster_views
+from evaltui.scheduler.cluster.keys import ClusterReservation, cluster_views
 from evaltui.scheduler.cluster.ledger import LedgerActor
 
 A0, B0 = NodeGpu("aaaa" * 14, 0, "node-a"), NodeGpu("bbbb" * 14, 0, "node-b")

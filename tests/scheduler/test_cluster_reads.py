@@ -1,4 +1,4 @@
-"""What a scheduler's resource read says of a Ray cluster (issue 12): each GPU's node,
+"""What a scheduler's resource read says of a Ray cluster: each GPU's node,
 each node's host RAM, the nodes that left; and nothing of the kind on one machine."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_node_fields_survive_the_api_json_and_an_older_servers_json_parses(
     assert data["gpus"][2]["node"] == "node-b"
     assert data["nodes_lost"][0]["name"] == "node-c"
     assert Resources.model_validate_json(res.model_dump_json()) == res
-    # A backend from before issue 12 sends none of the node fields.
+    # An older backend, one that knows no clusters, sends none of the node fields.
     for gpu in data["gpus"]:
         del gpu["node"]
     del data["nodes"], data["nodes_lost"]

@@ -1,5 +1,5 @@
 """A shared nodeset host loaded for runs ends with its last run, even when no scheduler is
-left to unload it (issue 10); one loaded by hand stays; a live owner decides alone."""
+left to unload it; one loaded by hand stays; a live owner decides alone."""
 
 from __future__ import annotations
 
@@ -78,8 +78,8 @@ def _alive(ref: PidRef) -> bool:
 def test_host_ends_with_its_last_run_after_the_scheduler_is_killed(
         popen: Callable[..., subprocess.Popen[bytes]], sched_env: dict[str, Path],
         dataset: Path, tmp_path: Path) -> None:
-    """Issue 10: a model host that runs hold stayed up after they ended if no scheduler
-    started again."""
+    """A model host that runs hold exits once they ended, even if no scheduler starts
+    again."""
     spec = line_spec(dataset, episodes=3, sleep_sec=0.5)
     spec["graph"]["nodesets"]["policy"]["parallelism"] = "shared"
     specs = tmp_path / "specs.json"

@@ -14,22 +14,24 @@ from schedhelpers import line_spec
 from evaltui.rundir import PidRef
 from evaltui.scheduler.admission.accounting import RssCache, account
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
-from evaltui.scheduler.admission.ledger import Ledger, Reservation
+from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.admission.resources import (
-    GpuProcess,
     GpuReading,
     GpuSnapshot,
     HostSnapshot,
+    ProcessUsage,
     ResourceSnapshot,
 )
 from evaltui.scheduler.lock import InteractiveLock, LockHeldError
 from evaltui.spec import parse_spec
+from evaltui.views import LedgerEntry
 
 
 def reservation(ref: PidRef, run_id: str = "r", gpu: int | None = 0, mb: int = 1000,
-                ram: int = 0, exclusive: bool = False) -> Reservation:
-    return Reservation(run_id, ref.pid, ref.create_time, 1, "/out", gpu, mb, ram, exclusive,
-                       time.time())
+                ram: int = 0, exclusive: bool = False) -> LedgerEntry:
+    return LedgerEntry(run_id=run_id, holder_pid=ref.pid, holder_create_time=ref.create_time,
+                       scheduler_pid=1, outputs="/out", gpu=gpu, vram_mb=mb, ram_mb=ram,
+                       exclusive=exclusive, admitted_at=time.time())
 
 
 @pytest.fixture
@@ -75,7 +77,7 @@ def test_corrupt_ledger_reads_as_empty(tmp_path: Path) -> None:
     assert Ledger(tmp_path).entries() == []
 
 
-def snapshot(processes: tuple[GpuProcess, ...] | None, used: int, total: int = 24576
+def snapshot(processes: tuple[ProcessUsage, ...] | None, used: int, total: int = 24576
              ) -> ResourceSnapshot:
     g = GpuSnapshot(0, "g", total, used, total - used, None, processes)
     host = HostSnapshot(65536, 60000, 0.0, 8, None)
@@ -88,14 +90,14 @@ def test_reservation_counts_only_what_its_processes_do_not_use_yet(
     entries = [reservation(run, "run", mb=10000, ram=500)]
     rss = RssCache(measure=lambda pid: 200.0)
     # The run's process already holds 6000 of its 10000: only 4000 stay outstanding.
-    acct = account(entries, snapshot((GpuProcess(run.pid, 6000),), 6000), rss)
+    acct = account(entries, snapshot((ProcessUsage(run.pid, 6000),), 6000), rss)
     (view,) = acct.gpus or ()
     assert (view.free_mb, view.outstanding_mb, view.available_mb) == (18576, 4000, 14576)
     assert view.runs == 1 and view.foreign == 0
     assert acct.usage[entries[0].key].vram_mb == 6000
     assert acct.host.outstanding_mb == 300  # 500 reserved, 200 resident
     # Usage of a process no reservation accounts for is foreign, and counts as a run.
-    acct = account(entries, snapshot((GpuProcess(other.pid, 3000),), 3000), rss)
+    acct = account(entries, snapshot((ProcessUsage(other.pid, 3000),), 3000), rss)
     (view,) = acct.gpus or ()
     assert view.outstanding_mb == 10000 and view.foreign == 1 and view.runs == 2
     # Without per-process usage the reservation counts whole.

@@ -346,7 +346,7 @@ def test_real_gpus_are_handed_out_within_the_schedulers_own_mask(
 
 def test_a_sigkilled_run_is_aborted_with_the_signal_named(
         make_scheduler: Make, fake_gpus: Callable[[str], None], dataset: Path) -> None:
-    """Issue 10: exit -9 was read as a failure; no _DONE + killed ⇒ aborted, said why."""
+    """A run killed by a signal (exit -9, no _DONE) is aborted, not failed, and says why."""
     import signal
 
     fake_gpus("1x24576")
@@ -366,7 +366,8 @@ def test_a_sigkilled_run_is_aborted_with_the_signal_named(
 
 def test_a_torn_summary_reads_done_with_rows_and_metrics_rebuilt(
         make_scheduler: Make, fake_gpus: Callable[[str], None], dataset: Path) -> None:
-    """Issue 10: a torn summary.json with _DONE present read 'aborted' with no metrics."""
+    """A torn summary.json with _DONE present reads by _DONE and the exit code, with
+    its metrics rebuilt."""
     fake_gpus("1x24576")
     sched = make_scheduler().start()
     run_id, _ = sched.submit(line_spec(dataset, episodes=4))

@@ -28,7 +28,8 @@ def _modes(root: Path) -> dict[str, int]:
 
 def test_a_pre_existing_0755_dir_with_0644_files_is_tightened(sched_env: dict[str, Path]
                                                               ) -> None:
-    """Issue 10: a pre-existing state dir kept 0755; ledger.json, calibration.json were 0644."""
+    """A state dir that exists already is made private, and so are ledger.json and
+    calibration.json."""
     state = sched_env["state"]
     os.chmod(state, 0o755)
     for name in ("ledger.json", "calibration.json", "token"):

@@ -1,5 +1,5 @@
 """The scheduler's own reads of run dirs it does not track (the TUI's runs list, ``GET
-/runs``) never follow a symlink out of the outputs root (issue 10, DESIGN §11)."""
+/runs``) never follow a symlink out of the outputs root (DESIGN §11)."""
 
 from __future__ import annotations
 

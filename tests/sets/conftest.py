@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,3 +35,16 @@ def set_file(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def unbounded_bot_graph(tmp_path: Path) -> dict[str, Any]:
+    """``base`` options naming the bot graph with :class:`unbounded_bot.UnboundedBot` as its
+    policy (no declared bounds, so ``policy.noise=1.5`` fails at run time, not at check)."""
+    from evaltui.graphs import builtin_graph_path
+
+    graph = json.loads(builtin_graph_path("bot").read_text())
+    graph["nodesets"]["policy"]["impl"] = "unbounded_bot:UnboundedBot"
+    path = tmp_path / "unbounded_bot.json"
+    path.write_text(json.dumps(graph))
+    return {"graph": str(path), "workspace": str(Path(__file__).resolve().parent)}

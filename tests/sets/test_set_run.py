@@ -135,9 +135,10 @@ def test_a_member_killed_mid_way_is_resumed_with_only_its_missing_episodes(
 
 
 def test_a_failing_member_is_retried_then_reported(
-        set_file: Callable[..., Path], outputs: Path, capsys: pytest.CaptureFixture[str]
-        ) -> None:
-    path = set_file({"name": "fails", "base": {"graph": "bot", "episodes": 2, "workers": 1},
+        set_file: Callable[..., Path], outputs: Path, capsys: pytest.CaptureFixture[str],
+        unbounded_bot_graph: dict) -> None:
+    path = set_file({"name": "fails", "base": {**unbounded_bot_graph, "episodes": 2,
+                                               "workers": 1},
                      "matrix": {"policy.noise": [0.0, 1.5]}})
     code = main(["set", "run", str(path), "--retries", "1", "--retry-backoff", "0.05"])
     err = capsys.readouterr().err
@@ -152,9 +153,10 @@ def test_a_failing_member_is_retried_then_reported(
 
 
 def test_max_error_rate_then_detach_cancel_resume_ls_and_a_deleted_run(
-        set_file: Callable[..., Path], outputs: Path, capsys: pytest.CaptureFixture[str]
-        ) -> None:
-    path = set_file({"name": "mixed", "base": {"graph": "bot", "episodes": 2, "workers": 1},
+        set_file: Callable[..., Path], outputs: Path, capsys: pytest.CaptureFixture[str],
+        unbounded_bot_graph: dict) -> None:
+    path = set_file({"name": "mixed", "base": {**unbounded_bot_graph, "episodes": 2,
+                                               "workers": 1},
                      "matrix": {"policy.noise": [1.5, 2.0, 0.0, 0.1]}})
     assert main(["set", "run", str(path), "--max-error-rate", "0.2"]) == 1
     err = capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""A scheduler admitting across a Ray cluster (``--ray``, issue 12) as the TUI and
+"""A scheduler admitting across a Ray cluster (``--ray``) as the TUI and
 ``evaltui ls`` show it: GPU meters grouped under their node (with its host RAM), a dim
 line for a node that left, and a node column for runs placed on one. The cluster is the
 stand-in of tests/clusterstandin.py behind a real JobScheduler (reads, Sampler, API);

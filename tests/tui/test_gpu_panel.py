@@ -12,8 +12,8 @@ from runfixtures import bot_spec
 from tuihelpers import wait_for
 
 from evaltui.rundir import write_json_atomic
-from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.scheduler.admission.resources import FakeGpuProbe, HostProbe
+from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.tui.embedded import EmbeddedBackend
 from evaltui.tui.widgets.meters import ResourceMeters
 

@@ -59,7 +59,7 @@ async def test_submit_adds_a_queued_row(runs, make_backend, app_factory) -> None
 
 
 async def test_submit_with_a_short_step_budget_warns(runs, make_backend, app_factory) -> None:
-    """Issue 9: a step budget below the env's own limit is allowed but said at submit."""
+    """A step budget below the env's own limit is allowed but said at submit."""
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
         await ready(app)

@@ -118,7 +118,7 @@ async def test_enter_opens_the_episode_replay(runs, app_factory) -> None:
 
 
 async def test_a_torn_summary_shows_rebuilt_metrics_and_says_so(runs, app_factory) -> None:
-    """Issue 10: a torn summary.json (with _DONE) read "aborted" and "no metrics yet"."""
+    """A torn summary.json (with _DONE) shows the run's state and its rebuilt metrics."""
     run_dir = runs["done"]
     summary = run_dir / "summary.json"
     summary.write_bytes(summary.read_bytes()[:200])

@@ -170,7 +170,7 @@ def test_watcher_badges_a_corrupt_episode_and_clears_it(tmp_path: Path) -> None:
     model, watcher, _ = watch(run_dir)
     try:
         wait(lambda: "ep0000/episode.json" in model.take_changes().errors)
-        # Issue 10: "unreadable", never "not finished" (no row at all).
+        # "unreadable", never "not finished" (no row at all).
         assert [r["status"] for r in model.rows()] == ["unreadable"]
         assert "unreadable" in model.rows()[0]["error"]
         time.sleep(0.3)

@@ -51,7 +51,7 @@ def test_the_environment_pool_is_checked(monkeypatch: pytest.MonkeyPatch) -> Non
 ])
 def test_evaltui_run_exits_2_with_one_line(tmp_path: Path, env: str | None, args: list[str],
                                            says: str) -> None:
-    """Issue 10: these gave a ValueError traceback, and ``=80`` started a backend on 80."""
+    """Bad port pools exit 2 with one line (no traceback; ``=80`` starts nothing on 80)."""
     environ = dict(os.environ)
     environ.pop("EVALTUI_PORT_POOL", None)
     if env is not None:

@@ -16,14 +16,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from evaltui.scheduler import procs
-from evaltui.scheduler.admission.ledger import Reservation
+from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.scheduler.admission.resources import GpuSnapshot, ResourceSnapshot
-
-if TYPE_CHECKING:
-    from evaltui.scheduler.cluster.keys import GpuKey
+from evaltui.views import LedgerEntry
 
 IDLE_GPU_MB = 512
 """Unattributable usage above this (and 2% of the device) reads as a foreign process."""
@@ -109,7 +106,7 @@ class RssCache:
             del self._cache[pid]
 
 
-def account(entries: Sequence[Reservation], snap: ResourceSnapshot, rss: RssCache) -> Accounting:
+def account(entries: Sequence[LedgerEntry], snap: ResourceSnapshot, rss: RssCache) -> Accounting:
     """Set the reservations against the snapshot (see the module docstring)."""
     # A pending reservation is held by a scheduler for a run not started yet: nothing of
     # its usage can be visible, so it counts whole.
@@ -129,8 +126,8 @@ def account(entries: Sequence[Reservation], snap: ResourceSnapshot, rss: RssCach
     return Accounting(gpus, host, usage, snap.taken_at)
 
 
-def _gpu_view(gpu: GpuSnapshot, entries: Sequence[Reservation],
-              by_holder: dict[int, Reservation], usage: dict[str, Usage]) -> GpuView:
+def _gpu_view(gpu: GpuSnapshot, entries: Sequence[LedgerEntry],
+              by_holder: dict[int, LedgerEntry], usage: dict[str, Usage]) -> GpuView:
     foreign = 0
     if gpu.processes is None:
         idle = max(IDLE_GPU_MB, gpu.total_mb // 50)

@@ -24,7 +24,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from evaltui.scheduler.admission.accounting import GpuView, HostView
-from evaltui.scheduler.cluster.keys import GpuKey, NodeGpu, gpu_label
+from evaltui.scheduler.admission.gpukey import GpuKey, gpu_label, on_node
 from evaltui.units import gib
 
 
@@ -64,7 +64,7 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Admit:
+class Admission:
     """Start this job (on ``gpu``, or on no particular GPU)."""
 
     run_id: str
@@ -82,11 +82,11 @@ class Wait:
 
 def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host: HostView, *,
            lock_reason: str | None = None, now: float = 0.0, claim_after_sec: float = 120.0
-           ) -> tuple[list[Admit], dict[str, Wait]]:
+           ) -> tuple[list[Admission], dict[str, Wait]]:
     """Admissions in queue order, and a Wait for every job not admitted."""
     if lock_reason is not None:
         return [], {c.run_id: Wait(c.run_id, WaitKind.LOCK, lock_reason) for c in candidates}
-    admits: list[Admit] = []
+    admits: list[Admission] = []
     waits: dict[str, Wait] = {}
     host_free = host.available_mb
     gpu_list = list(gpus or ())
@@ -113,7 +113,7 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
                 waits[c.run_id] = _ram_wait(c, host_free)
                 continue
             host_free -= c.ram_mb
-            admits.append(Admit(c.run_id, None))
+            admits.append(Admission(c.run_id, None))
             continue
         assert largest is not None
         if c.vram_mb > largest.total_mb:
@@ -167,16 +167,16 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
 
 
 def _memory_wait(c: Candidate, gpu: GpuKey, free: int) -> Wait:
-    if isinstance(gpu, NodeGpu):  # a cluster: the roomiest GPU of any node
+    if on_node(gpu):  # a cluster: the roomiest GPU of any node
         return Wait(c.run_id, WaitKind.NO_NODE, f"needs {gib(c.vram_mb)}; {gpu} has "
                     f"{gib(max(0, free))} free after reservations")
     return Wait(c.run_id, WaitKind.GPU_MEMORY, f"needs {gib(c.vram_mb)} on GPU{gpu}, "
                 f"{gib(max(0, free))} free after reservations")
 
 
-def _take(admits: list[Admit], c: Candidate, gpu: GpuKey, free: dict[GpuKey, int],
+def _take(admits: list[Admission], c: Candidate, gpu: GpuKey, free: dict[GpuKey, int],
           runs: dict[GpuKey, int], holder: dict[GpuKey, str | None]) -> None:
-    admits.append(Admit(c.run_id, gpu))
+    admits.append(Admission(c.run_id, gpu))
     free[gpu] -= c.vram_mb
     runs[gpu] += 1
     if c.exclusive:

@@ -18,92 +18,54 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from evaltui.rundir import PRIVATE_MODE, state_dir, write_json_atomic
 from evaltui.scheduler import procs
 from evaltui.settings import settings
+from evaltui.views import LedgerEntry
 
 LEDGER_FILENAME = "ledger.json"
 LOCK_FILENAME = "ledger.lock"
 _VERSION = 1
 
 
-@dataclass(frozen=True)
-class Reservation:
-    """Memory held back for one admitted run or hosted nodeset until its holder exits."""
-
-    run_id: str
-    """The run id, or ``nodeset:{name}`` for a shared nodeset host."""
-    holder_pid: int
-    holder_create_time: float
-    """The holding process (a run's session leader); the reservation dies with it."""
-    scheduler_pid: int
-    outputs: str
-    """Outputs root of the scheduler that admitted it (which run dir it belongs to)."""
-    gpu: int | None
-    vram_mb: int
-    ram_mb: int
-    exclusive: bool = False
-    admitted_at: float = 0.0
-    pending: bool = False
-    """Held by the admitting scheduler while the run's shared nodesets load (no run yet)."""
-
-    @property
-    def key(self) -> str:
-        """``{pid}:{create_time}:{run_id}`` of the holder."""
-        return holder_key(self.holder_pid, self.holder_create_time, self.run_id)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Reservation:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-
-
-def holder_key(pid: int, create_time: float, run_id: str) -> str:
-    """The ledger key of a reservation: its holder process and what it holds."""
-    return f"{pid}:{create_time:.3f}:{run_id}"
-
-
 class LedgerTxn:
     """The ledger's entries while its lock is held; changes are written on commit."""
 
-    def __init__(self, entries: dict[str, Reservation]) -> None:
+    def __init__(self, entries: dict[str, LedgerEntry]) -> None:
         self._entries = entries
-        self.changes: list[tuple[str, Reservation]] = []
+        self.changes: list[tuple[str, LedgerEntry]] = []
 
     @property
-    def entries(self) -> list[Reservation]:
+    def entries(self) -> list[LedgerEntry]:
         return list(self._entries.values())
 
-    def get(self, key: str) -> Reservation | None:
+    def get(self, key: str) -> LedgerEntry | None:
         return self._entries.get(key)
 
-    def add(self, reservation: Reservation) -> None:
+    def add(self, reservation: LedgerEntry) -> None:
         """Record an admission (replacing any entry of the same holder)."""
         self._entries[reservation.key] = reservation
         self.changes.append(("admit", reservation))
 
-    def remove(self, key: str) -> Reservation | None:
+    def remove(self, key: str) -> LedgerEntry | None:
         """Release the reservation of a holder; returns it, or None if there was none."""
         reservation = self._entries.pop(key, None)
         if reservation is not None:
             self.changes.append(("release", reservation))
         return reservation
 
-    def _purge(self, reservation: Reservation) -> None:
+    def _purge(self, reservation: LedgerEntry) -> None:
         del self._entries[reservation.key]
         self.changes.append(("purge", reservation))
 
 
 class Ledger:
-    """Reservations shared by every scheduler of this user on this machine."""
+    """LedgerEntrys shared by every scheduler of this user on this machine."""
 
     def __init__(self, directory: Path | None = None, audit_path: Path | None = None) -> None:
         self.directory = Path(directory) if directory is not None else state_dir()
@@ -128,7 +90,7 @@ class Ledger:
                 if txn.changes:
                     self._store(txn)
 
-    def entries(self) -> list[Reservation]:
+    def entries(self) -> list[LedgerEntry]:
         """A consistent read of the current entries (stale ones included until purged)."""
         with self._locked(fcntl.LOCK_SH):
             return list(self._load().values())
@@ -142,7 +104,7 @@ class Ledger:
         finally:
             os.close(fd)  # closing the descriptor drops the lock
 
-    def _load(self) -> dict[str, Reservation]:
+    def _load(self) -> dict[str, LedgerEntry]:
         try:
             data = orjson.loads(self.path.read_bytes())
         except FileNotFoundError:
@@ -151,11 +113,11 @@ class Ledger:
             return {}  # unreadable: every holder re-appears at its scheduler's next admit
         if not isinstance(data, dict) or data.get("version") != _VERSION:
             return {}
-        entries: dict[str, Reservation] = {}
+        entries: dict[str, LedgerEntry] = {}
         for raw in data.get("entries", {}).values():
             try:
-                reservation = Reservation.from_json(raw)
-            except (TypeError, KeyError):
+                reservation = LedgerEntry.model_validate(raw)
+            except ValidationError:
                 continue
             entries[reservation.key] = reservation
         return entries
@@ -164,7 +126,7 @@ class Ledger:
         # No fsync: after a reboot every holder is dead and every entry stale anyway; the
         # rename alone keeps a reader (who holds the lock) from seeing half a file.
         write_json_atomic(self.path, {"version": _VERSION,
-                                      "entries": {r.key: r.to_json() for r in txn.entries}},
+                                      "entries": {r.key: r.model_dump() for r in txn.entries}},
                           durable=False, mode=PRIVATE_MODE, compact=True)
         if self.audit_path is not None:
             self._audit(txn)

@@ -15,24 +15,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import orjson
 import psutil
 
 from evaltui import fakegpu
 from evaltui.scheduler import procs
+from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.settings import settings
-
-if TYPE_CHECKING:
-    from evaltui.scheduler.cluster.keys import GpuKey
 
 MIB = 1 << 20
 _NVML_RETRY_SEC = 60.0
 
 
 @dataclass(frozen=True)
-class GpuProcess:
+class ProcessUsage:
     """One process's memory on a GPU."""
 
     pid: int
@@ -50,7 +48,7 @@ class GpuSnapshot:
     used_mb: int
     free_mb: int
     utilization_pct: float | None
-    processes: tuple[GpuProcess, ...] | None
+    processes: tuple[ProcessUsage, ...] | None
     """Per-process usage; None when the driver cannot attribute memory to processes."""
     runs: Mapping[str, int] | None = None
     """On a Ray node (cluster/probe.py): usage per run id of the processes that carry
@@ -179,7 +177,7 @@ class NvmlProbe:
         )
 
 
-def _nvml_processes(nvml: Any, handle: Any) -> tuple[GpuProcess, ...] | None:
+def _nvml_processes(nvml: Any, handle: Any) -> tuple[ProcessUsage, ...] | None:
     """Compute and graphics processes merged by PID; None if any usage is not reported."""
     used: dict[int, int] = {}
     try:
@@ -191,7 +189,7 @@ def _nvml_processes(nvml: Any, handle: Any) -> tuple[GpuProcess, ...] | None:
         if info.usedGpuMemory is None:  # WDDM, some containers: usage not attributable
             return None
         used[int(info.pid)] = used.get(int(info.pid), 0) + int(info.usedGpuMemory // MIB)
-    return tuple(GpuProcess(pid, mb) for pid, mb in sorted(used.items()))
+    return tuple(ProcessUsage(pid, mb) for pid, mb in sorted(used.items()))
 
 
 # --- fake GPUs -------------------------------------------------------------------------------
@@ -220,8 +218,8 @@ class FakeGpuProbe:
         pass
 
     @staticmethod
-    def _charges(directory: Path) -> tuple[GpuProcess, ...]:
-        found: list[GpuProcess] = []
+    def _charges(directory: Path) -> tuple[ProcessUsage, ...]:
+        found: list[ProcessUsage] = []
         try:
             entries = list(os.scandir(directory))
         except FileNotFoundError:
@@ -238,7 +236,7 @@ class FakeGpuProbe:
                 mb = int(orjson.loads(Path(entry.path).read_bytes())["mb"])
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # released between scandir and read
-            found.append(GpuProcess(ref.pid, mb))
+            found.append(ProcessUsage(ref.pid, mb))
         return tuple(sorted(found, key=lambda p: p.pid))
 
 

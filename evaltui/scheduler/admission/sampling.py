@@ -3,40 +3,20 @@ usage, and calibration from the runs (and shared-nodeset hosts) that finished.""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 
-from evaltui.scheduler.admission.accounting import Accounting, Usage, account
+from evaltui.scheduler.admission.accounting import Accounting, account
 from evaltui.scheduler.admission.calibration import NodesetPart
-from evaltui.scheduler.admission.ledger import Reservation, holder_key
 from evaltui.scheduler.admission.resources import ResourceSnapshot
-from evaltui.scheduler.cluster.keys import ClusterReservation, NodeGpu, cluster_views
-from evaltui.scheduler.cluster.probe import ClusterProbe
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.states import RunState
+from evaltui.views import LedgerEntry, holder_key
 
 MIN_CALIBRATION_SAMPLES = 5
 """Usage readings a run must have had while running before its peak calibrates."""
-
-
-def _cluster_usage(usage: dict[str, Usage], entries: list[Reservation],
-                   snap: ResourceSnapshot, held: list[ClusterReservation]
-                   ) -> dict[str, Usage]:
-    """Usage of this machine's entries with their runs' GPU memory on the nodes added,
-    where those nodes attribute it (``GpuSnapshot.runs``): what calibrates them."""
-    gpus = {g.index.ledger_key: g for g in snap.gpu.gpus if isinstance(g.index, NodeGpu)}
-    where = {r.run_id: gpus.get((r.node_id, r.index)) for r in held}
-    out = dict(usage)
-    for r in entries:
-        g = where.get(r.run_id)
-        if g is None or g.runs is None or r.key not in out:
-            continue
-        mb = g.runs.get(r.run_id, 0)
-        out[r.key] = dataclasses.replace(out[r.key], vram_mb=mb, vram_by_gpu={g.index: mb})
-    return out
 
 
 class Sampler:
@@ -49,13 +29,13 @@ class Sampler:
         self._snapshot_at = -1e9
         self._host_peaks: dict[str, int] = {}
 
-    def measure(self, entries: list[Reservation]) -> tuple[ResourceSnapshot, Accounting]:
+    def measure(self, entries: list[LedgerEntry]) -> tuple[ResourceSnapshot, Accounting]:
         """The snapshot, and ``entries`` set against that same snapshot."""
         with self._lock:
             snap = self._fresh()
             return snap, self._account(entries, snap)
 
-    def account(self, entries: list[Reservation]) -> Accounting:
+    def account(self, entries: list[LedgerEntry]) -> Accounting:
         """Reservations set against one snapshot (see accounting.py)."""
         # A snapshot up to probe_interval old is safe here: free memory and per-process
         # usage come from the same reading, so a reservation is never both missing from
@@ -63,17 +43,10 @@ class Sampler:
         with self._lock:
             return self._account(entries, self._fresh())
 
-    def _account(self, entries: list[Reservation], snap: ResourceSnapshot) -> Accounting:
-        acct = account(entries, snap, self.core.rss)
-        probe = self.core.gpu_probe
-        if isinstance(probe, ClusterProbe) and snap.gpu.available:
-            # Node GPUs are held by the cluster ledger; this machine's ledger keeps only
-            # its runs' host RAM (their entries carry no GPU).
-            acct = dataclasses.replace(acct, gpus=cluster_views(snap.gpu.gpus,
-                                                                probe.entries()),
-                                       usage=_cluster_usage(acct.usage, entries, snap,
-                                                            probe.entries()))
-        return acct
+    def _account(self, entries: list[LedgerEntry], snap: ResourceSnapshot) -> Accounting:
+        # GPUs held elsewhere (a cluster's nodes) are set against their own ledger there.
+        return self.core.placement.account(account(entries, snap, self.core.rss), entries,
+                                           snap)
 
     def _fresh(self) -> ResourceSnapshot:
         now = time.monotonic()

@@ -17,9 +17,9 @@ import orjson
 
 from evaltui.rundir import PidRef, state_dir, write_json_atomic
 from evaltui.scheduler.admission.decision import Candidate, Wait
-from evaltui.scheduler.core import gpu_env
+from evaltui.scheduler.placement import gpu_env
 from evaltui.states import AdmitState
-from evaltui.views import Admit as AdmitInfo  # the status view: one type everywhere
+from evaltui.views import Admit
 
 ADMIT_PREFIX = "admit:"
 """Ledger ``run_id`` (and queue id) of an admit entry: ``admit:{admit_id}``."""
@@ -71,9 +71,9 @@ class Entry:
         self.state, self.released_at, self.release_reason = AdmitState.RELEASED, at, reason
         self.wait, self.key = None, None
 
-    def info(self, fake_gpus: bool) -> AdmitInfo:
+    def info(self, fake_gpus: bool) -> Admit:
         admitted = self.state is AdmitState.ADMITTED
-        return AdmitInfo(
+        return Admit(
             admit_id=self.admit_id, label=self.label, command=self.command, state=self.state,
             priority=self.priority, exclusive=self.exclusive, vram_mb=self.vram_mb,
             reserved_mb=self.reserved_mb, gpu=self.gpu, holder_pid=self.holder.pid,

@@ -23,7 +23,6 @@ their place.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,10 +31,9 @@ from evaltui.rundir import PidRef
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.accounting import GpuView
 from evaltui.scheduler.admission.decision import Wait
-from evaltui.scheduler.admission.ledger import LedgerTxn, Reservation
+from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.admits.entry import (
     ADMIT_PREFIX,
-    AdmitInfo,
     AdmitState,
     AdmitStore,
     Entry,
@@ -43,9 +41,10 @@ from evaltui.scheduler.admits.entry import (
 )
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.runs.ownership import owner_alive
+from evaltui.views import Admit
 
-__all__ = ["ADMIT_PREFIX", "AdmitError", "AdmitInfo", "AdmitNotFound", "AdmitQueue",
-           "AdmitState", "HolderNotRunning"]
+__all__ = ["ADMIT_PREFIX", "AdmitError", "AdmitNotFound", "AdmitQueue", "AdmitState",
+           "HolderNotRunning"]
 
 log = logging.getLogger(__name__)
 
@@ -73,26 +72,26 @@ class AdmitQueue:
         self.store = store or AdmitStore()
         self.keep_released_sec = KEEP_RELEASED_SEC
         self._entries: dict[str, Entry] = {}
-        self._listeners: list[Callable[[AdmitInfo], None]] = []
-        self._pending: list[AdmitInfo] = []
+        self._listeners: list[Callable[[Admit], None]] = []
+        self._pending: list[Admit] = []
 
     def nudge(self) -> None:
         """Tick as soon as possible."""
         self.core.nudge()
 
-    def add_listener(self, listener: Callable[[AdmitInfo], None]) -> None:
+    def add_listener(self, listener: Callable[[Admit], None]) -> None:
         """Call ``listener(info)`` (on a scheduler or request thread) when an entry changes."""
         with self.core.lock:
             self._listeners.append(listener)
 
-    def remove_listener(self, listener: Callable[[AdmitInfo], None]) -> None:
+    def remove_listener(self, listener: Callable[[Admit], None]) -> None:
         with self.core.lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
     # ---- requests -----------------------------------------------------------------------
     def add(self, label: str, holder: PidRef, *, vram_mb: int | None, exclusive: bool,
-            priority: int = 0, command: str = "") -> AdmitInfo:
+            priority: int = 0, command: str = "") -> Admit:
         """Queue an entry held by ``holder`` (a live process on this machine)."""
         _check_holder(holder, "holder process")
         c = self.core
@@ -106,12 +105,12 @@ class AdmitQueue:
         c.nudge()
         return info
 
-    def get(self, admit_id: str) -> AdmitInfo:
+    def get(self, admit_id: str) -> Admit:
         """The entry now (AdmitNotFound if unknown)."""
         with self.core.lock:
             return self._find(admit_id).info(self.core.fake)
 
-    def wait(self, admit_id: str, timeout: float, seen: int | None = None) -> AdmitInfo:
+    def wait(self, admit_id: str, timeout: float, seen: int | None = None) -> Admit:
         """The entry once its version differs from ``seen`` (default: its version now),
         or after ``timeout`` seconds."""
         deadline = time.monotonic() + max(0.0, timeout)
@@ -127,14 +126,14 @@ class AdmitQueue:
                 changed.wait(left)
             return entry.info(self.core.fake)
 
-    def all(self) -> list[AdmitInfo]:
+    def all(self) -> list[Admit]:
         """Waiting entries in admission order, then admitted, then recently released."""
         rank = {AdmitState.WAITING: 0, AdmitState.ADMITTED: 1, AdmitState.RELEASED: 2}
         with self.core.lock:
             entries = sorted(self._entries.values(), key=lambda e: (rank[e.state], e.sort_key()))
             return [e.info(self.core.fake) for e in entries]
 
-    def bind(self, admit_id: str, holder: PidRef) -> AdmitInfo:
+    def bind(self, admit_id: str, holder: PidRef) -> Admit:
         """Hand the entry (and its reservation) over to another live process.
 
         ``evaltui run`` binds its command once started, so that the command's GPU usage
@@ -151,9 +150,8 @@ class AdmitQueue:
                 if old is None:  # purged: its holder died between admission and now
                     self._release(entry, "its holder exited")
                 else:
-                    moved = Reservation(old.run_id, holder.pid, holder.create_time,
-                                        old.scheduler_pid, old.outputs, old.gpu, old.vram_mb,
-                                        old.ram_mb, old.exclusive, old.admitted_at)
+                    moved = old.model_copy(update={"holder_pid": holder.pid,
+                                                   "holder_create_time": holder.create_time})
                     txn.add(moved)
                     entry.key = moved.key
             if entry.state is AdmitState.RELEASED:
@@ -168,7 +166,7 @@ class AdmitQueue:
             raise AdmitError(error)
         return info
 
-    def release(self, admit_id: str, reason: str = "released by its holder") -> AdmitInfo:
+    def release(self, admit_id: str, reason: str = "released by its holder") -> Admit:
         """Leave the queue, or drop the reservation; releasing twice is harmless."""
         c = self.core
         # Under the ledger lock: the tick admits under it too, so an entry can never be
@@ -215,9 +213,8 @@ class AdmitQueue:
         # What to hold: the request, or for a whole GPU what it has free after reservations.
         mb = entry.vram_mb if entry.vram_mb is not None else \
             max(0, view.available_mb) if view is not None else 0
-        reservation = Reservation(entry.ledger_id, entry.holder.pid, entry.holder.create_time,
-                                  os.getpid(), str(c.outputs), gpu, mb, 0, entry.exclusive,
-                                  time.time())
+        reservation = c.ledger_entry(entry.ledger_id, entry.holder, gpu=gpu, vram_mb=mb,
+                                     exclusive=entry.exclusive)
         txn.add(reservation)
         entry.state, entry.gpu, entry.reserved_mb = AdmitState.ADMITTED, gpu, mb
         entry.key, entry.admitted_at, entry.wait = reservation.key, time.time(), None
@@ -287,7 +284,7 @@ class AdmitQueue:
     def _save(self, entry: Entry) -> None:
         self.store.save(entry, str(self.core.owner), str(self.core.outputs))
 
-    def _touch(self, entry: Entry) -> AdmitInfo:
+    def _touch(self, entry: Entry) -> Admit:
         """Record a change (lock held): wake waiters, queue the event."""
         entry.version += 1
         info = entry.info(self.core.fake)

@@ -1,8 +1,6 @@
-"""GPU keys and admission views for a Ray cluster (issue 12), without importing Ray.
+"""Admission views of a Ray cluster's GPUs, without importing Ray.
 
-On one machine a GPU is its NVML index. Across a cluster it is a :class:`NodeGpu`:
-(Ray node id, index), with the node's display name beside it (not part of the key, so
-that every scheduler on the cluster agrees on keys whatever names they show).
+A node's GPU is keyed by :class:`~evaltui.scheduler.admission.gpukey.NodeGpu`.
 :func:`cluster_views` sets the cluster ledger's reservations against the per-node
 readings the way admission/accounting.py does on one machine, except that usage on another
 machine cannot be attributed to a run's processes: a reservation counts whole until its
@@ -16,47 +14,15 @@ use yet, as on one machine, and the run's measured peak calibrates its estimate.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from evaltui.engine.executor.ray.resources import NODE_GPU_ENV, NODE_ID_ENV, RUN_ID_ENV
 from evaltui.scheduler.admission.accounting import IDLE_GPU_MB, GpuView
+from evaltui.scheduler.admission.gpukey import NodeGpu
 
 NODE_NAME_ENV = "EVALTUI_NODE_NAME"
 """Optional, in a node's environment (its raylet's): the name shown for that node."""
-
-
-@dataclass(frozen=True, order=True)
-class NodeGpu:
-    """One GPU of one Ray node: the admission key of a cluster scheduler."""
-
-    node_id: str
-    index: int
-    node: str = field(default="", compare=False)
-    """Display name ("node-a"); not part of the key."""
-
-    def __str__(self) -> str:
-        return f"{self.node or 'node-' + self.node_id[:6]} GPU{self.index}"
-
-    @property
-    def ledger_key(self) -> tuple[str, int]:
-        return (self.node_id, self.index)
-
-
-GpuKey = int | NodeGpu
-"""A GPU as admission keys it: an index on one machine, a NodeGpu on a cluster."""
-
-
-def gpu_label(key: GpuKey) -> str:
-    """``GPU0`` on one machine, ``node-a GPU0`` on a cluster."""
-    return str(key) if isinstance(key, NodeGpu) else f"GPU{key}"
-
-
-def split_key(key: GpuKey | None) -> tuple[int | None, str | None]:
-    """(GPU index, node name) for records: scheduler.json keeps ``gpu`` an int."""
-    if isinstance(key, NodeGpu):
-        return key.index, str(key).rsplit(" GPU", 1)[0]
-    return key, None
 
 
 def node_env(key: NodeGpu, run_id: str) -> dict[str, str]:

@@ -25,7 +25,8 @@ from dataclasses import asdict
 from typing import Any
 
 from evaltui.engine.executor.ray.resources import LEDGER_NAME, LEDGER_NAMESPACE
-from evaltui.scheduler.cluster.keys import ClusterReservation, NodeGpu, gpu_label
+from evaltui.scheduler.admission.gpukey import NodeGpu, gpu_label
+from evaltui.scheduler.cluster.keys import ClusterReservation
 
 NAMESPACE = LEDGER_NAMESPACE
 LEASE_SEC = 10.0

@@ -30,12 +30,9 @@ from dataclasses import asdict
 from typing import Any
 
 from evaltui.engine.executor.ray.resources import RUN_ID_ENV
+from evaltui.scheduler.admission.gpukey import NodeGpu
 from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot, HostSnapshot
-from evaltui.scheduler.cluster.keys import (
-    NODE_NAME_ENV,
-    ClusterReservation,
-    NodeGpu,
-)
+from evaltui.scheduler.cluster.keys import NODE_NAME_ENV, ClusterReservation
 from evaltui.scheduler.cluster.ledger import LEASE_SEC, NAMESPACE, connect
 
 log = logging.getLogger(__name__)
@@ -127,7 +124,7 @@ class ClusterProbe:
         """Ids of the nodes Ray listed alive at the last read (None: not read yet)."""
         self.unplaced: dict[str, ClusterReservation] = {}
         """Runs of this scheduler whose node left and that no GPU could take yet: their
-        reservation there, released (cluster/replacing.py)."""
+        reservation there, released (runs/moving.py)."""
         self.lost: dict[str, float] = {}
         """Nodes that were read and then left the cluster: name -> when (time.time()).
         Shown as gone until a node of that name answers again."""

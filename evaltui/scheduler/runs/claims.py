@@ -8,17 +8,21 @@ under the ledger lock, so of several backends exactly one wins each run.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from evaltui.launch import scheduler_record_lock
-from evaltui.records import SCHEDULER_FILENAME, SHARED_URLS_FILENAME, SUMMARY_FILENAME
+from evaltui.records import (
+    SCHEDULER_FILENAME,
+    SHARED_URLS_FILENAME,
+    SUMMARY_FILENAME,
+    ReservationRecord,
+    SchedulerRecord,
+)
 from evaltui.rundir import PidRef, derive_run_state, read_json, write_json_atomic
-from evaltui.scheduler.admission.ledger import LedgerTxn, Reservation, holder_key
-from evaltui.scheduler.cluster.probe import ClusterProbe
+from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.runs.jobs import Job, parse_iso
@@ -28,11 +32,13 @@ from evaltui.scheduler.runs.restore import (
     Found,
     classify,
     load_spec,
+    parse_record,
     queue_order,
     read_record,
     record_ref,
 )
 from evaltui.states import RunState
+from evaltui.views import holder_key
 
 _LIVE = frozenset({RunState.STARTING.value, RunState.RUNNING.value})
 UNOWNED_GRACE_SEC = 10.0
@@ -93,17 +99,19 @@ class Claims:
                 with scheduler_record_lock(run_dir):
                     record = read_record(run_dir)
                     found = classify(run_dir, record) if record is not None else None
-                    if found is None or record is None or not self._may_claim(record):
+                    parsed = parse_record(record) if record is not None else None
+                    if found is None or parsed is None or not self._may_claim(record):
                         continue
                     record["owner"] = str(c.owner)
                     write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
-                claimed.append(Claimed(run_dir, record, found))
+                claimed.append(Claimed(run_dir, parsed.model_copy(update={"owner": str(c.owner)}),
+                                       found))
             with c.lock:
                 adopted = [self._take(claim, txn) for claim in claimed]
         if any(claim.found is Found.LIVE for claim in claimed):
             c.shared.expire_unheld(c.tick_no)
         for job in adopted:
-            if job is not None and job.record.get("cancel_requested_at") is not None \
+            if job is not None and job.record.cancel_requested_at is not None \
                     and job.handle is not None:
                 # The scheduler that asked died before the SIGKILL deadline: finish the job.
                 job.cancelling = True
@@ -117,17 +125,17 @@ class Claims:
         if claimed.found is Found.QUEUED:
             c.queue.add(c.new_job(run_dir, record, spec))
             return None
-        ref = record_ref(record)
+        ref = record_ref(record.model_dump())
         assert ref is not None
         live = RunState.RUNNING if (run_dir / SUMMARY_FILENAME).exists() else RunState.STARTING
-        if record.get("state") not in _LIVE:
-            record["state"] = RunState.STARTING.value  # a live process: at least starting
+        if record.state not in _LIVE:  # a live process: at least starting
+            record = record.model_copy(update={"state": RunState.STARTING})
         job = c.new_job(run_dir, record, spec)
         if job.state is not live:  # it got running while nobody watched
             c.transition(job, live, write=Write.SOON)
         job.handle = RunHandle(ref)
         job.reservation_key = holder_key(ref.pid, ref.create_time, job.run_id)
-        job.peak_vram_mb = record.get("measured_peak_mb")
+        job.peak_vram_mb = record.measured_peak_mb
         c.running[job.run_id] = job
         c.episodes.watch(job.run_id, run_dir)
         self._rereserve(job, record, ref, txn)
@@ -162,21 +170,15 @@ class Claims:
         c.jobs.pop(job.run_id, None)
         c.transition(job, derive_run_state(job.run_dir), write=Write.ALREADY)
 
-    def _rereserve(self, job: Job, record: dict[str, Any], ref: PidRef, txn: LedgerTxn) -> None:
-        res = record.get("reservation") or {}
-        gpu = res.get("gpu")
-        if res.get("node_id"):  # on a Ray node: the cluster ledger holds its GPU
-            probe = self.core.gpu_probe
-            if isinstance(probe, ClusterProbe) and isinstance(gpu, int):
-                probe.adopt(job.run_id, str(res["node_id"]), gpu, int(res.get("mb") or 0),
-                            job.exclusive, str(res.get("node") or ""))
-            gpu = None  # this machine's ledger keeps only its host RAM
+    def _rereserve(self, job: Job, record: SchedulerRecord, ref: PidRef, txn: LedgerTxn
+                   ) -> None:
+        res = record.reservation or ReservationRecord()
+        gpu = self.core.placement.adopt(job.run_id, res, job.exclusive)
         key = holder_key(ref.pid, ref.create_time, job.run_id)
         if txn.get(key) is not None:
             return
-        txn.add(Reservation(job.run_id, ref.pid, ref.create_time, os.getpid(),
-                            str(self.core.outputs), gpu, int(res.get("mb") or 0),
-                            int(res.get("ram_mb") or 0), job.exclusive, time.time()))
+        txn.add(self.core.ledger_entry(job.run_id, ref, gpu=gpu, vram_mb=res.mb,
+                                       ram_mb=res.ram_mb, exclusive=job.exclusive))
 
     def _rehold_shared(self, job: Job) -> None:
         shared = self.core.shared

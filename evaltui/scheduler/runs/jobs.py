@@ -1,9 +1,10 @@
 """The scheduler's in-memory job record and the queue order (priority, then age).
 
 A :class:`Job` mirrors one run dir: ``record`` is this scheduler's copy of its
-scheduler.json while it owns the run, and the only place its state is kept
-(``Job.state`` reads ``record["state"]``; ``Core.transition`` changes it). Changes go
-through ``Job.set`` and reach the file as a merge of the changed fields only (see
+scheduler.json (a :class:`~evaltui.records.SchedulerRecord`) while it owns the run, and
+the only place its state is kept (``Job.state`` reads ``record.state``;
+``Core.transition`` changes it). Changes go through ``Job.set`` and reach the file as a
+merge of the changed fields only (see
 :class:`RecordWriter`), so neither a waiting_reason write nor another process's cancel
 request is ever lost.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.launch import update_scheduler_record
+from evaltui.records import ReservationRecord, SchedulerRecord
 from evaltui.scheduler.admission.calibration import Estimate, NodesetPart
 from evaltui.scheduler.admission.decision import Candidate, Wait
 from evaltui.scheduler.runs.handles import RunHandle
@@ -58,7 +60,7 @@ class Job:
 
     run_id: str
     run_dir: Path
-    record: dict[str, Any]
+    record: SchedulerRecord
     spec: JobSpec | None
     parts: list[NodesetPart]
     seq: int
@@ -89,22 +91,29 @@ class Job:
 
     def set(self, **fields: Any) -> None:
         """Change record fields (scheduler lock held); the RecordWriter writes them."""
-        self.record.update(fields)
+        self.seen(**fields)
         self.dirty.update(fields)
+
+    def seen(self, **fields: Any) -> None:
+        """Change record fields in memory only: what another process wrote (lock held)."""
+        if "state" in fields:
+            fields["state"] = RunState(fields["state"])
+        if isinstance(fields.get("reservation"), dict):
+            fields["reservation"] = ReservationRecord.model_validate(fields["reservation"])
+        self.record = self.record.model_copy(update=fields)
 
     @property
     def state(self) -> RunState:
         """The state in ``record`` (written by ``Core.transition`` only)."""
-        return RunState(self.record["state"])
+        return self.record.state
 
     @property
     def priority(self) -> int:
-        value = self.record.get("priority", 0)
-        return value if isinstance(value, int) else 0
+        return self.record.priority
 
     @property
     def queued_epoch(self) -> float:
-        return parse_iso(self.record.get("queued_at"), 0.0)
+        return parse_iso(self.record.queued_at, 0.0)
 
     @property
     def exclusive(self) -> bool:
@@ -187,7 +196,7 @@ class RecordWriter:
                 return
             self._taken += 1
             taken = self._taken
-            fields = {k: job.record.get(k) for k in job.dirty}
+            fields = job.record.model_dump(mode="json", include=set(job.dirty), exclude_unset=True)
             job.dirty.clear()
         # Two writers of one job may reach the file in either order: a field goes to disk
         # only if no newer copy of it got there first.

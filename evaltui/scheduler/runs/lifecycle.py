@@ -10,26 +10,33 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine.graph.specchecks import validate_spec
-from evaltui.engine.run.summary import now_iso
-from evaltui.launch import scheduler_record_lock, write_run
+from evaltui.engine.graph.specchecks import check_spec, validate_spec
+from evaltui.launch import scheduler_record, scheduler_record_lock, write_run
 from evaltui.records import (
     DONE_FILENAME,
     EPISODE_FILENAME,
     SCHEDULER_FILENAME,
     SPEC_FILENAME,
     SUMMARY_FILENAME,
+    SchedulerRecord,
 )
-from evaltui.rundir import abort_note, derive_run_state, episode_dir, read_json, write_json_atomic
+from evaltui.rundir import (
+    abort_note,
+    derive_run_state,
+    episode_dir,
+    now_iso,
+    read_json,
+    write_json_atomic,
+)
 from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job
-from evaltui.scheduler.runs.restore import read_record, record_ref
-from evaltui.spec import SpecError
+from evaltui.scheduler.runs.restore import parse_record, read_record, record_ref
+from evaltui.spec import JobSpec, SpecError
 from evaltui.states import EpisodeStatus, RunState
 
 log = logging.getLogger(__name__)
@@ -45,26 +52,32 @@ class Lifecycle:
         self._learn = learn  # calibrate from a run that finished well (sampling.py)
 
     # ---- requests -----------------------------------------------------------------------
-    def submit(self, spec: Mapping[str, Any]) -> tuple[str, RunState]:
-        """Validate ``spec``, write its run dir and enqueue it; see JobScheduler.submit."""
+    def submit(self, spec: JobSpec | Mapping[str, Any]) -> Submitted:
+        """Validate ``spec``, write its run dir and enqueue it; see JobScheduler.submit.
+
+        The spec is parsed once (not at all when it comes parsed, from the API) and
+        checked once, importing its nodesets; the run process checks it once more in its
+        own interpreter, where the nodesets run. The record written is the one the job
+        holds: nothing is read back.
+        """
         c = self.core
         _importable_workspace(spec)
-        checked = validate_spec(spec)
+        checked = check_spec(spec) if isinstance(spec, JobSpec) else validate_spec(spec)
         parts = nodeset_parts(checked.spec)
         estimate = c.calibration.estimate(checked.spec, parts, c.shared_keys())
-        run_dir = write_run(checked, c.outputs, record_extra={
+        record = scheduler_record(checked, record_extra={
             **estimate_fields(estimate), "measured_peak_mb": None, "gpu": None,
             "waiting_reason": "queued: admission at the next tick", "waiting_kind": None,
             "scheduler_pid": os.getpid(), "owner": str(c.owner),
             "warnings": list(checked.warnings)})  # shown by submit (API, CLI, TUI)
-        record = read_json(run_dir / SCHEDULER_FILENAME)
+        run_dir = write_run(checked, c.outputs, record=record)
         with c.lock:
             job = c.new_job(run_dir, record, checked.spec)
             job.estimate, job.estimate_version = estimate, c.estimate_version()
             c.enqueue(job, None)
         c.emit_pending()
         c.nudge()
-        return job.run_id, RunState.QUEUED
+        return Submitted(job.run_id, RunState.QUEUED, checked.warnings)
 
     def cancel(self, run_id: str) -> RunState:
         """Cancel a queued or running run; see JobScheduler.cancel."""
@@ -135,21 +148,23 @@ class Lifecycle:
                                           c.shared_keys())
         with scheduler_record_lock(run_dir):
             state = derive_run_state(run_dir)  # again: another backend may have resumed it
-            record = read_record(run_dir)
-            if state not in RESUMABLE or record is None:
+            raw = read_record(run_dir)
+            old = parse_record(raw) if raw is not None else None
+            if state not in RESUMABLE or old is None:
                 raise NotResumable(f"run {run_id} is {state.value}; only finished runs resume")
-            record.update(
-                state=RunState.QUEUED.value, queued_at=now_iso(), admitted_at=None, pid=None,
-                pid_create_time=None, reservation=None, gpu=None, cancel_requested_at=None,
-                exit_code=None, finished_at=None, error=None, measured_peak_mb=None,
-                measured_peak_ram_mb=None, resumed_at=now_iso(),
-                resume_count=int(record.get("resume_count") or 0) + 1,
-                waiting_reason="queued (resume): admission at the next tick", waiting_kind=None,
+            # A new record: what the last attempt left (its PID, reservation, exit code,
+            # peaks, error, node) resets to the model's defaults by construction; only
+            # what describes the run itself carries over.
+            now = now_iso()
+            record = SchedulerRecord(
+                state=RunState.QUEUED, priority=old.priority, queued_at=now, resumed_at=now,
+                resume_count=old.resume_count + 1, warnings=old.warnings,
+                waiting_reason="queued (resume): admission at the next tick",
                 scheduler_pid=os.getpid(), owner=str(c.owner), **estimate_fields(estimate))
             # _DONE goes first: with it present the run would read as finished while it
             # re-runs. summary.json stays (the run rewrites it), so the UI keeps numbers.
             (run_dir / DONE_FILENAME).unlink(missing_ok=True)
-            write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+            write_json_atomic(run_dir / SCHEDULER_FILENAME, record.model_dump(mode="json"))
         with c.lock:
             job = c.new_job(run_dir, record, checked.spec)
             job.estimate, job.estimate_version = estimate, c.estimate_version()
@@ -227,7 +242,7 @@ class Lifecycle:
             c.jobs.pop(job.run_id, None)
             c.shared.release(job.run_id, c.tick_no)
             c.report(*c.episodes.unwatch(job.run_id))
-            aborted: dict[str, Any] = ({"error": abort_note(job.record.get("exit_code"))}
+            aborted: dict[str, Any] = ({"error": abort_note(job.record.exit_code)}
                                        if state is RunState.ABORTED else {})
             c.transition(job, state, **aborted)  # on disk before anyone is told
         if state is RunState.DONE:
@@ -240,9 +255,31 @@ def estimate_fields(estimate: Estimate) -> dict[str, Any]:
             "estimate_source": estimate.source}
 
 
+class Submitted(tuple[str, RunState]):
+    """What submit returns: ``(run_id, state)`` (it unpacks as that pair), and the
+    ``warnings`` validation gave (also in scheduler.json), so no caller reads them back."""
+
+    warnings: tuple[str, ...]
+
+    def __new__(cls, run_id: str, state: RunState, warnings: Sequence[str] = ()
+                ) -> Submitted:
+        self = super().__new__(cls, (run_id, state))
+        self.warnings = tuple(warnings)
+        return self
+
+    @property
+    def run_id(self) -> str:
+        return self[0]
+
+    @property
+    def state(self) -> RunState:
+        return self[1]
+
+
 def _importable_workspace(spec: Any) -> None:
     """Put the spec's workspace on sys.path so its nodesets import during validation."""
-    workspace = spec.get("active_workspace_dir") if isinstance(spec, Mapping) else None
+    workspace = (spec.active_workspace_dir if isinstance(spec, JobSpec)
+                 else spec.get("active_workspace_dir") if isinstance(spec, Mapping) else None)
     if isinstance(workspace, str) and workspace and workspace not in sys.path:
         sys.path.insert(0, workspace)
 

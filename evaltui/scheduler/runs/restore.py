@@ -15,7 +15,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME, SPEC_FILENAME
+from pydantic import ValidationError
+
+from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME, SPEC_FILENAME, SchedulerRecord
 from evaltui.rundir import PidRef, read_json
 from evaltui.scheduler import procs
 from evaltui.scheduler.runs.jobs import parse_iso
@@ -61,12 +63,23 @@ def record_ref(record: Mapping[str, Any]) -> PidRef | None:
 
 
 def read_record(run_dir: Path) -> dict[str, Any] | None:
-    """A run's scheduler.json, or None if missing or unreadable."""
+    """A run's scheduler.json as JSON, or None if missing or unreadable. Kept raw: the
+    checks above read it tolerantly, and a merge writes back fields this version does
+    not know."""
     try:
         record = read_json(run_dir / SCHEDULER_FILENAME)
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def parse_record(record: Mapping[str, Any]) -> SchedulerRecord | None:
+    """``record`` as the model a scheduler holds, or None if it does not fit (a run dir
+    edited by hand, or by a newer version that changed a field's type)."""
+    try:
+        return SchedulerRecord.model_validate(record)
+    except ValidationError:
+        return None
 
 
 def load_spec(run_dir: Path) -> JobSpec | None:
@@ -82,5 +95,5 @@ class Claimed:
     """A run this scheduler just took over."""
 
     run_dir: Path
-    record: dict[str, Any]
+    record: SchedulerRecord
     found: Found

@@ -10,25 +10,22 @@ import logging
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from evaltui.engine.run.summary import now_iso
 from evaltui.launch import spawn_run, spawned_ref
 from evaltui.records import SHARED_URLS_FILENAME
-from evaltui.rundir import write_json_atomic
+from evaltui.rundir import now_iso, write_json_atomic
 from evaltui.scheduler.admission.calibration import NodesetPart
 from evaltui.scheduler.admission.decision import Wait, WaitKind
-from evaltui.scheduler.admission.ledger import LedgerTxn, Reservation, holder_key
-from evaltui.scheduler.cluster.keys import GpuKey, NodeGpu, node_env, split_key
-from evaltui.scheduler.cluster.probe import ClusterProbe
+from evaltui.scheduler.admission.gpukey import GpuKey
+from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.runs.jobs import Job, Loading
 from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.states import RunState
+from evaltui.views import holder_key
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +57,11 @@ class Starter:
         c = self.core
         est = job.estimate
         vram, ram = (est.vram_mb, est.ram_mb) if est else (0, 0)
-        if isinstance(key, NodeGpu):  # a Ray cluster: no shared nodeset hosted here
+        if key is not None and c.placement.local_gpu(key) is None:
+            # A GPU on another machine: no shared nodeset is hosted here for it.
             self._spawn(job, key, vram, ram, txn, fresh=())
             return
-        gpu = key
+        gpu = c.placement.local_gpu(key)
         env = c.run_env(gpu)
         missing = []
         for part in self._shared_parts(job):
@@ -75,9 +73,8 @@ class Starter:
             self._spawn(job, gpu, vram, ram, txn, fresh=())
             return
         me = c.me
-        pending = Reservation(job.run_id, me.pid, me.create_time, os.getpid(),
-                              str(c.outputs), gpu, vram, ram, job.exclusive, time.time(),
-                              pending=True)
+        pending = c.ledger_entry(job.run_id, me, gpu=gpu, vram_mb=vram, ram_mb=ram,
+                                 exclusive=job.exclusive, pending=True)
         txn.add(pending)
         job.loading = Loading(gpu, pending.key)
         c.loading[job.run_id] = job
@@ -148,17 +145,13 @@ class Starter:
         estimate), which outlives the run if the nodeset stays loaded.
         """
         c = self.core
-        # On a cluster the GPU is on another node: the cluster ledger holds it, and this
-        # machine's ledger only the run's host RAM (gpu None).
-        gpu = key if not isinstance(key, NodeGpu) else None
-        index, node = split_key(key)
-        placed: dict[str, Any] = {"node": node} if node is not None else {}
-        held = {"node_id": key.node_id} if isinstance(key, NodeGpu) else {}
+        # A GPU on another machine is held where the placement holds it (the cluster
+        # ledger); this machine's ledger then keeps only the run's host RAM (gpu None).
+        gpu = c.placement.local_gpu(key)
         for part, ns in fresh:
             mb = job.estimate.per_nodeset_mb.get(part.name, 0) if job.estimate else 0
             ref = ns.hosted.ref
-            txn.add(Reservation(f"nodeset:{ns.name}", ref.pid, ref.create_time, os.getpid(),
-                                str(c.outputs), gpu, mb, 0, False, time.time()))
+            txn.add(c.ledger_entry(f"nodeset:{ns.name}", ref, gpu=gpu, vram_mb=mb))
             vram = max(0, vram - mb)
         if job.spec is not None:
             # Rewritten at every start: a resumed run must not find the URLs of hosts that
@@ -167,26 +160,23 @@ class Starter:
                               {**job.spec.shared_urls, **job.shared_urls})
         # On disk before the spawn: a crash in between reads as aborted (resumable), never
         # as a job still queued that a restarted scheduler would start a second time.
-        c.transition(job, RunState.STARTING, admitted_at=now_iso(), gpu=index,
-                     reservation={"gpu": index, "mb": vram, "ram_mb": ram, **placed,
-                                  **held},
+        c.transition(job, RunState.STARTING, admitted_at=now_iso(),
+                     reservation=c.placement.reservation(key, vram, ram),
                      waiting_reason=None, waiting_kind=None, scheduler_pid=os.getpid(),
-                     **placed)
-        env = c.run_env(gpu)
-        if isinstance(key, NodeGpu):
-            env.update(node_env(key, job.run_id))
-            probe = c.gpu_probe
-            if isinstance(probe, ClusterProbe):
-                env["RAY_ADDRESS"] = probe.address  # the spec's ray_address still wins
+                     **c.placement.record(key))
+        env = c.run_env(None)
+        env.update(c.placement.pin(key, job.run_id))
         try:
             proc = self._spawner(job.run_dir, env)
         except OSError as exc:
             self._fail_unstarted(job, f"cannot start the run subprocess: {exc}")
             return
         ref = spawned_ref(proc)
-        txn.add(Reservation(job.run_id, ref.pid, ref.create_time, os.getpid(),
-                            str(c.outputs), gpu, vram, ram, job.exclusive, time.time()))
+        txn.add(c.ledger_entry(job.run_id, ref, gpu=gpu, vram_mb=vram, ram_mb=ram,
+                               exclusive=job.exclusive))
         job.reservation_key = holder_key(ref.pid, ref.create_time, job.run_id)
+        # The second write of the start, after the spawn: the PID exists only now, and a
+        # restarted scheduler adopts the live run by it (until then it reads aborted).
         job.set(pid=ref.pid, pid_create_time=ref.create_time)
         c.writer.write(job)
         job.handle = RunHandle(ref, proc)

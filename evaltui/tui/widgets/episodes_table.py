@@ -29,7 +29,7 @@ STATUS_FILTERS: tuple[StatusFilter, ...] = ("all", "not-ok", "ok", "error", "tim
 
 
 @dataclass(frozen=True)
-class Column:
+class EpisodeColumn:
     """One column: its key, header, width and how a row sorts by it.
 
     ``priority`` decides which columns a narrow table keeps (lower is kept first);
@@ -60,19 +60,19 @@ def _number(name: str) -> Callable[[dict[str, Any]], Any]:
     return key
 
 
-COLUMNS: tuple[Column, ...] = (
-    Column("index", "#", 4, _number("episode_index"), 0),
-    Column("episode", "episode", 14, lambda r: str(r.get("episode_id") or ""), 3, 32),
-    Column("status", "status", 9, lambda r: str(r.get("status") or ""), 1),
-    Column("success", "SR", 3, _metric("success"), 2),
-    Column("spl", "SPL", 5, _metric("spl"), 4),
-    Column("ndtw", "nDTW", 5, _metric("ndtw"), 5),
-    Column("steps", "steps", 5, _number("step_count"), 6),
-    Column("time", "time", 7, _number("elapsed_sec"), 7),
-    Column("scene", "scene", 16, lambda r: str(r.get("scene_id") or ""), 8, 40, 150),
-    Column("worker", "wkr", 3, _number("worker_id"), 9),
-    Column("attempts", "try", 3, _number("attempts"), 10),
-    Column("detail", "instruction / error", 16, lambda r: str(r.get("instruction") or "")),
+COLUMNS: tuple[EpisodeColumn, ...] = (
+    EpisodeColumn("index", "#", 4, _number("episode_index"), 0),
+    EpisodeColumn("episode", "episode", 14, lambda r: str(r.get("episode_id") or ""), 3, 32),
+    EpisodeColumn("status", "status", 9, lambda r: str(r.get("status") or ""), 1),
+    EpisodeColumn("success", "SR", 3, _metric("success"), 2),
+    EpisodeColumn("spl", "SPL", 5, _metric("spl"), 4),
+    EpisodeColumn("ndtw", "nDTW", 5, _metric("ndtw"), 5),
+    EpisodeColumn("steps", "steps", 5, _number("step_count"), 6),
+    EpisodeColumn("time", "time", 7, _number("elapsed_sec"), 7),
+    EpisodeColumn("scene", "scene", 16, lambda r: str(r.get("scene_id") or ""), 8, 40, 150),
+    EpisodeColumn("worker", "wkr", 3, _number("worker_id"), 9),
+    EpisodeColumn("attempts", "try", 3, _number("attempts"), 10),
+    EpisodeColumn("detail", "instruction / error", 16, lambda r: str(r.get("instruction") or "")),
 )
 """Every column, in display order; ``detail`` is last and takes the width left over."""
 DETAIL = COLUMNS[-1]
@@ -90,7 +90,7 @@ def fit_columns(width: int, padding: int = 1, longest_id: int = 0) -> dict[str, 
     maximum) and the rest goes to the detail column, so a wide screen shows whole
     names rather than empty space.
     """
-    def needed(column: Column) -> int:
+    def needed(column: EpisodeColumn) -> int:
         if column.key == "episode" and column.max_width is not None:
             return max(column.width, min(longest_id, column.max_width))
         return column.width

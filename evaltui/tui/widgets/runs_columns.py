@@ -21,7 +21,7 @@ CELL_PADDING = 1
 
 
 @dataclass(frozen=True)
-class Column:
+class RunColumn:
     """One column of the runs table."""
 
     key: str
@@ -34,22 +34,22 @@ class Column:
     """Takes spare width, up to its longest value (the last such one: all that is left)."""
 
 
-COLUMNS: tuple[Column, ...] = (
-    Column("mark", "", 1, 0),
-    Column("run_id", "run", 15, 5, grows=True),  # 15: YYYYMMDD_HHMMSS, longer with _2
-    Column("graph", "name", 12, 0, grows=True),
-    Column("data", "data/split", 12, 9, grows=True),
-    Column("state", "state", 11, 0),
-    Column("node", "node", 6, 4, grows=True),
-    Column("progress", "progress", 11, 1, grows=True),
-    Column("sr", "SR", 5, 2),
-    Column("spl", "SPL", 5, 6),
-    Column("ndtw", "nDTW", 5, 7),
-    Column("workers", "wkr", 3, 11),
-    Column("vram", "VRAM est/ask", 12, 8),
-    Column("priority", "pri", 3, 10),
-    Column("age", "age", 3, 12),
-    Column("why", "reason", 14, 3, grows=True),
+COLUMNS: tuple[RunColumn, ...] = (
+    RunColumn("mark", "", 1, 0),
+    RunColumn("run_id", "run", 15, 5, grows=True),  # 15: YYYYMMDD_HHMMSS, longer with _2
+    RunColumn("graph", "name", 12, 0, grows=True),
+    RunColumn("data", "data/split", 12, 9, grows=True),
+    RunColumn("state", "state", 11, 0),
+    RunColumn("node", "node", 6, 4, grows=True),
+    RunColumn("progress", "progress", 11, 1, grows=True),
+    RunColumn("sr", "SR", 5, 2),
+    RunColumn("spl", "SPL", 5, 6),
+    RunColumn("ndtw", "nDTW", 5, 7),
+    RunColumn("workers", "wkr", 3, 11),
+    RunColumn("vram", "VRAM est/ask", 12, 8),
+    RunColumn("priority", "pri", 3, 10),
+    RunColumn("age", "age", 3, 12),
+    RunColumn("why", "reason", 14, 3, grows=True),
 )
 """In display order."""
 
@@ -75,14 +75,14 @@ NODE_COLUMNS = frozenset({"node"})
 
 
 def fit_columns(width: int, wanted: Mapping[str, int], *,
-                nodes: bool = False) -> list[tuple[Column, int]]:
+                nodes: bool = False) -> list[tuple[RunColumn, int]]:
     """The columns shown in ``width`` cells, each with its width, in display order.
 
     ``wanted``: the longest value of a growing column (it is not widened past that,
     except the reason column, which takes whatever is left). ``nodes``: some run has a
     node, so the node column is a candidate too.
     """
-    def cost(column: Column, w: int | None = None) -> int:
+    def cost(column: RunColumn, w: int | None = None) -> int:
         return (column.width if w is None else w) + 2 * CELL_PADDING
 
     shown = [c for c in COLUMNS if nodes or c.key not in NODE_COLUMNS]

@@ -32,7 +32,7 @@ from evaltui.tui.display import (
 )
 from evaltui.tui.widgets.bars import stacked_bar, theme_style
 from evaltui.tui.widgets.row_table import RowTable
-from evaltui.tui.widgets.runs_columns import BAR_ROOM, SORTS, Column, fit_columns, sort_runs
+from evaltui.tui.widgets.runs_columns import BAR_ROOM, SORTS, RunColumn, fit_columns, sort_runs
 from evaltui.units import gib
 
 FAILED = (RunState.FAILED, RunState.ABORTED)
@@ -61,7 +61,7 @@ class RunsTable(RowTable):
         self._runs: dict[str, RunInfo] = {}
         self._order: list[str] = []
         self._shown: dict[str, tuple[Any, ...]] = {}
-        self._layout: list[tuple[Column, int]] = []
+        self._layout: list[tuple[RunColumn, int]] = []
         self.text_filter = ""
         self.sort_index = 0
         """Index into ``runs_columns.SORTS`` (0: queue order)."""
@@ -107,7 +107,7 @@ class RunsTable(RowTable):
             self.add_column(label, key=column.key, width=width)
         self._apply()
 
-    def _label(self, column: Column) -> str:
+    def _label(self, column: RunColumn) -> str:
         sorted_by = SORTS[self.sort_index][0]
         return f"{column.label} ▼" if sorted_by == column.key and column.key else column.label
 

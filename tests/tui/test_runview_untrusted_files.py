@@ -1,6 +1,6 @@
-"""Issue 10 in the TUI's headless models: no symlink out of the run dir is followed, a torn
-summary is rebuilt and said to be, a torn episode.json is unreadable (not "not finished"),
-a torn last log line of a finished episode is shown as torn."""
+"""Untrusted run-dir files in the TUI's headless models: no symlink out of the run dir
+is followed, a torn summary is rebuilt and said to be, a torn episode.json is unreadable
+(not "not finished"), a torn last log line of a finished episode is shown as torn."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_an_episode_symlinked_out_is_an_unreadable_row(tmp_path: Path, secret_ru
 
 
 def test_a_torn_summary_is_rebuilt_and_said_to_be(tmp_path: Path) -> None:
-    """Issue 10: the run screen said "no metrics yet" over 400 rows for a torn summary."""
+    """A torn summary is rebuilt from its 400 rows, not shown as "no metrics yet"."""
     run_dir = a_run(tmp_path / "outputs", episodes=4)
     (run_dir / "_DONE").touch()
     summary = run_dir / "summary.json"

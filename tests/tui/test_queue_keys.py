@@ -1,4 +1,4 @@
-"""The queue screen's issue-13 fixes, driven by keys over a real (not ticking) scheduler:
+"""The queue screen driven by keys over a real (not ticking) scheduler:
 one-line header, footer keys that act, the submit form's draft and errors, the priority
 toast, the detail pane, columns by width, sort, marks and empty states."""
 
