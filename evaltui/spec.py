@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evaltui.slurm.options import SlurmOptions
+from evaltui.slurmoptions import SlurmOptions
 
 DEFAULT_STEP_BUDGET = 200
 """Steps per episode when neither the spec nor the env nodeset gives a limit."""
