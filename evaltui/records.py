@@ -186,6 +186,9 @@ class EpisodeRow(_Record):
     """The traceback or message of an error or timeout."""
     worker_id: int | None = None
     """The worker slot that ran it."""
+    node: str | None = None
+    """The machine its worker ran on, for an executor that spreads workers over several
+    (a Slurm node's name); None on the local pool."""
     attempts: int | None = None
     """Times it was started (retries and resumes included)."""
     finished_at: str | None = None

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evaltui.slurmoptions import SlurmOptions
+
 DEFAULT_STEP_BUDGET = 200
 """Steps per episode when neither the spec nor the env nodeset gives a limit."""
 
@@ -60,14 +62,18 @@ class EvalSection(BaseModel):
     max_error_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     """Share of episodes that may end ``error``/``timeout`` before ``evaltui eval`` exits 1
     (they count as failures in the metrics either way)."""
-    executor: Literal["local", "ray"] = "local"
-    """Where the ``worker_count`` workers run: ``local`` subprocesses of the run, or ``ray``
-    actors spread over a Ray cluster (needs ``pip install 'evaltui[ray]'``; docs/pool.md).
-    The rows are the same either way; the run dir stays on the submitting machine."""
+    executor: Literal["local", "ray", "slurm"] = "local"
+    """Where the ``worker_count`` workers run: ``local`` subprocesses of the run, ``ray``
+    actors spread over a Ray cluster (needs ``pip install 'evaltui[ray]'``; docs/pool.md),
+    or ``slurm`` job steps of the run's Slurm allocation (docs/slurm.md). The rows are the
+    same either way (a non-local executor's rows also name their ``node``)."""
     ray_address: str | None = None
     """The Ray cluster to run on with ``executor = "ray"`` (``HOST:PORT`` of its head, as
     ``ray start --head`` prints); default ``$RAY_ADDRESS``, else ``auto`` (the cluster
     ``ray start`` left running on this machine)."""
+    slurm: SlurmOptions = Field(default_factory=SlurmOptions)
+    """What a ``slurm`` run asks of Slurm (partition, time, CPUs and memory per worker,
+    ...); ignored by the other executors."""
 
     @field_validator("episode_indices")
     @classmethod

@@ -26,7 +26,8 @@ def build_spec(target: str | None = None, *, demo: bool = False, dataset: str | 
                indices: str | None = None, workers: int | None = None,
                step_budget: int | None = None, step_timeout: float | None = None,
                max_error_rate: float | None = None, executor: str | None = None,
-               ray_address: str | None = None, sets: Iterable[str] = (),
+               ray_address: str | None = None, slurm: dict[str, Any] | None = None,
+               sets: Iterable[str] = (),
                workspace: str | None = None) -> dict[str, Any]:
     """The JobSpec dict from a target (graph file, JobSpec file or built-in graph name)
     plus overrides; options left None keep the file's value or the spec default."""
@@ -43,6 +44,8 @@ def build_spec(target: str | None = None, *, demo: bool = False, dataset: str | 
                  "max_error_rate": max_error_rate, "executor": executor,
                  "ray_address": ray_address}
     ev.update({k: v for k, v in overrides.items() if v is not None})
+    if slurm_given := {k: v for k, v in (slurm or {}).items() if v not in (None, [])}:
+        ev["slurm"] = {**dict(ev.get("slurm") or {}), **slurm_given}  # eval.slurm's keys
     if indices:
         try:
             ev["episode_indices"] = [int(x) for x in indices.split(",") if x.strip()]

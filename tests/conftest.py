@@ -42,3 +42,17 @@ def ray_cluster() -> Iterator[Any]:
 
     with two_node_cluster() as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def slurm_session() -> Iterator[Any]:
+    """The private two-node Slurm cluster (tests/slurm/slurmcluster.py), once a session for
+    every folder that asks (tests/slurm, tests/executors); skipped, one line, where
+    slurm-wlm or munge is not installed or the tests do not run as root."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "slurm"))
+    from slurmcluster import two_node_cluster, why_not_available
+
+    if (why := why_not_available()) is not None:
+        pytest.skip(why)
+    with two_node_cluster() as cluster:
+        yield cluster

@@ -32,8 +32,9 @@ from evaltui.views import SpecBrief, run_view
 
 # The field order of DESIGN §2's row, then what the run adds: readers may rely on it.
 ROW_KEYS = ["episode_index", "episode_id", "scene_id", "instruction", "metrics", "step_count",
-            "elapsed_sec", "status", "error", "worker_id", "attempts", "finished_at", "run_id",
-            "graph_name", "dataset", "split", "worker_count", "nodes"]
+            "elapsed_sec", "status", "error", "worker_id", "node",  # node: DESIGN §12
+            "attempts", "finished_at", "run_id", "graph_name", "dataset", "split",
+            "worker_count", "nodes"]
 
 
 def no_extras(model: BaseModel) -> list[str]:

@@ -65,16 +65,51 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-error-rate", type=float, metavar="F",
                    help="share of episodes that may end error/timeout before the command "
                    "exits 1 (default 0; they count as failures in the metrics either way)")
-    p.add_argument("--executor", choices=("local", "ray"),
-                   help="where the K workers run: local subprocesses (default) or actors "
-                   "on a Ray cluster (needs evaltui[ray])")
+    p.add_argument("--executor", choices=("local", "ray", "slurm"),
+                   help="where the K workers run: local subprocesses (default), actors "
+                   "on a Ray cluster (needs evaltui[ray]) or job steps of a Slurm job")
     p.add_argument("--ray-address", metavar="HOST:PORT",
                    help="the Ray cluster's head for --executor ray (default: $RAY_ADDRESS, "
                    "else the cluster `ray start` runs on this machine)")
+    add_slurm_arguments(p)
     p.add_argument("--set", action="append", default=[], metavar="NODESET.PARAM=VALUE",
                    help="override a node param (JSON value), e.g. --set policy.noise=0.1")
     p.add_argument("--workspace", help="dir prepended to sys.path for user nodesets "
                    "(default: the current dir)")
+
+
+# ---- the --slurm-* options: eval.slurm (DESIGN §12), one field each; a given one
+# overrides the spec file's. Here, not in a module of their own: parsing `eval` imports
+# evaltui.commands.eval alone.
+_OPTIONS = (
+    ("--slurm-partition", "partition", str, "P", "partition to submit to (default: the "
+     "cluster's default)"),
+    ("--slurm-account", "account", str, "A", "account charged for the job"),
+    ("--slurm-qos", "qos", str, "Q", "quality of service"),
+    ("--slurm-time", "time", str, "T", "the job's time limit in Slurm's formats (90, "
+     "1:30:00, 2-00:00:00)"),
+    ("--slurm-cpus-per-worker", "cpus_per_worker", int, "N", "CPUs of each worker step "
+     "(default 1)"),
+    ("--slurm-mem-per-worker", "mem_per_worker_mb", int, "MB", "memory of each worker "
+     "step in MB"),
+    ("--slurm-gres", "gres", str, "GRES", "gres of the job for shared nodesets (gpu:1)"),
+)
+
+
+def add_slurm_arguments(p: argparse.ArgumentParser) -> None:
+    for flag, field, kind, metavar, help_text in _OPTIONS:
+        p.add_argument(flag, dest=f"slurm_{field}", type=kind, metavar=metavar,
+                       help=f"--executor slurm: {help_text}")
+    p.add_argument("--slurm-arg", dest="slurm_extra_args", action="append", default=[],
+                   metavar="--OPTION=VALUE",
+                   help="--executor slurm: one more sbatch option (repeatable)")
+
+
+def slurm_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``eval.slurm`` fields the options give (the ones left out are absent)."""
+    fields = [field for _, field, *_ in _OPTIONS] + ["extra_args"]
+    given = {f: getattr(args, f"slurm_{f}", None) for f in fields}
+    return {k: v for k, v in given.items() if v not in (None, [])}
 
 
 class _SpecDefaultBudget:
@@ -96,7 +131,7 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
                       workers=args.workers, step_budget=args.step_budget,
                       step_timeout=args.step_timeout, max_error_rate=args.max_error_rate,
                       executor=args.executor, ray_address=args.ray_address,
-                      sets=args.set, workspace=args.workspace)
+                      slurm=slurm_from_args(args), sets=args.set, workspace=args.workspace)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -185,6 +220,11 @@ def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInter
     if interrupt.seen:
         discard(early)
         return _cancelled_before_start()
+    from evaltui.commands.slurmeval import submit_and_follow, wants_submission
+
+    if wants_submission(spec):  # the run process runs as the batch step of a Slurm job
+        discard(early)
+        return submit_and_follow(args, spec, interrupt)
     answer = hand_over(early, spec, args.outputs)
     if answer is None:
         code = early.proc.wait()

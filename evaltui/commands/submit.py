@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         console.print(f"[bold red]error[/]: {exc}", highlight=False)
         return 2
-    if missing := ray_missing(spec):  # here, before the backend is asked anything
+    if missing := ray_missing(spec) or slurm_refused(spec):  # before the backend is asked
         console.print(f"[bold red]error[/]: {escape(missing)}", highlight=False)
         return 2
     scheduling = dict(spec.get("scheduling") or {})
@@ -88,6 +88,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_run(Console(), final)
     return int(EXIT_BY_STATE.get(final.state, RunExit.FAILED))
+
+
+def slurm_refused(spec: dict[str, Any]) -> str | None:
+    """A ``--executor slurm`` spec is not the backend's to run (its scheduler would start
+    the run here, outside any allocation): `evaltui eval` submits and follows it."""
+    if (spec.get("eval") or {}).get("executor") != "slurm":
+        return None
+    return ("eval.executor: a backend does not submit runs to Slurm (yet): use `evaltui "
+            "eval --executor slurm`, which submits the job and follows it")
 
 
 def ray_missing(spec: dict[str, Any]) -> str | None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from evaltui.engine.executor.local.zygote import WorkerZygote, preload_modules
 from evaltui.engine.processes.pdeathsig import arm_pdeathsig
 from evaltui.engine.processes.quickexit import exit_now
+from evaltui.engine.run.preemption import is_slurm_batch, requeue_on_signal, requeue_self, restarted
 
 if TYPE_CHECKING:
     from evaltui.engine.graph.specchecks import CheckedSpec
@@ -59,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         spec = {}  # the runner reports the broken spec in summary.json
     adopt(spec)
     stop = stop_on_signals()
+    requeue = None
+    if is_slurm_batch(spec):  # USR1 before the time limit or a preemption: requeue
+        requeue = requeue_on_signal(stop)
+        restarted(run_dir)
     from evaltui.engine.graph.specchecks import check_spec
     from evaltui.spec import parse_spec
 
@@ -66,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         checked: CheckedSpec | None = check_spec(parse_spec(spec))
     except Exception:  # noqa: BLE001  (whatever it is, the runner's own check reports it)
         checked = None
-    return run_checked(run_dir, spec, checked, stop)
+    code = run_checked(run_dir, spec, checked, stop)
+    if requeue is not None and requeue.is_set():
+        return requeue_self() or code
+    return code
 
 
 def run_from_stdin(reply_fd: int) -> int:
@@ -125,10 +133,10 @@ def adopt(spec: Any) -> None:
 
 
 def on_ray(spec: Any) -> bool:
-    """A Ray run's workers are actors on the cluster: a local zygote would only take CPU
-    from this process's imports and the actors' start."""
+    """A Ray run's workers are actors on the cluster, a Slurm run's are job steps: a local
+    zygote would only take CPU from this process's imports and the workers' start."""
     return isinstance(spec, dict) and isinstance(spec.get("eval"), dict) \
-        and spec["eval"].get("executor") == "ray"
+        and spec["eval"].get("executor") in ("ray", "slurm")
 
 
 def stop_on_signals() -> threading.Event:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from evaltui.slurm.commands import raise_for_exit, run_slurm
 from evaltui.slurm.jobid import SlurmJobId
 from evaltui.slurm.jobstate import RUN_STATE_OF, SlurmJobState
-from evaltui.slurm.options import slurm_time_seconds
+from evaltui.slurmoptions import slurm_time_seconds
 from evaltui.states import RunState
 
 SQUEUE_FORMAT = "%i|%F|%K|%T|%r|%N|%j"

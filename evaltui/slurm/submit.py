@@ -12,7 +12,7 @@ from pathlib import Path
 
 from evaltui.slurm.commands import SlurmError, check_controller, error_line, run_slurm
 from evaltui.slurm.jobid import SlurmJobId, parse_parsable
-from evaltui.slurm.options import SlurmOptions
+from evaltui.slurmoptions import SlurmOptions
 
 DEFAULT_SIGNAL = "B:USR1@90"
 """USR1 to the batch step 90 s before the time limit: time to flush and requeue."""

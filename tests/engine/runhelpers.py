@@ -81,7 +81,7 @@ def finished_count(run_dir: Path) -> int:
     return sum(1 for _ in run_dir.glob("episodes/ep*/episode.json"))
 
 
-TIMING_FIELDS = {"elapsed_sec", "finished_at", "run_id", "worker_id"}
+TIMING_FIELDS = {"elapsed_sec", "finished_at", "run_id", "worker_id", "node"}  # + where it ran
 
 
 def comparable(row: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,9 @@ anything else.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +28,21 @@ def executor(request: pytest.FixtureRequest) -> Executor:
     if request.param == "ray":
         cluster = request.getfixturevalue("ray_cluster")
         return Executor("ray", {"executor": "ray", "ray_address": cluster.address})
+    if request.param == "slurm":
+        request.getfixturevalue("slurm_allocation")
+        return Executor("slurm", {"executor": "slurm"})
     return Executor(request.param)
+
+
+@pytest.fixture
+def slurm_allocation(slurm_session: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A Slurm allocation on both nodes that this test's run processes are inside
+    (``slurmcluster.allocation``)."""
+    sys.path.insert(0, str(TESTS / "slurm"))
+    from slurmcluster import allocation
+
+    with allocation(slurm_session, monkeypatch) as job:
+        yield job
 
 
 @pytest.fixture(autouse=True)

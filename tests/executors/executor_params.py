@@ -17,6 +17,7 @@ class Executor:
 
 
 EXECUTORS = [pytest.param("local", id="local"),
-             pytest.param("ray", id="ray", marks=pytest.mark.ray)]
+             pytest.param("ray", id="ray", marks=pytest.mark.ray),
+             pytest.param("slurm", id="slurm", marks=pytest.mark.slurm)]
 
 

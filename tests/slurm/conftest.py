@@ -1,5 +1,5 @@
-"""The ``slurm`` tests' session cluster (:mod:`slurmcluster`): skipped, one line, where
-slurm-wlm or munge is not installed or the tests do not run as root."""
+"""The ``slurm`` tests' cluster, per test (the session's, ``slurm_session`` in
+tests/conftest.py: one for every folder that asks, tests/slurm and tests/executors)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from slurmcluster import SlurmCluster, two_node_cluster, why_not_available  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def slurm_session() -> Iterator[SlurmCluster]:
-    if (why := why_not_available()) is not None:
-        pytest.skip(why)
-    with two_node_cluster() as cluster:
-        yield cluster
+from slurmcluster import SlurmCluster, allocation  # noqa: E402
 
 
 @pytest.fixture
@@ -32,3 +24,11 @@ def slurm_cluster(slurm_session: SlurmCluster, monkeypatch: pytest.MonkeyPatch) 
         monkeypatch.delenv(key)
     monkeypatch.setenv("SLURM_CONF", str(slurm_session.conf))
     return slurm_session
+
+
+@pytest.fixture
+def slurm_allocation(slurm_session: SlurmCluster, monkeypatch: pytest.MonkeyPatch
+                     ) -> Iterator[str]:
+    """A Slurm allocation on both nodes that this test's run processes are inside."""
+    with allocation(slurm_session, monkeypatch) as job:
+        yield job

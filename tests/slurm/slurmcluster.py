@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -35,6 +36,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 NODES = ("n1", "n2")
 CPUS_PER_NODE = 4
@@ -189,6 +191,30 @@ class SlurmCluster:
             except OSError:
                 continue
         return found
+
+
+@contextmanager
+def allocation(cluster: SlurmCluster, monkeypatch: Any, *, per_node: int = 2) -> Iterator[str]:
+    """An allocation of ``per_node`` tasks on each node (``salloc --no-shell``) that this
+    test's environment, and so its run processes, are inside (``SLURM_JOB_ID``, the
+    workers dialling back on 127.0.0.1): a run's worker steps land on both nodes. Yields
+    the job id; cancelled at the end, waiting until Slurm has ended it."""
+    for key in [k for k in os.environ if k.startswith("SLURM_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+    monkeypatch.setenv("EVALTUI_SLURM_LISTEN_HOST", "127.0.0.1")
+    done = cluster.run("salloc", "--no-shell", f"-N{len(NODES)}",
+                       f"--ntasks-per-node={per_node}", "--no-kill", "--job-name=evaltui-test")
+    found = re.search(r"Granted job allocation (\d+)", done.stderr)
+    assert found is not None, done.stderr
+    job = found.group(1)
+    monkeypatch.setenv("SLURM_JOB_ID", job)
+    try:
+        yield job
+    finally:
+        cluster.run("scancel", job, check=False)
+        _wait(lambda: not cluster.run("squeue", "--noheader", f"--jobs={job}",
+                                      check=False).stdout.strip(), 30)
 
 
 def _cmdline(pid: int) -> str:

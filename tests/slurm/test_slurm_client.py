@@ -22,8 +22,8 @@ from evaltui.slurm.control import RequeueRefused, cancel, requeue
 from evaltui.slurm.jobid import SlurmJobId
 from evaltui.slurm.jobinfo import SQUEUE_FORMAT, SlurmJobInfo, parse_squeue_line, queue, show_job
 from evaltui.slurm.jobstate import SlurmJobState
-from evaltui.slurm.options import SlurmOptions
 from evaltui.slurm.submit import BatchJob, SlurmRefused, check_submittable, submit
+from evaltui.slurmoptions import SlurmOptions
 from evaltui.states import RunState
 
 pytestmark = pytest.mark.slurm

@@ -17,8 +17,8 @@ from evaltui.slurm.commands import (
     check_controller,
     require_commands,
 )
-from evaltui.slurm.options import SlurmOptions, slurm_time_seconds
 from evaltui.slurm.submit import DEFAULT_SIGNAL, BatchJob, sbatch_argv, submit
+from evaltui.slurmoptions import SlurmOptions, slurm_time_seconds
 
 
 @pytest.mark.parametrize(("text", "seconds"), [

@@ -241,7 +241,7 @@ class SlotExecutor(Generic[S]):
         elif slot.ahead is not None:  # already running in the worker
             self._begin(slot, slot.ahead)
             slot.ahead = None
-        return EpisodeResult(index, outcome, slot.worker_id, 0)
+        return EpisodeResult(index, outcome, slot.worker_id, 0, slot.node)
 
     def _on_death(self, slot: S, death: Died) -> EpisodeResult | None:
         index, slot.index = slot.index, None
@@ -265,7 +265,7 @@ class SlotExecutor(Generic[S]):
         outcome = EpisodeOutcome(
             status=EpisodeStatus.CANCELLED if cancelled else EpisodeStatus.ERROR,
             step_count=0, elapsed_sec=time.monotonic() - slot.dealt_at, error=error)
-        return EpisodeResult(index, outcome, slot.worker_id, 0)
+        return EpisodeResult(index, outcome, slot.worker_id, 0, slot.node)
 
     def _on_start_failure(self, slot: S, error: str, node_lost: bool = False) -> None:
         slot.ready = False
@@ -309,4 +309,5 @@ class SlotExecutor(Generic[S]):
         outcome = EpisodeOutcome(status=status, step_count=0,
                                  elapsed_sec=time.monotonic() - slot.dealt_at, error=error)
         slot.ready, slot.index = False, None
-        return EpisodeResult(index, outcome, slot.worker_id, self._queue.attempts[index])
+        return EpisodeResult(index, outcome, slot.worker_id, self._queue.attempts[index],
+                             slot.node)

@@ -27,6 +27,8 @@ class EpisodeResult:
     outcome: EpisodeOutcome
     worker_id: int
     attempts: int
+    node: str | None = None
+    """The machine the attempt ran on (the slot's ``node``), for a row's ``node``."""
 
 
 class EpisodeExecutor(Protocol):

@@ -32,6 +32,9 @@ class Slot:
     """An episode dealt ahead: queued in the worker behind ``index``, not started."""
     dealt_at: float = 0.0
     watch: LogWatch | None = None
+    node: str | None = None
+    """The machine its worker runs on, for the rows (set by an executor that spreads
+    workers over several; None on the local pool)."""
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,16 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
 
 def check_executor(spec: JobSpec) -> None:
     """``executor = "ray"`` needs the ``ray`` extra where the spec is checked (submit and
-    the run process: the run connects to the cluster from there)."""
+    the run process: the run connects to the cluster from there); ``"slurm"`` needs
+    Slurm's client commands (one line naming the missing ones)."""
+    if spec.eval.executor == "slurm":
+        from evaltui.slurm.commands import SlurmUnavailable, require_commands
+
+        try:
+            require_commands()
+        except SlurmUnavailable as exc:
+            raise SpecError("eval.executor", str(exc)) from None
+        return
     if spec.eval.executor != "ray":
         return
     try:

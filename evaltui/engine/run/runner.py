@@ -34,9 +34,9 @@ from evaltui.engine.episode.metrics import failure_metrics
 from evaltui.engine.episode.trajrecord import dataset_id, trajectory_json, trajectory_record
 from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
 from evaltui.engine.executor.local.pool import EnvWorkerPool
-from evaltui.engine.executor.local.worker import WorkerConfig
 from evaltui.engine.executor.local.zygote import WorkerZygote
 from evaltui.engine.executor.protocol import EpisodeExecutor, EpisodeResult
+from evaltui.engine.executor.workerloop import WorkerConfig
 from evaltui.engine.graph.datasets import load_episodes
 from evaltui.engine.graph.specchecks import CheckedSpec, check_spec
 from evaltui.engine.hosting.batching import HOST_MAX_BATCH_SIZE, HOST_MAX_WAIT_MS
@@ -228,6 +228,8 @@ class BatchEvalRunner:
                 max_episode_retries=ev.max_episode_retries, stop=self.stop,
                 cancel_grace_sec=self.cancel_grace_sec, hung_step_sec=ev.per_step_budget_sec,
                 hung_reset_sec=reset_budget(ev), episode_log=episode_log)
+        if ev.executor == "slurm":
+            return self._slurm_executor(checked, todo, sockets, hosts)
         shared = self._shared_endpoints(checked, new_secret(), sockets, hosts)
         make_config = partial(WorkerConfig, self.run_dir, checked=checked,
                               shared=shared, call_timeout=ev.per_step_budget_sec)
@@ -238,6 +240,26 @@ class BatchEvalRunner:
                              hung_reset_sec=reset_budget(ev),
                              episode_log=episode_log, zygote=self.zygote)
 
+    def _slurm_executor(self, checked: CheckedSpec, todo: int, sockets: _SocketDir,
+                        hosts: list[HostProcess]) -> EpisodeExecutor:
+        """K job steps of this run's Slurm allocation; shared nodesets are hosted here, on
+        TCP, where the steps on other nodes reach them."""
+        from evaltui.engine.executor.slurm.executor import SlurmExecutor, listen_host
+
+        ev = checked.spec.eval
+        shared = self._shared_endpoints(checked, new_secret(), sockets, hosts,
+                                        tcp_host=listen_host())
+        make_config = partial(WorkerConfig, self.run_dir, checked=checked,
+                              shared=shared, call_timeout=ev.per_step_budget_sec)
+        return SlurmExecutor(lambda slot: make_config(slot=slot), min(ev.worker_count, todo),
+                             cpus_per_worker=ev.slurm.cpus_per_worker,
+                             mem_per_worker_mb=ev.slurm.mem_per_worker_mb,
+                             max_episode_retries=ev.max_episode_retries, stop=self.stop,
+                             cancel_grace_sec=self.cancel_grace_sec,
+                             hung_step_sec=ev.per_step_budget_sec,
+                             hung_reset_sec=reset_budget(ev),
+                             episode_log=partial(_episode_log, self.run_dir))
+
     def _fail(self, header: Mapping[str, Any], error: str) -> int:
         summary = SummaryWriter(self.run_dir, header, 0)
         summary.finish(SummaryStatus.FAILED, error)
@@ -245,8 +267,8 @@ class BatchEvalRunner:
         return EXIT_FAILED
 
     def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: _SocketDir,
-                          hosts: list[HostProcess], *, given_only: bool = False
-                          ) -> dict[str, SharedEndpoint]:
+                          hosts: list[HostProcess], *, given_only: bool = False,
+                          tcp_host: str | None = None) -> dict[str, SharedEndpoint]:
         """Where each shared nodeset lives: a URL the backend gave, or a host started here
         (with ``given_only``, the given ones alone: the Ray executor hosts the others)."""
         urls = self._given_urls(checked)
@@ -263,7 +285,8 @@ class BatchEvalRunner:
                 continue
             host = HostProcess(HostConfig(
                 name=name, impl=ns.impl, params=dict(ns.params), secret=secret,
-                url=f"evaltui+unix://{sockets.path()}/{i}-{name[:32]}.sock",
+                url=f"evaltui+tcp://{tcp_host}:0" if tcp_host else
+                f"evaltui+unix://{sockets.path()}/{i}-{name[:32]}.sock",
                 max_batch_size=HOST_MAX_BATCH_SIZE, max_wait_ms=HOST_MAX_WAIT_MS))
             hosts.append(host)
             urls[name] = host.start()
@@ -349,7 +372,8 @@ class BatchEvalRunner:
             instruction=instruction if instruction is None else str(instruction),
             metrics=metrics, step_count=outcome.step_count,
             elapsed_sec=round(outcome.elapsed_sec, 4), status=outcome.status,
-            error=outcome.error, worker_id=result.worker_id, attempts=result.attempts,
+            error=outcome.error, worker_id=result.worker_id, node=result.node,
+            attempts=result.attempts,
             finished_at=now_iso(), **base)
 
 

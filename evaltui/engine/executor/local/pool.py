@@ -26,9 +26,9 @@ from typing import Any
 from evaltui.engine.executor.dealing import SlotExecutor
 from evaltui.engine.executor.errors import NodesetBuildError
 from evaltui.engine.executor.local.slot import WorkerSlot, tell
-from evaltui.engine.executor.local.worker import WorkerConfig
 from evaltui.engine.executor.local.zygote import ForkedChild, WorkerZygote, ZygoteError
 from evaltui.engine.executor.slots import Died, Finished, Ready, Skipped, SlotEvent, StartFailed
+from evaltui.engine.executor.workerloop import WorkerConfig
 from evaltui.engine.hosting.hostprocess import HostProcess
 from evaltui.engine.processes.oomkills import OOM_KILLED, OomKills
 

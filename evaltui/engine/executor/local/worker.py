@@ -1,119 +1,18 @@
-"""The worker subprocess: runs whole episodes, each with its own ExecutionLogger.
-
-A worker is forked by the run's zygote (:mod:`evaltui.engine.executor.local.zygote`), which calls
-:func:`serve` in the fresh child. It builds its own copies of the graph's replicated
-(env) and inline nodesets -- its :class:`~evaltui.engine.episode.session.WorkerSession`, the
-per-episode body shared with the Ray executor -- and connects to the shared ones
-(client proxies of hosted nodesets). Then it waits for episode indices on its control
-pipe and answers each with the episode's outcome; the LoopRunner, the env and the
-per-episode log all live here, so CPU-bound simulators scale with the worker count.
-
-Control pipe protocol (pickled tuples; the pipe is inherited, so it needs no secret):
-run -> worker ``("episode", index)`` | ``("stop",)``;
-worker -> run ``("ready", pid)`` | ``("failed", traceback)`` | ``("outcome", index,
-EpisodeOutcome)`` | ``("skipped", index)``. Episodes run in the order dealt; the run may
-deal one ahead, which waits in the pipe. SIGTERM (or SIGINT) ends the episode in flight
-as ``cancelled`` at its next step boundary, reports it, reports every episode still in
-the pipe ``skipped``, and exits. After an ``error`` outcome (a node raised, so the
-nodesets may be in any state) the worker starts nothing more: the run gives the episode
-dealt ahead to a fresh worker.
+"""The local worker subprocess: a fork of the run's zygote
+(:mod:`evaltui.engine.executor.local.zygote`), which calls :func:`serve` in the fresh
+child. It runs the shared episode loop (:mod:`evaltui.engine.executor.workerloop`) over
+its control pipe; the pipe is inherited, so it needs no secret.
 """
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 import threading
-import traceback
-from collections.abc import Mapping
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from pathlib import Path
 
-from evaltui.engine.episode.session import WorkerSession
-from evaltui.engine.graph.datasets import load_episodes
-from evaltui.engine.graph.specchecks import CheckedSpec
-from evaltui.engine.hosting.channel import SharedEndpoint
-from evaltui.engine.hosting.proxy import RemoteNodeset
-from evaltui.engine.usererrors import NodesetBuildError, one_line
-from evaltui.rundir import episode_dir
-from evaltui.states import EpisodeStatus
+from evaltui.engine.executor.workerloop import WorkerConfig, run_worker
 
-IDLE_POLL_SEC = 0.1
-
-
-@dataclass(frozen=True)
-class WorkerConfig:
-    """What one worker subprocess needs (sent through its control pipe)."""
-
-    run_dir: Path
-    slot: int
-    checked: CheckedSpec
-    shared: dict[str, SharedEndpoint]
-    call_timeout: float | None = None
-
-
-def run_worker(conn: Connection, config: WorkerConfig, stop: threading.Event) -> int:
-    """Serve episodes until told to stop; returns the exit code."""
-    checked = config.checked
-    shared: dict[str, RemoteNodeset] = {}
-    session: WorkerSession | None = None
-    try:
-        for name, endpoint in config.shared.items():
-            shared[name] = RemoteNodeset(endpoint.url, endpoint.secret,
-                                         timeout=config.call_timeout).connect()
-        session = WorkerSession(config.slot, checked, shared, stop)
-        episodes = load_episodes(checked.dataset_path)
-    except Exception as exc:
-        _close(session, shared)
-        # One line for the run's error (the TUI's detail pane, eval's stderr); the
-        # traceback goes to stderr: run.log.
-        detail = exc.detail if isinstance(exc, NodesetBuildError) else \
-            "".join(traceback.format_exception(exc)).rstrip()
-        print(detail, file=sys.stderr, flush=True)
-        line = str(exc) if isinstance(exc, NodesetBuildError) else one_line(exc)
-        conn.send(("failed", f"{line}; its traceback is in run.log"))
-        return 1
-    conn.send(("ready", os.getpid()))
-    try:
-        while not stop.is_set():
-            if not conn.poll(IDLE_POLL_SEC):
-                continue
-            try:
-                message = conn.recv()
-            except EOFError:
-                break  # the run is gone
-            if message[0] != "episode":
-                break
-            index = message[1]
-            outcome = session.run_episode(episodes[index], episode_dir(config.run_dir, index))
-            conn.send(("outcome", index, outcome))
-            if outcome.status is EpisodeStatus.ERROR:
-                break
-        if stop.is_set():
-            _skip_dealt(conn)
-    finally:
-        _close(session, shared)
-    return 0
-
-
-def _skip_dealt(conn: Connection) -> None:
-    """Report the episodes dealt ahead, still in the pipe, as never started."""
-    try:
-        while conn.poll(0):
-            message = conn.recv()
-            if message[0] == "episode":
-                conn.send(("skipped", message[1]))
-    except (EOFError, OSError):
-        pass  # the run is gone: nobody to tell
-
-
-def _close(session: WorkerSession | None, shared: Mapping[str, RemoteNodeset]) -> None:
-    if session is not None:
-        session.close()
-    for proxy in shared.values():
-        proxy.close()
+__all__ = ["WorkerConfig", "serve"]
 
 
 def serve(conn: Connection, config: WorkerConfig) -> int:

@@ -241,6 +241,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
             return StartFailed(slot, remote_error(exc), node_lost=self.where.lost_at is not None)
         slot.setup_ref = None
         info = slot.info
+        slot.node = str(info["node_ip"])  # the rows' node
         print(f"evaltui: worker {slot.worker_id} is Ray actor pid {info['pid']} on node "
               f"{info['node_ip']} ({info['node_id'][:8]}), scratch {info['scratch']}",
               file=sys.stderr, flush=True)

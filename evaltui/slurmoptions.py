@@ -1,8 +1,9 @@
 """``eval.slurm`` (DESIGN §12): what a run asks of Slurm, as a typed model.
 
-Depends on nothing above pydantic, so the contract (spec.py) can carry it as
-``EvalSection.slurm`` once the Slurm executor lands. ``time`` is checked here in Slurm's
-own formats and kept as given (sbatch reads it); :func:`slurm_time_seconds` reads it.
+Part of the contract (spec.py carries it as ``EvalSection.slurm``), so it depends on
+nothing above pydantic; the Slurm client (:mod:`evaltui.slurm`) reads it. ``time`` is
+checked here in Slurm's own formats and kept as given (sbatch reads it);
+:func:`slurm_time_seconds` reads it.
 """
 
 from __future__ import annotations

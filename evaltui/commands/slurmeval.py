@@ -1,0 +1,181 @@
+"""``evaltui eval --executor slurm`` from a login node (docs/slurm.md): one sbatch job whose
+batch step is the evaltui run process, followed from here.
+
+The run dir is written here (it must be on a filesystem the nodes share) and the job runs
+``python -m evaltui.engine.main RUN_DIR`` as its batch step (``--wrap=exec ...``, so the
+run process is the one that gets the signal before the time limit); the run's workers are
+job steps of that allocation (:mod:`evaltui.engine.executor.slurm`). While the job is
+pending, Slurm's reason is shown (``Slurm job 14: PENDING (Priority)``); then the progress
+bar of any ``evaltui eval``. Ctrl-C: ``scancel``. When the job has ended, the run dir is
+the truth; where it says nothing terminal (the job was cancelled while pending, or killed
+before the run could write its summary), Slurm's state is written into scheduler.json as
+the run's state (:data:`~evaltui.slurm.jobstate.RUN_STATE_OF`), Slurm's word in its note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evaltui.states import RunState
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from evaltui.commands.evalstart import DeferredInterrupt
+    from evaltui.slurm.jobinfo import SlurmJobInfo
+
+ASK_EVERY_SEC = 1.0
+"""How often the controller is asked about the job (the progress itself is summary.json)."""
+
+
+def wants_submission(spec: dict[str, Any]) -> bool:
+    """A Slurm run asked for outside an allocation: it must be submitted. (Inside one --
+    an salloc shell, a batch script -- the run process runs here and its workers are steps
+    of that allocation.)"""
+    import os
+
+    ev = spec.get("eval") if isinstance(spec, dict) else None
+    return isinstance(ev, dict) and ev.get("executor") == "slurm" \
+        and not os.environ.get("SLURM_JOB_ID")
+
+
+class SlurmJobProcess:
+    """The submitted job, read as the run process's stand-in (``poll``/``wait``/
+    ``returncode``) for :func:`evaltui.commands.eval.follow`. A Ctrl-C seen by
+    ``interrupt`` cancels the job (once); following goes on until Slurm ends it."""
+
+    def __init__(self, job_id: str, interrupt: DeferredInterrupt) -> None:
+        self.job_id, self.interrupt = job_id, interrupt
+        self.returncode: int | None = None
+        self.info: SlurmJobInfo | None = None
+        self.cancelled = False
+        self._asked = 0.0
+
+    def poll(self) -> int | None:
+        from evaltui.slurm.control import cancel
+        from evaltui.slurm.jobinfo import show_job
+
+        if self.returncode is not None:
+            return self.returncode
+        if self.interrupt.seen and not self.cancelled:
+            self.cancelled = True
+            cancel(self.job_id)
+        if time.monotonic() - self._asked < ASK_EVERY_SEC:
+            return None
+        self._asked = time.monotonic()
+        infos = show_job(self.job_id)
+        self.info = infos[0] if infos else self.info
+        if not infos or (self.info is not None and self.ended(self.info)):
+            code = (self.info.exit_code or "0:0") if self.info else "0:0"
+            self.returncode = int(code.split(":")[0]) if code.split(":")[0].isdigit() else 1
+        return self.returncode
+
+    @staticmethod
+    def ended(info: SlurmJobInfo) -> bool:
+        state, _ = info.run_state()
+        return state.terminal
+
+    def pending(self) -> bool:
+        self.poll()
+        return self.returncode is None and self.info is not None and \
+            self.info.run_state()[0] is RunState.QUEUED
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"slurm job {self.job_id}", timeout or 0)
+            time.sleep(0.1)
+        assert self.returncode is not None
+        return self.returncode
+
+
+def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
+                      interrupt: DeferredInterrupt) -> int:
+    """Write the run dir, submit its job, follow it to the end; the exit code of eval."""
+    from rich.markup import escape
+
+    from evaltui.commands.eval import _console, _refused
+    from evaltui.launch import prepare_run, update_scheduler_record
+    from evaltui.rundir import outputs_root
+    from evaltui.slurm.commands import SlurmError
+    from evaltui.slurm.submit import BatchJob, submit
+    from evaltui.spec import SpecError
+
+    workspace = spec.get("active_workspace_dir")
+    if isinstance(workspace, str) and workspace:
+        sys.path.insert(0, workspace)  # the check imports the user's nodesets, as a run does
+    try:
+        run_dir, checked = prepare_run(spec, outputs_root(args.outputs))
+    except SpecError as exc:
+        return _refused(str(exc))
+    ev = checked.spec.eval
+    total = len(checked.episode_indices)
+    job = BatchJob(command=[sys.executable, "-m", "evaltui.engine.main", str(run_dir)],
+                   job_name=f"evaltui-{run_dir.name}", output=run_dir / "run.log",
+                   tasks=max(1, min(ev.worker_count, total)), chdir=run_dir)
+    try:
+        job_id = str(submit(ev.slurm, job))
+    except SlurmError as exc:
+        shutil.rmtree(run_dir, ignore_errors=True)  # refused: nothing left behind
+        return _refused(str(exc))
+    update_scheduler_record(run_dir, slurm_job_id=job_id)
+    console = _console()
+    for warning in checked.warnings:
+        console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
+    console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on {ev.dataset}/"
+                  f"{checked.split}, {total} episodes, Slurm job {job_id} -> {run_dir}",
+                  highlight=False)
+    proc = SlurmJobProcess(job_id, interrupt)
+    return _follow(args, run_dir, proc, total, console)
+
+
+def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, total: int,
+            console: Console) -> int:
+    from rich.markup import escape
+
+    from evaltui.commands.eval import _header, _read_summary, exit_code, follow, print_results
+    from evaltui.launch import update_scheduler_record
+    from evaltui.rundir import read_run_status
+
+    said = None
+    while proc.pending():  # one line each time Slurm's reason changes
+        assert proc.info is not None
+        reason = proc.info.run_state()[1]
+        if reason != said:
+            console.print(f"[yellow]queued[/]: {escape(reason)}", highlight=False)
+            said = reason
+        time.sleep(0.1)
+    follow(run_dir, proc, total, console)
+    run_status = read_run_status(run_dir)
+    if not run_status.state.terminal or run_status.state is RunState.ABORTED:
+        info = proc.info
+        if proc.cancelled and info is None:
+            update_scheduler_record(run_dir, state=RunState.CANCELLED.value)
+        elif info is not None:
+            state, reason = info.run_state()
+            update_scheduler_record(run_dir, state=state.value, note=reason,
+                                    exit_code=proc.returncode)
+        run_status = read_run_status(run_dir)
+    state = run_status.state
+    summary = _read_summary(run_dir)
+    if args.json:
+        import json
+
+        print(json.dumps({"run_id": run_dir.name, "state": state.value, "summary": summary,
+                          "slurm_job_id": proc.job_id}, indent=2))
+    else:
+        from rich.console import Console
+
+        print_results(Console(), run_dir, state, summary)
+    if proc.cancelled or state is RunState.CANCELLED:
+        return 130
+    if state is RunState.ABORTED and proc.info is not None:
+        console.print(f"[red]aborted[/]: {proc.info.run_state()[1]}", highlight=False)
+    return exit_code(state, _header(summary), console, run_dir)

@@ -1,0 +1,1 @@
+"""The Slurm executor: the run's K workers as job steps of its Slurm allocation."""
