@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from evaltui import cli
 from evaltui.graphs import builtin_graph_path
-from evaltui.launch import prepare_run, spawn_run
+from evaltui.launch import spawn_run
 from evaltui.records import (
     EPISODE_FILENAME,
     SCHEDULER_FILENAME,
@@ -29,6 +29,7 @@ from evaltui.results.runrows import load_run
 from evaltui.rundir import episode_dir, read_json
 from evaltui.states import EpisodeStatus, RunState, SummaryStatus
 from evaltui.views import SpecBrief, run_view
+from tests.runprep import prepare_run
 
 # The field order of DESIGN §2's row, then what the run adds: readers may rely on it.
 ROW_KEYS = ["episode_index", "episode_id", "scene_id", "instruction", "metrics", "step_count",
