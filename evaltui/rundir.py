@@ -29,6 +29,7 @@ from evaltui.records import (
     SCHEDULER_FILENAME,
     SUMMARY_FILENAME,
 )
+from evaltui.safeopen import LeavesRoot, NotAnObject, Root, read_object_inside
 from evaltui.settings import settings
 from evaltui.states import RunExit, RunState, SummaryStatus
 
@@ -298,10 +299,10 @@ def read_run_status(run_dir: Path) -> RunStatus:
     """Read scheduler.json, summary.json and ``_DONE`` and derive the state (DESIGN §3)."""
     run_dir = Path(run_dir)
     errors: list[str] = []
-    scheduler = _read_optional_object(run_dir / SCHEDULER_FILENAME, errors)
-    summary_path = run_dir / SUMMARY_FILENAME
-    summary = _read_optional_object(summary_path, errors)
-    summary_exists = summary_path.exists()
+    root = Root.of(run_dir)  # resolved once for both reads
+    scheduler = _read_optional_object(root, SCHEDULER_FILENAME, errors)
+    summary = _read_optional_object(root, SUMMARY_FILENAME, errors)
+    summary_exists = (run_dir / SUMMARY_FILENAME).exists()
     state = _derive_state(
         scheduler=scheduler,
         summary=summary,
@@ -331,22 +332,22 @@ def derive_run_state(run_dir: Path) -> RunState:
     return read_run_status(run_dir).state
 
 
-def _read_optional_object(path: Path, errors: list[str]) -> dict[str, Any] | None:
-    """A JSON object file, or None if absent or unusable (noted in ``errors``)."""
+def _read_optional_object(run_dir: Root, name: str, errors: list[str]) -> dict[str, Any] | None:
+    """A JSON object file of the run dir, or None if absent or unusable (noted in
+    ``errors``); a symlink out of the run dir is never followed."""
     try:
-        obj = read_json(path)
-    except FileNotFoundError:
+        return read_object_inside(run_dir, name)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except LeavesRoot:
+        errors.append(f"{name} is a symlink that leaves the run dir; not read")
     except orjson.JSONDecodeError as exc:
-        errors.append(f"{path.name} is not valid JSON: {exc}")
-        return None
+        errors.append(f"{name} is not valid JSON: {exc}")
+    except NotAnObject:
+        errors.append(f"{name} is not a JSON object")
     except OSError as exc:
-        errors.append(f"{path.name} could not be read: {exc}")
-        return None
-    if not isinstance(obj, dict):
-        errors.append(f"{path.name} is not a JSON object")
-        return None
-    return obj
+        errors.append(f"{name} could not be read: {exc}")
+    return None
 
 
 DISK_FULL_NOTE = "disk full: {run_dir} (the run's writes found no room for longer than " \
