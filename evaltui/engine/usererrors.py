@@ -1,8 +1,8 @@
 """A user's nodeset failing at import or construction, said in one line.
 
 Writing one's own env, the likely mistakes are a SyntaxError, an exception at import and
-a constructor that raises. Each used to reach the user as a 40-line engine traceback;
-what they need is where it happened in *their* file, the exception and its message. The
+a constructor that raises. What they need is not a 40-line engine traceback but where it
+happened in *their* file, the exception and its message: that one line is what they get. The
 traceback stays available: ``evaltui eval --verbose`` (which sets :data:`VERBOSE_ENV`)
 prints it, and a worker or host that cannot build its nodeset writes it to run.log.
 """
