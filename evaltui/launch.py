@@ -1,7 +1,8 @@
 """Prepare a run dir from a JobSpec and spawn its run subprocess detached.
 
-``prepare_run`` validates first and writes nothing on bad input (DESIGN §4); only then
-is a run_id allocated and spec.json, shared_urls.json and scheduler.json written.
+``write_run`` takes a spec the engine already checked (nothing is written on bad input,
+DESIGN §4); only then is a run_id allocated and spec.json, shared_urls.json and
+scheduler.json written.
 ``spawn_run`` starts ``python -m evaltui.engine.main RUN_DIR`` in its own session, so
 the run outlives whoever started it; its stdout and stderr go to ``run.log``.
 """
@@ -53,19 +54,6 @@ def outputs_problem(outputs: Path) -> str | None:
     if not os.access(outputs, os.W_OK | os.X_OK):
         return f"outputs {outputs}: not writable"
     return None
-
-
-def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUEUED,
-                record_extra: Mapping[str, Any] | None = None) -> tuple[Path, SpecToWrite]:
-    """Validate (raising SpecError), then allocate the run dir and write its records."""
-    # Imported here: the spec check imports the nodeset modules; ``evaltui eval`` uses
-    # this module's record helpers without it. The one import of the layer above
-    # (allowed by name in pyproject's import-linter contract): a test's and a script's
-    # one call, validate then write.
-    from evaltui.engine.graph.specchecks import validate_spec
-
-    checked = validate_spec(spec_data)
-    return write_run(checked, outputs, state=state, record_extra=record_extra), checked
 
 
 def scheduler_record(checked: SpecToWrite, *, state: RunState = RunState.QUEUED,

@@ -4,7 +4,7 @@ The logger appends whole lines, so a last line without its newline is either a w
 mid-append (the episode still runs: readers leave it for a later read, as
 ``logread.iter_log`` does) or a line cut short by a kill, a full disk or a copy (the
 episode is over: its episode.json exists). In the second case readers add one ``torn``
-record, so a cut last line is never lost silently (issue 10).
+record, so a cut last line is never lost silently.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import re
 import secrets
 import signal
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,15 +20,18 @@ from typing import Any
 import orjson
 import psutil
 
-# The file names live with the records (evaltui.records); they stay importable from here
-# for the readers written before that move.
+# The file names live with the records (evaltui.records); readers import them from here too.
 from evaltui.records import (
     DONE_FILENAME,
     EPISODES_DIRNAME,
     RUNS_DIRNAME,
     SCHEDULER_FILENAME,
     SUMMARY_FILENAME,
+    SchedulerRecord,
+    SummaryHeader,
+    parse_lenient,
 )
+from evaltui.safeopen import LeavesRoot, NotAnObject, Root, read_object_inside
 from evaltui.settings import settings
 from evaltui.states import RunExit, RunState, SummaryStatus
 
@@ -298,16 +301,12 @@ def read_run_status(run_dir: Path) -> RunStatus:
     """Read scheduler.json, summary.json and ``_DONE`` and derive the state (DESIGN §3)."""
     run_dir = Path(run_dir)
     errors: list[str] = []
-    scheduler = _read_optional_object(run_dir / SCHEDULER_FILENAME, errors)
-    summary_path = run_dir / SUMMARY_FILENAME
-    summary = _read_optional_object(summary_path, errors)
-    summary_exists = summary_path.exists()
-    state = _derive_state(
-        scheduler=scheduler,
-        summary=summary,
-        summary_exists=summary_exists,
-        done=(run_dir / DONE_FILENAME).exists(),
-    )
+    root = Root.of(run_dir)  # resolved once for both reads
+    scheduler = _read_optional_object(root, SCHEDULER_FILENAME, errors)
+    summary = _read_optional_object(root, SUMMARY_FILENAME, errors)
+    summary_exists = (run_dir / SUMMARY_FILENAME).exists()
+    state = derive_state(scheduler, summary, summary_exists=summary_exists,
+                         done=(run_dir / DONE_FILENAME).exists())
     note = abort_note((scheduler or {}).get("exit_code")) if state is RunState.ABORTED else None
     return RunStatus(state, summary, scheduler, "; ".join(errors) or None, note,
                      summary_unreadable=summary_exists and summary is None)
@@ -331,74 +330,71 @@ def derive_run_state(run_dir: Path) -> RunState:
     return read_run_status(run_dir).state
 
 
-def _read_optional_object(path: Path, errors: list[str]) -> dict[str, Any] | None:
-    """A JSON object file, or None if absent or unusable (noted in ``errors``)."""
+def _read_optional_object(run_dir: Root, name: str, errors: list[str]) -> dict[str, Any] | None:
+    """A JSON object file of the run dir, or None if absent or unusable (noted in
+    ``errors``); a symlink out of the run dir is never followed."""
     try:
-        obj = read_json(path)
-    except FileNotFoundError:
+        return read_object_inside(run_dir, name)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except LeavesRoot:
+        errors.append(f"{name} is a symlink that leaves the run dir; not read")
     except orjson.JSONDecodeError as exc:
-        errors.append(f"{path.name} is not valid JSON: {exc}")
-        return None
+        errors.append(f"{name} is not valid JSON: {exc}")
+    except NotAnObject:
+        errors.append(f"{name} is not a JSON object")
     except OSError as exc:
-        errors.append(f"{path.name} could not be read: {exc}")
-        return None
-    if not isinstance(obj, dict):
-        errors.append(f"{path.name} is not a JSON object")
-        return None
-    return obj
+        errors.append(f"{name} could not be read: {exc}")
+    return None
 
 
 DISK_FULL_NOTE = "disk full: {run_dir} (the run's writes found no room for longer than " \
     "EVALTUI_DISK_FULL_WAIT_SEC); resume it once there is room"
 
 
-def _derive_state(
-    *,
-    scheduler: dict[str, Any] | None,
-    summary: dict[str, Any] | None,
-    summary_exists: bool,
-    done: bool,
-) -> RunState:
-    sched = scheduler or {}
-    status = (summary or {}).get("status")
+def derive_state(scheduler: Mapping[str, Any] | None, summary: Mapping[str, Any] | None, *,
+                 summary_exists: bool, done: bool) -> RunState:
+    """The run's state (DESIGN §3) from its scheduler.json and summary.json as read (None:
+    absent or unreadable), parsed leniently (:func:`records.parse_lenient`): a field that
+    does not fit reads as unset, except that a cancel request is one whatever its time."""
+    sched, sched_bad = parse_lenient(SchedulerRecord, scheduler) if scheduler else (None, ())
+    header = parse_lenient(SummaryHeader, summary)[0] if summary else None
+    status = header.status if header else None
+    code = sched.exit_code if sched else None
+    cancel = sched is not None and (sched.cancel_requested_at is not None
+                                    or "cancel_requested_at" in sched_bad)
     if done:
-        if status == SummaryStatus.DONE:
-            return RunState.DONE
-        if status == SummaryStatus.FAILED:
-            return RunState.FAILED
-        if status == SummaryStatus.CANCELLED:
-            return RunState.CANCELLED
+        if status is not None and status is not SummaryStatus.RUNNING:
+            return RunState(status.value)  # done, failed or cancelled: the run's own word
         if summary is None and summary_exists:
             # _DONE is touched last, after the final summary: the run ended cleanly and
             # only its summary is unreadable. Its exit code says how (RunExit).
-            code = sched.get("exit_code")
-            if sched.get("cancel_requested_at") is not None or code == RunExit.CANCELLED:
+            if cancel or code == RunExit.CANCELLED:
                 return RunState.CANCELLED
             return RunState.FAILED if code == RunExit.FAILED else RunState.DONE
         # _DONE without a terminal summary: judge by the rules below.
 
-    pid = sched.get("pid")
-    has_pid = isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
-    create_time = sched.get("pid_create_time")
-    if isinstance(pid, int) and has_pid and isinstance(create_time, int | float):
-        if PidRef(pid, float(create_time)).alive():
+    pid = sched.pid if sched else None
+    has_pid = pid is not None and pid > 0
+    create_time = sched.pid_create_time if sched else None
+    if pid is not None and has_pid and create_time is not None:
+        if PidRef(pid, create_time).alive():
             return RunState.RUNNING if summary_exists else RunState.STARTING
 
     # No live process from here on. A cancel request wins over "queued" so that a job
     # cancelled while waiting is never re-enqueued by a restarted backend.
-    if sched.get("cancel_requested_at") is not None:
+    if cancel:
         return RunState.CANCELLED
-    sched_state = sched.get("state")
-    if sched_state == RunState.QUEUED and not has_pid:
+    sched_state = sched.state if sched else None
+    if sched_state is RunState.QUEUED and not has_pid:
         return RunState.QUEUED
-    if status == SummaryStatus.CANCELLED or sched_state == RunState.CANCELLED:
+    if status == SummaryStatus.CANCELLED or sched_state is RunState.CANCELLED:
         return RunState.CANCELLED
     # `failed` needs a terminal error written by the run (or by the scheduler, when the
     # run could not even be spawned); a run killed by a signal or dead without a word is
     # `aborted` (DESIGN §3), whatever its exit code.
-    if status == SummaryStatus.FAILED or sched_state == RunState.FAILED:
+    if status == SummaryStatus.FAILED or sched_state is RunState.FAILED:
         return RunState.FAILED
-    if sched.get("exit_code") == RunExit.DISK_FULL:  # it said why the only way it could
+    if code == RunExit.DISK_FULL:  # it said why the only way it could
         return RunState.FAILED
     return RunState.ABORTED

@@ -1,10 +1,11 @@
 """Whether a run dir may be read at all: no symlink out of its root at the dir itself or at
 the files every reader opens at its top level (DESIGN §11).
 
-The run's status read (``rundir.read_run_status``) and the scheduler open scheduler.json
-and summary.json by path; the API and the TUI check a run here first and refuse it as a
-whole when one of these leads out of the outputs root. Everything below the top level is
-opened through :mod:`evaltui.safeopen` by the readers themselves.
+The run's status read (``rundir.read_run_status``) opens scheduler.json and summary.json
+through :mod:`evaltui.safeopen` with the run dir as the root; other scheduler reads open
+them by path, so the API and the TUI check a run here first and refuse it as a whole when
+one of these leads out of the outputs root. Everything below the top level is opened
+through :mod:`evaltui.safeopen` by the readers themselves.
 """
 
 from __future__ import annotations

@@ -191,6 +191,22 @@ def read_json_inside(root: StrPath, rel: StrPath) -> Any:
     return orjson.loads(read_bytes_inside(root, rel))
 
 
+class NotAnObject(ValueError):
+    """A JSON file whose top level is not an object (a run-dir record must be one)."""
+
+
+def read_object_inside(root: StrPath, rel: StrPath) -> dict[str, Any]:
+    """``root/rel`` as a JSON object: the one reader of a run dir's records (status reads,
+    ``show``'s rows, ``verify``), so none follows a symlink out of the run dir. Raises
+    FileNotFoundError or NotADirectoryError if it is absent, :class:`LeavesRoot` for a
+    symlink out, ``orjson.JSONDecodeError`` or :class:`NotAnObject` (ValueErrors) if it
+    holds no JSON object, OSError if it cannot be read."""
+    obj = read_json_inside(root, rel)
+    if not isinstance(obj, dict):
+        raise NotAnObject(f"{rel} is not a JSON object")
+    return obj
+
+
 def kind_or_outside(root: StrPath, rel: StrPath) -> str | None:
     """:func:`kind_inside`, with ``"outside"`` for a symlink out of ``root`` (present but
     unusable) and None for anything that cannot be looked at."""

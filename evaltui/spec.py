@@ -84,7 +84,7 @@ class EvalSection(BaseModel):
             for i, index in enumerate(value):
                 if index < 0:
                     raise ValueError(f"item {i} is {index}: indices must be >= 0")
-            # Each episode runs once: [0, 0, 0] used to run one episode without a word.
+            # Each episode runs once: [0, 0, 0] would run one episode without a word.
             repeated = sorted({x for x in value if value.count(x) > 1})
             if repeated:
                 raise ValueError(f"{', '.join(map(str, repeated))} given more than once "

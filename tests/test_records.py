@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from evaltui import cli
 from evaltui.graphs import builtin_graph_path
-from evaltui.launch import prepare_run, spawn_run
+from evaltui.launch import spawn_run
 from evaltui.records import (
     EPISODE_FILENAME,
     SCHEDULER_FILENAME,
@@ -24,11 +24,13 @@ from evaltui.records import (
     Summary,
     SummaryHeader,
     TrajectoryRecord,
+    parse_lenient,
 )
 from evaltui.results.runrows import load_run
 from evaltui.rundir import episode_dir, read_json
 from evaltui.states import EpisodeStatus, RunState, SummaryStatus
 from evaltui.views import SpecBrief, run_view
+from tests.runprep import prepare_run
 
 # The field order of DESIGN §2's row, then what the run adds: readers may rely on it.
 ROW_KEYS = ["episode_index", "episode_id", "scene_id", "instruction", "metrics", "step_count",
@@ -148,3 +150,21 @@ def test_spec_brief_reads_what_a_spec_asks_and_ignores_garbage() -> None:
     odd = SpecBrief.of({"eval": {"graph_name": 5, "episode_count": "ten", "worker_count": True},
                         "scheduling": "fast"})
     assert odd == SpecBrief()
+
+
+def test_a_lenient_parse_keeps_what_fits_and_names_what_does_not() -> None:
+    """The status read's parse: a hand-written scheduler.json with float timestamps still
+    yields its PID; a summary with a garbled metric still yields its status."""
+    sched, bad = parse_lenient(SchedulerRecord, {
+        "state": "running", "pid": 4321, "pid_create_time": 17.5, "queued_at": 1.0,
+        "cancel_requested_at": 2.0, "exit_code": -9})
+    assert sched is not None and (sched.pid, sched.pid_create_time, sched.exit_code) == \
+        (4321, 17.5, -9)
+    assert sched.queued_at is None and sched.cancel_requested_at is None
+    assert bad == {"queued_at", "cancel_requested_at"}
+    header, bad = parse_lenient(SummaryHeader, {"status": "done", "metrics": {"spl": "x"}})
+    assert header is not None and header.status is SummaryStatus.DONE and header.metrics == {}
+    assert bad == {"metrics"}
+    # Without its required field there is no record to keep anything in.
+    assert parse_lenient(SchedulerRecord, {"state": "bogus", "pid": 5}) == \
+        (None, frozenset({"state"}))

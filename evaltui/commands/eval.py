@@ -242,9 +242,9 @@ def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInter
 def _cancel(run_dir: Path, proc: subprocess.Popen[bytes], console: Console) -> None:
     """Ctrl-C: record the cancel request, SIGTERM the run's group, SIGKILL it after a
     grace period; the run ends ``cancelled``."""
-    from evaltui.engine.run.summary import now_iso
     from evaltui.launch import spawned_ref, update_scheduler_record
     from evaltui.process import terminate_group
+    from evaltui.rundir import now_iso
 
     console.print("[yellow]cancelling[/] (SIGTERM to the run; Ctrl-C again waits anyway)")
     update_scheduler_record(run_dir, cancel_requested_at=now_iso())

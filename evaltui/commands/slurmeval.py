@@ -102,7 +102,8 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
     from rich.markup import escape
 
     from evaltui.commands.eval import _console, _refused
-    from evaltui.launch import prepare_run, update_scheduler_record
+    from evaltui.engine.graph.specchecks import validate_spec
+    from evaltui.launch import update_scheduler_record, write_run
     from evaltui.rundir import outputs_root
     from evaltui.slurm.commands import SlurmError
     from evaltui.slurm.submit import BatchJob, submit
@@ -112,7 +113,8 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
     if isinstance(workspace, str) and workspace:
         sys.path.insert(0, workspace)  # the check imports the user's nodesets, as a run does
     try:
-        run_dir, checked = prepare_run(spec, outputs_root(args.outputs))
+        checked = validate_spec(spec)  # SpecError before anything is written
+        run_dir = write_run(checked, outputs_root(args.outputs))
     except SpecError as exc:
         return _refused(str(exc))
     ev = checked.spec.eval

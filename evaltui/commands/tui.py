@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from evaltui.launch import outputs_problem
     from evaltui.rundir import outputs_root
 
-    # Said in one line before the screen is taken over (issue 25).
+    # Said in one line before the screen is taken over.
     if not 0 <= args.api_port <= 65535:
         print(f"evaltui: --api-port must be 0-65535 (0: no API), got {args.api_port}",
               file=sys.stderr)

@@ -28,12 +28,10 @@ from evaltui.engine.executor.local.zygote import WorkerZygote, preload_modules
 from evaltui.engine.processes.pdeathsig import arm_pdeathsig
 from evaltui.engine.processes.quickexit import exit_now
 from evaltui.engine.run.preemption import is_slurm_batch, requeue_on_signal, requeue_self, restarted
+from evaltui.states import RunExit
 
 if TYPE_CHECKING:
     from evaltui.engine.graph.specchecks import CheckedSpec
-
-EXIT_INTERRUPTED = 130
-"""``--spec-from-stdin``: stopped (SIGTERM/SIGINT) before its run dir was written."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +80,7 @@ def run_from_stdin(reply_fd: int) -> int:
     stop = stop_on_signals()
     # Imported while the CLI builds the spec (the runner for the run after the answer).
     import evaltui.engine.run.runner  # noqa: F401
-    from evaltui.engine.run.intake import REFUSED_EXIT, read_request, take_spec
+    from evaltui.engine.run.intake import read_request, take_spec
 
     request = read_request(sys.stdin.buffer)
     if request is None:
@@ -91,7 +89,8 @@ def run_from_stdin(reply_fd: int) -> int:
     adopt(spec)
     taken = take_spec(spec, outputs, reply_fd, stop=stop)
     if taken is None:
-        return EXIT_INTERRUPTED if stop.is_set() else REFUSED_EXIT
+        # Stopped (SIGTERM/SIGINT) before its run dir was written, or the spec refused.
+        return RunExit.INTERRUPTED if stop.is_set() else RunExit.REFUSED
     run_dir, checked = taken
     return run_checked(run_dir, spec, checked, stop)
 

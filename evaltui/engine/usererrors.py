@@ -1,8 +1,8 @@
 """A user's nodeset failing at import or construction, said in one line.
 
 Writing one's own env, the likely mistakes are a SyntaxError, an exception at import and
-a constructor that raises. Each used to reach the user as a 40-line engine traceback;
-what they need is where it happened in *their* file, the exception and its message. The
+a constructor that raises. What they need is not a 40-line engine traceback but where it
+happened in *their* file, the exception and its message: that one line is what they get. The
 traceback stays available: ``evaltui eval --verbose`` (which sets :data:`VERBOSE_ENV`)
 prints it, and a worker or host that cannot build its nodeset writes it to run.log.
 """
@@ -56,7 +56,7 @@ def report_traceback(exc: BaseException) -> None:
         traceback.print_exception(exc, file=sys.stderr)
 
 
-class NodesetBuildError(RuntimeError):
+class NodesetConstructorError(RuntimeError):
     """A nodeset's constructor raised; the message is one line, ``detail`` the traceback."""
 
     def __init__(self, message: str, detail: str) -> None:
@@ -69,11 +69,11 @@ class NodesetBuildError(RuntimeError):
 
 
 def build_nodeset(name: str, cls: type, params: Mapping[str, Any]) -> Any:
-    """``cls(**params)``; whatever the constructor raises becomes a NodesetBuildError
+    """``cls(**params)``; whatever the constructor raises becomes a NodesetConstructorError
     naming the nodeset, where it raised and why."""
     try:
         return cls(**params)
     except Exception as exc:
-        raise NodesetBuildError(
+        raise NodesetConstructorError(
             f"nodeset {name!r} ({cls.__name__}) failed to build: {one_line(exc)}",
             "".join(traceback.format_exception(exc)).rstrip()) from exc

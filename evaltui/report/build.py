@@ -10,7 +10,7 @@ Layout of a run's report (everything relative, nothing fetched; opens from ``fil
     .evaltui-report         marks the directory as a report (see report.outdir)
 
 :func:`build_run_site` writes one run's pages into a directory whose site root is
-``root`` levels up; a set's report (issue 26's set part) puts each member's run site
+``root`` levels up; a set's report puts each member's run site
 under ``runs/<run_id>/`` of its own site with the same function and links them from a
 set page, so the only set-specific code is that page.
 """

@@ -22,9 +22,10 @@ from evaltui.records import EPISODE_FILENAME, EPISODES_DIRNAME, SUMMARY_FILENAME
 from evaltui.rundir import episode_index_from_dirname, is_run_id, outputs_root, runs_root
 from evaltui.safeopen import (
     LeavesRoot,
+    NotAnObject,
     kind_or_outside,
     list_dir_inside,
-    read_json_inside,
+    read_object_inside,
 )
 
 UNREADABLE = "unreadable"
@@ -140,20 +141,17 @@ def _kind(run_dir: Path, rel: str) -> str | None:
 
 def _read_object(run_dir: Path, rel: str, problems: list[str]) -> dict[str, Any] | None:
     try:
-        obj = read_json_inside(run_dir, rel)
+        return read_object_inside(run_dir, rel)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except LeavesRoot:
         problems.append(f"{run_dir / rel}: a symlink that leaves the run dir; not read")
-        return None
+    except NotAnObject:
+        problems.append(f"{run_dir / rel}: not a JSON object")
     except (OSError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         problems.append(f"{run_dir / rel}: unreadable ({first})")
-        return None
-    if not isinstance(obj, dict):
-        problems.append(f"{run_dir / rel}: not a JSON object")
-        return None
-    return obj
+    return None
 
 
 def _index(row: Any) -> int | None:

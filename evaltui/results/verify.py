@@ -28,9 +28,10 @@ from evaltui.records import (
 from evaltui.rundir import episode_index_from_dirname
 from evaltui.safeopen import (
     LeavesRoot,
+    NotAnObject,
     kind_or_outside,
     list_dir_inside,
-    read_json_inside,
+    read_object_inside,
 )
 from evaltui.states import EpisodeStatus
 
@@ -249,14 +250,13 @@ def _kind(run_dir: Path, rel: str) -> str | None:
 def _read_object(run_dir: Path, rel: str) -> dict[str, Any]:
     path = run_dir / rel
     try:
-        data = read_json_inside(run_dir, rel)
+        return read_object_inside(run_dir, rel)
     except LeavesRoot:
         raise VerifyInputError(f"{path} is a symlink that leaves the run dir; not read") from None
+    except NotAnObject:
+        raise VerifyInputError(f"{path} is not a JSON object") from None
     except (OSError, ValueError) as exc:
         raise VerifyInputError(f"{path} is unreadable: {exc}") from None
-    if not isinstance(data, dict):
-        raise VerifyInputError(f"{path} is not a JSON object")
-    return data
 
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[StoredEpisode]]:

@@ -8,5 +8,5 @@
 - :mod:`~evaltui.slurm.jobstate`: Slurm's job states and the run states they mean.
 - :mod:`~evaltui.slurm.control`: scancel, requeue.
 
-The Slurm executor (issue 23) builds on these; docs/slurm.md says what exists so far.
+A Slurm executor, when there is one, builds on these; docs/slurm.md says what exists so far.
 """

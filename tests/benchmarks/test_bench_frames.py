@@ -23,8 +23,9 @@ import pytest
 from harness_parts import SessionParts, first_episode_latency
 from PIL import Image
 
-from evaltui.launch import prepare_run, spawn_run
+from evaltui.launch import spawn_run
 from evaltui.rundir import read_json
+from tests.runprep import prepare_run
 
 GRAPHS = Path(__file__).resolve().parents[2] / "evaltui" / "graphs"
 REPS = 3

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from runhelpers import builtin_graph
 
-from evaltui.launch import prepare_run
 from evaltui.spec import SpecError
+from tests.runprep import prepare_run
 
 
 def spec(**eval_fields) -> dict:

@@ -10,9 +10,9 @@ from pool_helpers import walk_graph, walk_spec
 from runhelpers import ENGINE_TESTS, comparable, episode_rows, run_to_end
 
 from evaltui.engine.nodes import NodeSet, NodeSpec, node
-from evaltui.launch import prepare_run
 from evaltui.rundir import read_json
 from evaltui.spec import SpecError
+from tests.runprep import prepare_run
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ from fixture_nodesets import corridor_graph
 from runhelpers import ENGINE_TESTS, episode_rows, write_corridor_dataset
 
 from evaltui.engine.processes.oomkills import CGROUP_ROOT, OOM_KILLED
-from evaltui.launch import prepare_run
+from tests.runprep import prepare_run
 
 LIMIT_MB = 1024
 

@@ -556,6 +556,23 @@ def test_corrupt_files_do_not_raise_and_are_named(tmp_path: Path) -> None:
     assert "summary.json" in (status.error or "")
 
 
+def test_a_symlink_out_of_the_run_dir_is_not_read_by_the_status_read(tmp_path: Path) -> None:
+    """A copied run dir whose scheduler.json and summary.json lead out of it: the status read
+    takes nothing from the files outside (no PID to call live, no status to call done)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    write_json_atomic(outside / "scheduler.json", _sched(PidRef.current(), secret="SECRET"))
+    write_json_atomic(outside / "summary.json", {"status": "done", "secret": "SECRET"})
+    run = _make_run(tmp_path / "run", done=True)
+    for name in ("scheduler.json", "summary.json"):
+        (run / name).symlink_to(outside / name)
+    status = read_run_status(run)
+    assert status.scheduler is None and status.summary is None
+    assert status.state is not RunState.RUNNING and "SECRET" not in repr(status)
+    assert "scheduler.json is a symlink that leaves the run dir" in (status.error or "")
+    assert "summary.json is a symlink that leaves the run dir" in (status.error or "")
+
+
 def test_read_run_status_returns_parsed_files(tmp_path: Path) -> None:
     run = _make_run(tmp_path, scheduler=_sched(state="queued"), summary_status=None)
     status = read_run_status(run)

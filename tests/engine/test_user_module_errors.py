@@ -88,9 +88,9 @@ class Strict:
 def test_build_nodeset_names_the_users_line_not_the_library_s() -> None:
     import pickle
 
-    from evaltui.engine.usererrors import NodesetBuildError, build_nodeset
+    from evaltui.engine.usererrors import NodesetConstructorError, build_nodeset
 
-    with pytest.raises(NodesetBuildError) as err:
+    with pytest.raises(NodesetConstructorError) as err:
         build_nodeset("policy", Strict, {"path": "{oops"})
     message = str(err.value)
     assert message.startswith("nodeset 'policy' (Strict) failed to build: ")

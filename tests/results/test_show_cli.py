@@ -78,3 +78,21 @@ def test_plain_show_gives_n_per_metric_and_says_errors_count_as_failures(
     assert "errors count as failures" in out
     lines = [ln for ln in out.splitlines() if "path_length" in ln]
     assert lines and lines[0].split("│")[4].strip() == "11"  # metric | mean | CI | n
+
+
+def test_a_symlinked_episode_json_out_of_the_run_dir_is_not_shown(
+        run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``evaltui show`` of a copied run dir with an episode.json that leads out of it: the
+    episode is unreadable, nothing of the file outside is printed."""
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"episode_index": 3, "status": "ok", "instruction": "SECRET",
+                                  "metrics": {"success": 1.0}}))
+    episode = run_dir / "episodes" / "ep0003" / "episode.json"
+    episode.unlink()
+    episode.symlink_to(secret)
+    (run_dir / "summary.json").unlink()  # the rows come from the episode files alone
+    assert main(["show", str(run_dir), "--episodes"]) == 0
+    out = capsys.readouterr().out
+    assert "SECRET" not in out
+    row = next(line.split() for line in out.splitlines() if line.startswith(" 3 "))
+    assert row[1] == "unreadable" and "1.000" not in row  # not the outside file's success

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from schedhelpers import HERE, group_members, line_spec, record, wait_until
 
-from evaltui.launch import prepare_run
 from evaltui.rundir import PidRef, runs_root
 from evaltui.scheduler.runs import claims as claims_module
 from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.states import RunState
+from tests.runprep import prepare_run
 
 Make = Callable[..., JobScheduler]
 

@@ -38,7 +38,7 @@ from evaltui.engine.graph.datasets import load_episodes
 from evaltui.engine.graph.specchecks import CheckedSpec
 from evaltui.engine.hosting.channel import SharedEndpoint
 from evaltui.engine.hosting.proxy import RemoteNodeset
-from evaltui.engine.usererrors import NodesetBuildError, one_line
+from evaltui.engine.usererrors import NodesetConstructorError, one_line
 from evaltui.rundir import episode_dir
 from evaltui.states import EpisodeStatus
 
@@ -71,10 +71,10 @@ def run_worker(conn: Connection, config: WorkerConfig, stop: threading.Event) ->
         _close(session, shared)
         # One line for the run's error (the TUI's detail pane, eval's stderr); the
         # traceback goes to stderr: run.log.
-        detail = exc.detail if isinstance(exc, NodesetBuildError) else \
+        detail = exc.detail if isinstance(exc, NodesetConstructorError) else \
             "".join(traceback.format_exception(exc)).rstrip()
         print(detail, file=sys.stderr, flush=True)
-        line = str(exc) if isinstance(exc, NodesetBuildError) else one_line(exc)
+        line = str(exc) if isinstance(exc, NodesetConstructorError) else one_line(exc)
         conn.send(("failed", f"{line}; its traceback is in run.log"))
         return 1
     conn.send(("ready", os.getpid()))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evaltui.engine.processes.child import Child, child_bootstrap, spawn_child
-from evaltui.engine.usererrors import NodesetBuildError, one_line
+from evaltui.engine.usererrors import NodesetConstructorError, one_line
 
 START_TIMEOUT_SEC = 120.0
 
@@ -143,7 +143,7 @@ def main() -> int:
                       on_ready=lambda url: conn.send(("ready", url, os.getpid())))
     except Exception as exc:
         # One line for the run's error; the traceback to stderr (the run's run.log).
-        build = isinstance(exc, NodesetBuildError)
+        build = isinstance(exc, NodesetConstructorError)
         print(exc.detail if build else "".join(traceback.format_exception(exc)).rstrip(),
               file=sys.stderr, flush=True)
         line = str(exc) if build else one_line(exc)

@@ -7,7 +7,7 @@ spec -- the only check of it: the CLI imports no nodeset module -- and answers o
 reply pipe with one JSON line:
 
 - ``{"refused": "field: message"}``: a SpecError; nothing was written and the process
-  exits with :data:`REFUSED_EXIT`;
+  exits with :attr:`evaltui.states.RunExit.REFUSED`;
 - ``{"run_dir": ..., "graph_name": ..., "dataset": ..., "split": ..., "episodes": n,
   "step_budget": n, "warnings": [...]}``: the run dir is written, by the same
   ``launch.write_run`` as every submit, its scheduler.json naming this process as the
@@ -30,9 +30,6 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from evaltui.engine.graph.specchecks import CheckedSpec
 
-REFUSED_EXIT = 2
-"""The run process's exit code when it refused the spec (``evaltui eval`` exits 2 too)."""
-
 
 def read_request(stream: IO[bytes]) -> tuple[dict[str, Any], str | None] | None:
     """The spec and the outputs option the CLI wrote; None if it wrote nothing."""
@@ -50,9 +47,8 @@ def take_spec(spec_data: Any, outputs: str | None, reply_fd: int, *, stop: threa
     None if the spec was refused, or if a stop was asked for before the run dir existed.
     """
     from evaltui.engine.graph.specchecks import validate_spec
-    from evaltui.engine.run.summary import now_iso
     from evaltui.launch import outputs_problem, write_run
-    from evaltui.rundir import PidRef, outputs_root
+    from evaltui.rundir import PidRef, now_iso, outputs_root
     from evaltui.spec import SpecError
     from evaltui.states import RunState
 

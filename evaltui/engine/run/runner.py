@@ -48,7 +48,7 @@ from evaltui.engine.hosting.channel import (
     parse_url,
 )
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
-from evaltui.engine.run.summary import SummaryWriter, now_iso
+from evaltui.engine.run.summary import SummaryWriter
 from evaltui.records import (
     DONE_FILENAME,
     EPISODE_FILENAME,
@@ -60,14 +60,10 @@ from evaltui.records import (
     EpisodeRow,
     NodeRef,
 )
-from evaltui.rundir import episode_dir, read_json, touch_done, write_json_atomic
+from evaltui.rundir import episode_dir, now_iso, read_json, touch_done, write_json_atomic
 from evaltui.settings import settings
 from evaltui.spec import SpecError, parse_spec
 from evaltui.states import EpisodeStatus, RunExit, SummaryStatus
-
-EXIT_OK, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 3
-EXIT_DISK_FULL = int(RunExit.DISK_FULL)
-"""The run dir's disk stayed full past ``EVALTUI_DISK_FULL_WAIT_SEC``: failed, resumable."""
 
 
 def reset_budget(ev: Any) -> float | None:
@@ -102,7 +98,7 @@ class BatchEvalRunner:
 
         A full disk makes the run's writes wait for room (:mod:`evaltui.diskfull`); past
         the deadline the run ends here: ``failed`` with "disk full: PATH" wherever that
-        can still be written, always on stderr and as :data:`EXIT_DISK_FULL`.
+        can still be written, always on stderr and as :attr:`RunExit.DISK_FULL`.
         """
         try:
             return self._run()
@@ -121,7 +117,7 @@ class BatchEvalRunner:
             touch_done(self.run_dir)
         except OSError:
             pass  # still full: the exit code and the line above say it
-        return EXIT_DISK_FULL
+        return RunExit.DISK_FULL
 
     def _run(self) -> int:
         header = {"run_id": self.run_id, "graph_name": None, "dataset": None, "split": None,
@@ -178,11 +174,11 @@ class BatchEvalRunner:
         except (HostStartError, NodesetBuildError, ChannelError) as exc:
             summary.finish(SummaryStatus.FAILED, f"cannot build the graph's nodesets: {exc}")
             self._touch_done()
-            return EXIT_FAILED
+            return RunExit.FAILED
         except ExecutorError as exc:
             summary.finish(SummaryStatus.FAILED, str(exc))
             self._touch_done()
-            return EXIT_FAILED
+            return RunExit.FAILED
         finally:
             for host in hosts:
                 host.stop()
@@ -193,19 +189,19 @@ class BatchEvalRunner:
             summary.finish(SummaryStatus.FAILED, f"cannot write summary.json: "
                            f"{type(summary.failure).__name__}: {summary.failure}")
             self._touch_done()
-            return EXIT_FAILED
+            return RunExit.FAILED
         if self.stop.is_set():
             summary.finish(SummaryStatus.CANCELLED)
             self._touch_done()
-            return EXIT_CANCELLED
+            return RunExit.CANCELLED
         every_error = summary.every_episode_errored()
         if every_error is not None:
             summary.finish(SummaryStatus.FAILED, every_error)
             self._touch_done()
-            return EXIT_FAILED
+            return RunExit.FAILED
         summary.finish(SummaryStatus.DONE)
         self._touch_done()
-        return EXIT_OK
+        return RunExit.OK
 
     # ---- pieces ---------------------------------------------------------------------------
     def _touch_done(self) -> None:
@@ -264,7 +260,7 @@ class BatchEvalRunner:
         summary = SummaryWriter(self.run_dir, header, 0)
         summary.finish(SummaryStatus.FAILED, error)
         self._touch_done()
-        return EXIT_FAILED
+        return RunExit.FAILED
 
     def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: _SocketDir,
                           hosts: list[HostProcess], *, given_only: bool = False,

@@ -26,7 +26,7 @@ from evaltui.records import (
     FirstError,
     SummaryHeader,
 )
-from evaltui.rundir import sync_files, write_json_atomic
+from evaltui.rundir import now_iso, sync_files, write_json_atomic
 from evaltui.states import EpisodeStatus, SummaryStatus
 
 SYNC_EVERY_SEC = 0.2
@@ -78,10 +78,6 @@ def disk_wait_note() -> DiskWaitNote | None:
         datetime.fromtimestamp(waiting.since).astimezone().isoformat(timespec="milliseconds")
     return DiskWaitNote(path=waiting.path if waiting else DISK.last_path, waiting_since=since,
                         waited_sec=round(DISK.waited_sec, 3))
-
-
-def now_iso() -> str:
-    return datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
 class SummaryWriter:

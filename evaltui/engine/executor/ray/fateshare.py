@@ -1,4 +1,4 @@
-"""An evaltui actor process ends when its node's raylet dies (issue 24).
+"""An evaltui actor process ends when its node's raylet dies.
 
 Ray's worker processes are children of their node's raylet. When the raylet is
 SIGKILLed, its workers that run an evaltui actor (an episode worker, a nodeset host, a
