@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
 from ledgerhelpers import reserve
 from schedhelpers import line_spec, wait_until
 
@@ -137,3 +138,29 @@ def test_a_read_only_ledger_dir_fails_closed_and_recovers(small_disk) -> None:
         pass  # the next transaction stores what was kept
     assert ledger.error is None
     assert {r.run_id for r in Ledger(disk.path).entries()} == {"a", "b"}
+
+
+def test_an_entry_that_cannot_be_stored_is_discarded_not_kept(small_disk) -> None:
+    """flush_new (an admission's or a hold's store): fail closed and forget the entry, so
+    the next store that works does not admit it after all."""
+    from ledgerhelpers import held_entry
+
+    from evaltui.scheduler.admission.ledger import LedgerNotDurable
+
+    disk = small_disk("ledger", "256k")
+    ledger = Ledger(disk.path)
+    reserve(ledger, "a")
+    disk.read_only(True)
+    try:
+        with ledger.transaction() as txn:
+            entry = held_entry("b")
+            txn.add(entry)
+            with pytest.raises(LedgerNotDurable, match="Read-only file system"):
+                ledger.flush_new(txn, entry.key)
+            assert txn.get(entry.key) is None and not txn.changes
+    finally:
+        disk.read_only(False)
+    reserve(ledger, "c")  # the next store that works
+    assert ledger.error is None
+    assert {r.run_id for r in Ledger(disk.path).entries()} == {"a", "c"}
+    assert {r.run_id for r in ledger.entries()} == {"a", "c"}
