@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 from pathlib import Path
 
 from evaltui.process import signal_group
@@ -30,3 +31,10 @@ def kill_runs(outputs: Path) -> None:
 
 
 
+
+
+def end_session(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group of ``proc`` (started with ``start_new_session``), gone
+    already or not, and reap it."""
+    kill_group(proc.pid)
+    proc.wait()
