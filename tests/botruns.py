@@ -4,12 +4,12 @@ and a loopback URL where nothing listens: what the CLI tests of a first hour sha
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 
 def finished_bot_run(tmp_path_factory: pytest.TempPathFactory, episodes: int,
@@ -30,6 +30,4 @@ def finished_bot_run(tmp_path_factory: pytest.TempPathFactory, episodes: int,
 
 def nothing_listens_url() -> str:
     """``http://127.0.0.1:PORT`` of a port just bound and let go: nothing answers there."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"
