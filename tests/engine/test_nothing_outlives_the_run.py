@@ -16,15 +16,10 @@ from pool_helpers import (
     walk_graph,
     walk_spec,
 )
-from runhelpers import ENGINE_TESTS, episode_rows, running, wait_until
+from runhelpers import episode_rows, running, wait_until
 
 from evaltui.process import terminate_group
 from evaltui.rundir import PidRef, read_json
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
 
 
 def slow_spec(tmp_path: Path, **env: object) -> dict:

@@ -15,14 +15,9 @@ from pool_helpers import (
     traced_walk_graph,
     walk_spec,
 )
-from runhelpers import ENGINE_TESTS, episode_rows, running, wait_until
+from runhelpers import episode_rows, running, wait_until
 
 from evaltui.rundir import read_json
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
 
 
 def test_the_worker_starts_its_next_episode_while_the_run_is_stopped(tmp_path: Path) -> None:

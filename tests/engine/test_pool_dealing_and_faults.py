@@ -18,7 +18,6 @@ from pool_helpers import (
     walk_spec,
 )
 from runhelpers import (
-    ENGINE_TESTS,
     builtin_graph,
     comparable,
     episode_rows,
@@ -33,11 +32,6 @@ from evaltui.engine.hosting.host import NodesetServer
 from evaltui.launch import spawn_run
 from evaltui.logread import iter_log
 from evaltui.rundir import read_json
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
 
 
 @pytest.mark.parametrize("graph,workers", [("bot", 4), ("model", 3)])
