@@ -12,6 +12,7 @@ from textual.app import App
 from textual.pilot import Pilot
 
 from evaltui.tui.screens.queue import QueueScreen
+from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.screens.submit import SubmitScreen
 from evaltui.tui.widgets.runs_table import RunsTable
 
@@ -54,3 +55,12 @@ async def open_submit(pilot: Pilot[Any]) -> None:
     await queue_ready(pilot.app)
     await pilot.press("s")
     await wait_for(lambda: isinstance(pilot.app.screen, SubmitScreen), what="the submit form")
+
+
+async def replay_opened(app: App[Any]) -> ReplayScreen:
+    """The replay screen the app opened on, once its episode is indexed and its first
+    step's firings are read."""
+    screen = app.screen
+    assert isinstance(screen, ReplayScreen)
+    await wait_for(lambda: screen.indexed and bool(screen.firings), what="the first step")
+    return screen
