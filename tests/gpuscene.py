@@ -8,8 +8,6 @@ the processes inherit; every process runs in its own session and is ended by gro
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from proctools import end_session
 
 from evaltui.rundir import PidRef, runs_root, write_json_atomic
 
@@ -57,11 +56,7 @@ class GpuScene:
 
 def _end(procs: list[subprocess.Popen[bytes]]) -> None:
     for proc in procs:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+        end_session(proc)
         if proc.stdout is not None:
             proc.stdout.close()
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from botruns import finished_bot_run, nothing_listens_url
 from PIL import Image
 
 from evaltui.cli import main
@@ -20,21 +17,12 @@ from evaltui.cli import main
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real 3-episode bot run (path lengths 2, 2 and 6: a mean of 2.333...)."""
-    outputs = tmp_path_factory.mktemp("outputs")
-    env = {**os.environ, "EVALTUI_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
-    proc = subprocess.run([sys.executable, "-m", "evaltui.cli", "eval", "bot", "--episodes",
-                           "3", "--outputs", str(outputs)], capture_output=True, text=True,
-                          timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr
-    [run] = (outputs / "eval_runs").iterdir()
-    return run
+    return finished_bot_run(tmp_path_factory, 3)
 
 
 @pytest.fixture
 def no_backend(monkeypatch: pytest.MonkeyPatch) -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    url = nothing_listens_url()
     monkeypatch.setenv("BACKEND_URL", url)  # nothing listens there
     return url
 

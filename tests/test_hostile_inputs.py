@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from botruns import finished_bot_run, nothing_listens_url
 
 GRAPHS = Path(__file__).resolve().parents[1] / "evaltui" / "graphs"
 
@@ -120,15 +121,7 @@ HOSTILE: list[tuple[str, Args, int, str]] = [
 @pytest.fixture(scope="module")
 def ep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real BabyAI episode with frames, in an outputs root of its own."""
-    outputs = tmp_path_factory.mktemp("episode-outputs")
-    # Module-scoped: made before the suite's per-test isolation, so it sets its own.
-    env = {**os.environ, "EVALTUI_STATE_DIR": str(tmp_path_factory.mktemp("episode-state"))}
-    proc = subprocess.run([sys.executable, "-m", "evaltui.cli", "eval", "bot", "--episodes",
-                           "1", "--outputs", str(outputs)], capture_output=True, text=True,
-                          timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr
-    [run_dir] = (outputs / "eval_runs").iterdir()
-    return run_dir / "episodes" / "ep0000"
+    return finished_bot_run(tmp_path_factory, 1, "episode-outputs") / "episodes" / "ep0000"
 
 
 @pytest.fixture(scope="module")
@@ -140,18 +133,12 @@ def hung_url() -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize(("args", "code", "says"), [row[1:] for row in HOSTILE],
                          ids=[row[0] for row in HOSTILE])
 def test_a_hostile_input_is_one_line_its_exit_code_and_nothing_written(
         args: Args, code: int, says: str, tmp_path: Path, ep_dir: Path, hung_url: str) -> None:
     place = Place(tmp=tmp_path, outputs=tmp_path / "outputs", ep_dir=ep_dir,
-                  hung_url=hung_url, free_url=f"http://127.0.0.1:{free_port()}")
+                  hung_url=hung_url, free_url=nothing_listens_url())
     argv = args(place)
     before = {p.name for p in tmp_path.iterdir()}
     env = {**os.environ, "EVALTUI_OUTPUTS": str(place.outputs), "COLUMNS": "80"}

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from rich.console import Console, Group
 from rich.text import Text
 
 from evaltui.api.models import QueueEntry, Run
+from evaltui.report.html import when
 from evaltui.results.fittable import FitColumn, fit_table, one_line
 from evaltui.results.richtables import metrics_table
 from evaltui.states import RunState
@@ -81,9 +81,9 @@ def print_run(console: Console, run: Run) -> None:
         # Held only while its process lives: an ended run's record still names it.
         reserved = record.reservation.mb if record.reservation and run.state in (
             RunState.STARTING, RunState.RUNNING) else None
-        facts += [("priority", record.priority), ("queued", _when(record.queued_at)),
-                  ("admitted", _when(record.admitted_at)),
-                  ("finished", _when(record.finished_at)), ("node", run.node),
+        facts += [("priority", record.priority), ("queued", when(record.queued_at)),
+                  ("admitted", when(record.admitted_at)),
+                  ("finished", when(record.finished_at)), ("node", run.node),
                   ("gpu", record.gpu),
                   ("reserved", _mb(reserved)), ("measured peak", _mb(record.measured_peak_mb)),
                   ("pid", record.pid)]
@@ -132,15 +132,6 @@ def _log_line(rec: dict[str, Any]) -> str:
     elif rec.get("outputs") is not None:
         tail += json.dumps(rec["outputs"], default=str)
     return f"{head} {tail}".rstrip()
-
-
-def _when(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")
-    except ValueError:
-        return value
 
 
 def _mb(value: Any) -> str | None:

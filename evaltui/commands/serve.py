@@ -47,14 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from evaltui.api.auth import TokenError, load_or_create_token, token_path
     from evaltui.api.server import is_loopback
+    from evaltui.commands.startchecks import start_problem
 
-    if not 0 <= args.port <= 65535:
-        print(f"evaltui serve: --port must be 0-65535 (0 picks a free one), got {args.port}",
-              file=sys.stderr)
-        return 2
-    from evaltui.launch import outputs_problem
-
-    problem = outputs_problem(outputs_root(args.outputs))
+    problem = start_problem("--port", args.port, "0 picks a free one", args.outputs)
     if problem is not None:
         print(f"evaltui serve: {problem}", file=sys.stderr)
         return 2

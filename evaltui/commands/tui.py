@@ -41,15 +41,11 @@ def run(args: argparse.Namespace) -> int:
     """Open the TUI; returns the process exit code."""
     if getattr(args, "attach", None):
         return _attach(args)
-    from evaltui.launch import outputs_problem
+    from evaltui.commands.startchecks import start_problem
     from evaltui.rundir import outputs_root
 
     # Said in one line before the screen is taken over.
-    if not 0 <= args.api_port <= 65535:
-        print(f"evaltui: --api-port must be 0-65535 (0: no API), got {args.api_port}",
-              file=sys.stderr)
-        return 2
-    problem = outputs_problem(outputs_root(args.outputs))
+    problem = start_problem("--api-port", args.api_port, "0: no API", args.outputs)
     if problem is not None:
         print(f"evaltui: {problem}", file=sys.stderr)
         return 2

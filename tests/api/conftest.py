@@ -4,7 +4,6 @@ or killed at teardown, even when a test fails."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from apihelpers import Backend, isolate_env, kill_backends, start_backend  # noqa: E402
-from proctools import kill_group, kill_runs  # noqa: E402
+from proctools import kill_runs, session_starter  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -51,21 +50,7 @@ def backend(make_backend: Callable[..., Backend]) -> Backend:
 def popen(api_env: dict[str, Path]) -> Iterator[Callable[..., subprocess.Popen[Any]]]:
     """Start processes in their own group; groups, runs and `evaltui run` backends are
     killed at teardown."""
-    procs: list[subprocess.Popen[Any]] = []
-
-    def start(args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
-        kwargs.setdefault("start_new_session", True)
-        kwargs.setdefault("env", dict(os.environ))
-        proc = subprocess.Popen(args, **kwargs)
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        kill_group(proc.pid)
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    with session_starter() as start:
+        yield start
     kill_backends(api_env["state"])
     kill_runs(api_env["outputs"])

@@ -25,7 +25,6 @@ import json
 import os
 import random
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from typing import Any
 import orjson
 import pytest
 from fulldisk import SmallDisk
+from ports import free_ports
 from soakhelpers import TERMINAL, Backends, Tracker, job_spec
 
 from evaltui.logread import read_log
@@ -81,15 +81,6 @@ LONG = Plan(jobs=200, episodes=4, run_kills=25, worker_kills=25, backend_kills=8
             timeout=900)
 
 
-def _ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for sock in socks:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in socks]
-    for sock in socks:
-        sock.close()
-    return ports
-
 
 FAULT_SEC = 2.0
 """How long the outputs disk, and then the state dir, stay full."""
@@ -122,7 +113,7 @@ def soak(plan: Plan, popen: Callable[..., Any], api_env: dict[str, Path], tmp_pa
     audit = tmp_path / "audit.jsonl"
     env = {**os.environ, "EVALTUI_LEDGER_AUDIT": str(audit),
            "EVALTUI_FAKE_GPUS": f"1x{CAPACITY_MB}"}
-    backends = Backends(popen, _ports(3), api_env["outputs"], env, tmp_path)
+    backends = Backends(popen, free_ports(3), api_env["outputs"], env, tmp_path)
     tracker = Tracker(api_env["outputs"], api_env["state"])
     tally = Tally()
     for i in range(3):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import psutil
 from faulty_nodesets import write_dataset
-from runhelpers import ENGINE_TESTS, wait_until
+from runhelpers import ENGINE_TESTS, episode_rows, running, wait_until
 
 
 def walk_graph(env: dict[str, Any] | None = None, *, shared_policy: bool = False,
@@ -29,6 +31,14 @@ def walk_graph(env: dict[str, Any] | None = None, *, shared_policy: bool = False
         "edges": [["@obs", "policy.obs"], ["policy.action", "env_step.action"]],
         "loop": {"env": "env", "step": "env_step"},
     }
+
+
+def traced_walk_graph(tmp_path: Path, *, shared_policy: bool = False,
+                      **env: Any) -> tuple[Path, dict[str, Any]]:
+    """A fresh trace dir and a walk graph whose WalkEnv (params ``env``) records into it."""
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    return trace, walk_graph({"trace_dir": str(trace), **env}, shared_policy=shared_policy)
 
 
 def walk_spec(tmp_path: Path, lengths: list[int], graph: dict[str, Any],
@@ -86,3 +96,14 @@ def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return living
+
+
+def kill_the_hung_worker(spec: dict[str, Any], outputs: Path, trace_dir: Path, episode_id: str,
+                         timeout: float = 60) -> tuple[Path, int, dict[int, dict[str, Any]]]:
+    """Run ``spec``, SIGKILL the worker once it hangs in ``episode_id`` (``hang_once``) and
+    check the run still exits 0; its run dir, the killed PID and its episode rows by index."""
+    with running(spec, outputs) as (run_dir, proc):
+        victim = hung_worker(trace_dir, episode_id)
+        os.kill(victim, signal.SIGKILL)
+        assert proc.wait(timeout=timeout) == 0
+    return run_dir, victim, {r["episode_index"]: r for r in episode_rows(run_dir)}

@@ -10,15 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 from faulty_nodesets import BatchedStepPolicy
-from runhelpers import ENGINE_TESTS
 
 from evaltui.engine.hosting.batching import BatchedInferenceServer
 from evaltui.engine.hosting.stacking import BatchOfOne, stack, unstack
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
 
 
 @pytest.fixture()

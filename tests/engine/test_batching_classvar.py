@@ -7,17 +7,12 @@ from typing import Any, ClassVar
 
 import pytest
 from pool_helpers import walk_graph, walk_spec
-from runhelpers import ENGINE_TESTS, comparable, episode_rows, run_to_end
+from runhelpers import comparable, episode_rows, run_to_end
 
 from evaltui.engine.nodes import NodeSet, NodeSpec, node
 from evaltui.rundir import read_json
 from evaltui.spec import SpecError
 from tests.runprep import prepare_run
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
 
 
 def test_classvar_form_batches_the_nodes_with_that_input() -> None:

@@ -6,14 +6,8 @@ import copy
 
 import pytest
 from fixture_nodesets import corridor_graph
-from runhelpers import ENGINE_TESTS
 
 from evaltui.engine.graph.definition import GraphDefinition, GraphError
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
 
 
 def check(graph: dict) -> None:

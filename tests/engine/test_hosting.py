@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 import pickle
-import shutil
 import signal
 import statistics
-import tempfile
 import time
 from collections.abc import Iterator
 from multiprocessing import AuthenticationError
@@ -17,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from faulty_nodesets import BatchedStepPolicy
-from runhelpers import ENGINE_TESTS, wait_until
+from runhelpers import wait_until
 
 from evaltui.engine.hosting.channel import (
     ChannelError,
@@ -32,19 +30,6 @@ from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStar
 from evaltui.engine.hosting.proxy import HostGoneError, RemoteError, RemoteNodeset, connect
 
 POLICY = "faulty_nodesets:BatchedStepPolicy"
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
-
-
-@pytest.fixture()
-def sockets() -> Iterator[Path]:
-    # Short paths: a unix socket path must fit in 107 bytes, pytest's tmp_path may not.
-    path = Path(tempfile.mkdtemp(prefix="evt-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture()

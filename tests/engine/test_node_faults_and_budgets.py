@@ -12,11 +12,6 @@ from evaltui.logread import iter_log
 from evaltui.rundir import read_json
 
 
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
-
-
 def corridor_spec(tmp_path: Path, goals: list[int], **eval_fields) -> dict:
     dataset = write_corridor_dataset(tmp_path / "corridor.jsonl", goals)
     policy = eval_fields.pop("policy", {})

@@ -9,16 +9,17 @@ from pathlib import Path
 
 import psutil
 import pytest
-from pool_helpers import alive, engine_children, walk_graph, walk_spec
-from runhelpers import ENGINE_TESTS, episode_rows, running, wait_until
+from pool_helpers import (
+    alive,
+    engine_children,
+    traced_walk_graph,
+    walk_graph,
+    walk_spec,
+)
+from runhelpers import episode_rows, running, wait_until
 
 from evaltui.process import terminate_group
 from evaltui.rundir import PidRef, read_json
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
 
 
 def slow_spec(tmp_path: Path, **env: object) -> dict:
@@ -70,9 +71,7 @@ def test_sigterm_cancels_and_leaves_no_process(tmp_path: Path, whole_group: bool
 
 
 def test_cancel_kills_a_worker_stuck_in_a_node_after_the_grace_period(tmp_path: Path) -> None:
-    trace = tmp_path / "trace"
-    trace.mkdir()
-    graph = walk_graph({"trace_dir": str(trace), "hang_once": ["walk-0000"]})
+    trace, graph = traced_walk_graph(tmp_path, hang_once=["walk-0000"])
     spec = walk_spec(tmp_path, [3] * 4, graph, worker_count=1)
     with running(spec, tmp_path / "out") as (run_dir, proc):
         marker = trace / "hang.walk-0000"

@@ -7,15 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 from faulty_nodesets import BatchedStepPolicy
-from runhelpers import ENGINE_TESTS
 
 from evaltui.engine.hosting.packing import Packed, pack, parse_layout
 from evaltui.engine.hosting.stacking import call_stacked, request_signature, stack
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
 
 
 def wire(value: dict[str, Any]) -> Packed:

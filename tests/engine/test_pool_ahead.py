@@ -8,25 +8,20 @@ import signal
 from pathlib import Path
 
 import pytest
-from pool_helpers import hung_worker, start_pids, starts, walk_graph, walk_spec
-from runhelpers import ENGINE_TESTS, episode_rows, running, wait_until
+from pool_helpers import (
+    kill_the_hung_worker,
+    start_pids,
+    starts,
+    traced_walk_graph,
+    walk_spec,
+)
+from runhelpers import episode_rows, running, wait_until
 
 from evaltui.rundir import read_json
 
 
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
-
-
-def traced(tmp_path: Path, **env: object) -> tuple[Path, dict]:
-    trace = tmp_path / "trace"
-    trace.mkdir()
-    return trace, walk_graph({"trace_dir": str(trace), **env})
-
-
 def test_the_worker_starts_its_next_episode_while_the_run_is_stopped(tmp_path: Path) -> None:
-    trace, graph = traced(tmp_path, step_sleep_ms=60)
+    trace, graph = traced_walk_graph(tmp_path, step_sleep_ms=60)
     spec = walk_spec(tmp_path, [3] * 5, graph, worker_count=1)
     with running(spec, tmp_path / "out") as (run_dir, proc):
         wait_until(lambda: starts(trace)["walk-0001"] == 1, what="episode 1 to start")
@@ -46,13 +41,9 @@ def test_the_worker_starts_its_next_episode_while_the_run_is_stopped(tmp_path: P
 
 
 def test_a_worker_killed_with_an_episode_dealt_ahead(tmp_path: Path) -> None:
-    trace, graph = traced(tmp_path, hang_once=["walk-0002"])
+    trace, graph = traced_walk_graph(tmp_path, hang_once=["walk-0002"])
     spec = walk_spec(tmp_path, [3] * 5, graph, worker_count=1)
-    with running(spec, tmp_path / "out") as (run_dir, proc):
-        victim = hung_worker(trace, "walk-0002")
-        os.kill(victim, signal.SIGKILL)
-        assert proc.wait(timeout=60) == 0
-    rows = {r["episode_index"]: r for r in episode_rows(run_dir)}
+    run_dir, victim, rows = kill_the_hung_worker(spec, tmp_path / "out", trace, "walk-0002")
     assert sorted(rows) == list(range(5))
     assert rows[2]["status"] == "error" and "worker died (signal 9)" in rows[2]["error"]
     # Episode 3 sat in the dead worker's pipe: it ran once, on the fresh worker, as its
@@ -64,7 +55,7 @@ def test_a_worker_killed_with_an_episode_dealt_ahead(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_cancel_records_no_episode_that_never_started(tmp_path: Path, workers: int) -> None:
-    trace, graph = traced(tmp_path, step_sleep_ms=40)
+    trace, graph = traced_walk_graph(tmp_path, step_sleep_ms=40)
     spec = walk_spec(tmp_path, [10] * 12, graph, worker_count=workers)
     with running(spec, tmp_path / "out") as (run_dir, proc):
         wait_until(lambda: sum(starts(trace).values()) >= workers + 1,

@@ -8,9 +8,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pool_helpers import hung_worker, start_pids, starts, walk_graph, walk_spec
+from pool_helpers import (
+    hung_worker,
+    kill_the_hung_worker,
+    start_pids,
+    starts,
+    traced_walk_graph,
+    walk_graph,
+    walk_spec,
+)
 from runhelpers import (
-    ENGINE_TESTS,
     builtin_graph,
     comparable,
     episode_rows,
@@ -25,11 +32,6 @@ from evaltui.engine.hosting.host import NodesetServer
 from evaltui.launch import spawn_run
 from evaltui.logread import iter_log
 from evaltui.rundir import read_json
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
 
 
 @pytest.mark.parametrize("graph,workers", [("bot", 4), ("model", 3)])
@@ -65,9 +67,7 @@ def test_one_worker_and_k_workers_give_identical_rows(tmp_path: Path, graph: str
 
 
 def test_a_long_episode_does_not_hold_up_the_others(tmp_path: Path) -> None:
-    trace = tmp_path / "trace"
-    trace.mkdir()
-    graph = walk_graph({"trace_dir": str(trace), "slow": {"walk-0000": 2.0}})
+    trace, graph = traced_walk_graph(tmp_path, slow={"walk-0000": 2.0})
     spec = walk_spec(tmp_path, [2] * 12, graph, worker_count=2)
     rows = {r["episode_index"]: r for r in episode_rows(run_to_end(spec, tmp_path / "out"))}
     slow_worker = rows[0]["worker_id"]
@@ -78,15 +78,9 @@ def test_a_long_episode_does_not_hold_up_the_others(tmp_path: Path) -> None:
 
 
 def test_worker_killed_mid_episode_is_retried_on_a_fresh_worker(tmp_path: Path) -> None:
-    trace = tmp_path / "trace"
-    trace.mkdir()
-    graph = walk_graph({"trace_dir": str(trace), "hang_once": ["walk-0002"]})
+    trace, graph = traced_walk_graph(tmp_path, hang_once=["walk-0002"])
     spec = walk_spec(tmp_path, [3] * 8, graph, worker_count=2, max_episode_retries=1)
-    with running(spec, tmp_path / "out") as (run_dir, proc):
-        victim = hung_worker(trace, "walk-0002")
-        os.kill(victim, signal.SIGKILL)
-        assert proc.wait(timeout=60) == 0
-    rows = {r["episode_index"]: r for r in episode_rows(run_dir)}
+    run_dir, victim, rows = kill_the_hung_worker(spec, tmp_path / "out", trace, "walk-0002")
     assert sorted(rows) == list(range(8))
     assert rows[2]["status"] == "ok" and rows[2]["attempts"] == 2
     assert all(r["status"] == "ok" and r["attempts"] == 1 for i, r in rows.items() if i != 2)
@@ -97,9 +91,7 @@ def test_worker_killed_mid_episode_is_retried_on_a_fresh_worker(tmp_path: Path) 
 
 
 def test_worker_killed_without_retries_records_the_death(tmp_path: Path) -> None:
-    trace = tmp_path / "trace"
-    trace.mkdir()
-    graph = walk_graph({"trace_dir": str(trace), "hang_once": ["walk-0001"]})
+    trace, graph = traced_walk_graph(tmp_path, hang_once=["walk-0001"])
     spec = walk_spec(tmp_path, [3] * 6, graph, worker_count=2)
     with running(spec, tmp_path / "out") as (run_dir, proc):
         os.kill(hung_worker(trace, "walk-0001"), signal.SIGKILL)
@@ -113,9 +105,7 @@ def test_worker_killed_without_retries_records_the_death(tmp_path: Path) -> None
 
 
 def test_after_a_node_exception_the_worker_is_replaced(tmp_path: Path) -> None:
-    trace = tmp_path / "trace"
-    trace.mkdir()
-    graph = walk_graph({"trace_dir": str(trace), "raise_on": ["walk-0003"]})
+    trace, graph = traced_walk_graph(tmp_path, raise_on=["walk-0003"])
     spec = walk_spec(tmp_path, [3] * 7, graph, worker_count=1)
     rows = {r["episode_index"]: r for r in episode_rows(run_to_end(spec, tmp_path / "out"))}
     assert rows[3]["status"] == "error" and "RuntimeError: boom in walk-0003" in rows[3]["error"]
@@ -126,9 +116,7 @@ def test_after_a_node_exception_the_worker_is_replaced(tmp_path: Path) -> None:
 
 
 def test_node_errors_are_retried_up_to_the_limit(tmp_path: Path) -> None:
-    trace = tmp_path / "trace"
-    trace.mkdir()
-    graph = walk_graph({"trace_dir": str(trace), "raise_on": ["walk-0001"]})
+    trace, graph = traced_walk_graph(tmp_path, raise_on=["walk-0001"])
     spec = walk_spec(tmp_path, [2] * 3, graph, worker_count=2, max_episode_retries=2)
     rows = {r["episode_index"]: r for r in episode_rows(run_to_end(spec, tmp_path / "out"))}
     assert rows[1]["status"] == "error" and rows[1]["attempts"] == 3
@@ -168,10 +156,7 @@ def test_a_shared_nodeset_at_a_given_url_is_used_not_restarted(tmp_path: Path) -
 
 
 def test_resume_ignores_the_hosts_of_an_earlier_attempt(tmp_path: Path) -> None:
-    trace = tmp_path / "trace"
-    trace.mkdir()
-    graph = walk_graph({"trace_dir": str(trace), "hang_once": ["walk-0002"]},
-                       shared_policy=True)
+    trace, graph = traced_walk_graph(tmp_path, shared_policy=True, hang_once=["walk-0002"])
     spec = walk_spec(tmp_path, [2] * 4, graph, worker_count=2)
     with running(spec, tmp_path / "out") as (run_dir, proc):
         os.kill(hung_worker(trace, "walk-0002"), signal.SIGKILL)

@@ -8,9 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 from pool_helpers import walk_graph, walk_spec
-from runhelpers import ENGINE_TESTS
 
 from evaltui.engine.executor.local.pool import EnvWorkerPool
 from evaltui.engine.executor.local.worker import WorkerConfig
@@ -20,11 +18,6 @@ from evaltui.engine.executor.watchdog import LogWatch
 from evaltui.engine.graph.specchecks import check_spec
 from evaltui.rundir import episode_dir
 from evaltui.spec import parse_spec
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
 
 
 def test_a_slow_recording_holds_up_no_dealing(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 from pool_helpers import alive, start_pids, starts, walk_graph, walk_spec
-from runhelpers import ENGINE_TESTS, episode_rows, running, wait_until
+from runhelpers import episode_rows, running, wait_until
 
 from evaltui.engine.executor.local.pool import EnvWorkerPool
 from evaltui.engine.executor.local.worker import WorkerConfig
@@ -19,11 +19,6 @@ from evaltui.engine.graph.specchecks import check_spec
 from evaltui.engine.hosting.channel import SharedEndpoint
 from evaltui.rundir import read_json
 from evaltui.spec import parse_spec
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
 
 
 def started_pids(trace: Path) -> set[int]:

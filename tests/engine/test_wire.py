@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Listener
 from pathlib import Path
@@ -19,7 +16,6 @@ from typing import Any
 import numpy as np
 import pytest
 from faulty_nodesets import BatchedStepPolicy
-from runhelpers import ENGINE_TESTS
 
 from evaltui.engine.hosting.channel import dial, new_secret
 from evaltui.engine.hosting.host import NodesetServer
@@ -27,18 +23,6 @@ from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess
 from evaltui.engine.hosting.proxy import RemoteError, connect
 from evaltui.engine.hosting.wire import KIND_CALL, FrameSocket, decode_answer, request_parts
 from evaltui.engine.nodes import NodeSet, node
-
-
-@pytest.fixture(autouse=True)
-def importable_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ENGINE_TESTS))
-
-
-@pytest.fixture()
-def sockets() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="evt-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 class Probe(NodeSet):

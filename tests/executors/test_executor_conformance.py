@@ -11,16 +11,17 @@ from typing import Any
 
 import psutil
 from executor_params import Executor
-from pool_helpers import hung_worker, start_pids, starts, walk_graph, walk_spec
+from pool_helpers import (
+    hung_worker,
+    kill_the_hung_worker,
+    start_pids,
+    starts,
+    traced_walk_graph,
+    walk_spec,
+)
 from runhelpers import comparable, episode_rows, run_to_end, running, wait_until
 
 from evaltui.rundir import read_json
-
-
-def traced(tmp_path: Path, **env: Any) -> tuple[Path, dict[str, Any]]:
-    trace = tmp_path / "trace"
-    trace.mkdir()
-    return trace, walk_graph({"trace_dir": str(trace), **env})
 
 
 def spec_for(executor: Executor, tmp_path: Path, lengths: list[int], graph: dict[str, Any],
@@ -37,7 +38,7 @@ def gone(pid: int) -> bool:
 
 def test_k_workers_give_the_rows_of_one(executor: Executor, tmp_path: Path) -> None:
     lengths = [3, 6, 1, 4, 2, 5]
-    _, graph = traced(tmp_path)
+    _, graph = traced_walk_graph(tmp_path)
     one = run_to_end(spec_for(executor, tmp_path, lengths, graph, worker_count=1),
                      tmp_path / "k1")
     many = run_to_end(spec_for(executor, tmp_path, lengths, graph, worker_count=3),
@@ -54,13 +55,10 @@ def test_k_workers_give_the_rows_of_one(executor: Executor, tmp_path: Path) -> N
 
 def test_a_worker_killed_mid_episode_fails_that_attempt_only(executor: Executor,
                                                              tmp_path: Path) -> None:
-    trace, graph = traced(tmp_path, hang_once=["walk-0001"])
+    trace, graph = traced_walk_graph(tmp_path, hang_once=["walk-0001"])
     spec = spec_for(executor, tmp_path, [3] * 4, graph, worker_count=2, max_episode_retries=1)
-    with running(spec, tmp_path / "out") as (run_dir, proc):
-        victim = hung_worker(trace, "walk-0001")
-        os.kill(victim, signal.SIGKILL)
-        assert proc.wait(timeout=90) == 0
-    rows = {r["episode_index"]: r for r in episode_rows(run_dir)}
+    run_dir, victim, rows = kill_the_hung_worker(spec, tmp_path / "out", trace, "walk-0001",
+                                                 timeout=90)
     assert sorted(rows) == [0, 1, 2, 3]
     assert rows[1]["status"] == "ok" and rows[1]["attempts"] == 2
     assert all(r["status"] == "ok" and r["attempts"] == 1 for i, r in rows.items() if i != 1)
@@ -72,13 +70,10 @@ def test_a_worker_killed_mid_episode_fails_that_attempt_only(executor: Executor,
 def test_the_episodes_behind_a_dead_worker_run_once(executor: Executor,
                                                     tmp_path: Path) -> None:
     """One worker, so the next episode may sit dealt ahead in the one that dies."""
-    trace, graph = traced(tmp_path, hang_once=["walk-0002"])
+    trace, graph = traced_walk_graph(tmp_path, hang_once=["walk-0002"])
     spec = spec_for(executor, tmp_path, [3] * 5, graph, worker_count=1)
-    with running(spec, tmp_path / "out") as (run_dir, proc):
-        victim = hung_worker(trace, "walk-0002")
-        os.kill(victim, signal.SIGKILL)
-        assert proc.wait(timeout=90) == 0
-    rows = {r["episode_index"]: r for r in episode_rows(run_dir)}
+    run_dir, victim, rows = kill_the_hung_worker(spec, tmp_path / "out", trace, "walk-0002",
+                                                 timeout=90)
     assert sorted(rows) == list(range(5))
     assert rows[2]["status"] == "error" and rows[2]["error"].startswith("worker died (")
     assert all(rows[i]["status"] == "ok" and rows[i]["attempts"] == 1 for i in (0, 1, 3, 4))
@@ -89,7 +84,7 @@ def test_the_episodes_behind_a_dead_worker_run_once(executor: Executor,
 
 def test_a_hung_step_is_a_timeout_and_the_run_goes_on(executor: Executor,
                                                       tmp_path: Path) -> None:
-    trace, graph = traced(tmp_path, hang_once=["walk-0001"])
+    trace, graph = traced_walk_graph(tmp_path, hang_once=["walk-0001"])
     spec = spec_for(executor, tmp_path, [3] * 3, graph, worker_count=1,
                     per_step_budget_sec=0.3)
     run_dir = run_to_end(spec, tmp_path / "out", timeout=90)
@@ -102,7 +97,7 @@ def test_a_hung_step_is_a_timeout_and_the_run_goes_on(executor: Executor,
 
 def test_cancel_ends_the_busy_episodes_and_the_workers(executor: Executor,
                                                        tmp_path: Path) -> None:
-    trace, graph = traced(tmp_path, step_sleep_ms=50)
+    trace, graph = traced_walk_graph(tmp_path, step_sleep_ms=50)
     spec = spec_for(executor, tmp_path, [20] * 8, graph, worker_count=2)
     with running(spec, tmp_path / "out") as (run_dir, proc):
         wait_until(lambda: len(starts(trace)) >= 2, timeout=60, what="two episodes running")
@@ -122,7 +117,7 @@ def test_cancel_ends_the_busy_episodes_and_the_workers(executor: Executor,
 
 def test_a_worker_that_cannot_start_fails_the_run(executor: Executor,
                                                   tmp_path: Path) -> None:
-    _, graph = traced(tmp_path, init_error="no simulator licence")
+    _, graph = traced_walk_graph(tmp_path, init_error="no simulator licence")
     spec = spec_for(executor, tmp_path, [3] * 3, graph, worker_count=2)
     run_dir = run_to_end(spec, tmp_path / "out", timeout=90)
     summary = read_json(run_dir / "summary.json")

@@ -28,7 +28,7 @@ from gpuhelpers import (  # noqa: E402
     wait_until,
     write_dataset,
 )
-from proctools import kill_group, kill_runs  # noqa: E402
+from proctools import scheduler_maker  # noqa: E402
 
 from evaltui.scheduler.admission.resources import NvmlProbe, visible_gpu_indices  # noqa: E402
 from evaltui.scheduler.scheduler import JobScheduler  # noqa: E402
@@ -116,20 +116,5 @@ def dataset(tmp_path: Path) -> Path:
 def make_scheduler(isolated_dirs: dict[str, Path]) -> Iterator[Callable[..., JobScheduler]]:
     """Schedulers on the real NVML probe (fast ticks); stopped, and their runs and nodeset
     hosts killed, at teardown."""
-    made: list[JobScheduler] = []
-
-    def make(**kwargs: Any) -> JobScheduler:
-        kwargs.setdefault("tick_interval", 0.05)
-        kwargs.setdefault("probe_interval", 0.05)
-        kwargs.setdefault("cancel_grace_sec", 5.0)
-        scheduler = JobScheduler(**kwargs)
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        scheduler.stop()
-    kill_runs(isolated_dirs["outputs"])
-    for scheduler in made:
-        for ns in scheduler.nodesets():
-            kill_group(ns.pid)
+    with scheduler_maker(isolated_dirs["outputs"], cancel_grace_sec=5.0) as make:
+        yield make

@@ -3,12 +3,10 @@ always stopped and killed at teardown, even when a test fails."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))  # sched_nodesets must import for spec validation
 
-from proctools import kill_group, kill_runs  # noqa: E402
+from proctools import scheduler_maker, session_starter  # noqa: E402
 from schedhelpers import write_dataset  # noqa: E402
 
 
@@ -53,41 +51,12 @@ def dataset(tmp_path: Path) -> Path:
 @pytest.fixture
 def make_scheduler(sched_env: dict[str, Path]) -> Iterator[Callable[..., JobScheduler]]:
     """Build schedulers (default: fast ticks); all are stopped and their runs killed after."""
-    made: list[JobScheduler] = []
-
-    def make(**kwargs: Any) -> JobScheduler:
-        kwargs.setdefault("tick_interval", 0.05)
-        kwargs.setdefault("probe_interval", 0.05)
-        kwargs.setdefault("cancel_grace_sec", 2.0)
-        scheduler = JobScheduler(**kwargs)
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        scheduler.stop()
-    kill_runs(sched_env["outputs"])
-    for scheduler in made:
-        for ns in scheduler.nodesets():
-            kill_group(ns.pid)
+    with scheduler_maker(sched_env["outputs"], cancel_grace_sec=2.0) as make:
+        yield make
 
 
 @pytest.fixture
 def popen() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     """Start helper processes in their own group; their groups are killed at teardown."""
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        kwargs.setdefault("start_new_session", True)
-        kwargs.setdefault("env", dict(os.environ))
-        proc = subprocess.Popen(args, **kwargs)
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        kill_group(proc.pid)
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    with session_starter() as start:
+        yield start

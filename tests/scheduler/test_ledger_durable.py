@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
+from ledgerhelpers import reserve
 from schedhelpers import line_spec, wait_until
 
 from evaltui.rundir import read_json
@@ -120,37 +122,13 @@ def test_a_full_state_dir_admits_nothing_and_says_why(
 
 def test_a_read_only_ledger_dir_fails_closed_and_recovers(small_disk) -> None:
     """EROFS as well as ENOSPC: even the lock file cannot be opened for writing."""
-    import os
-    import time
-
-    from evaltui.rundir import PidRef
-    from evaltui.views import LedgerEntry
-
     disk = small_disk("ledger", "256k")
     ledger = Ledger(disk.path)
-    me = PidRef.of(os.getpid())
 
-    def reserve(run_id: str) -> None:
-        with ledger.transaction() as txn:
-            txn.add(
-                LedgerEntry(
-                    run_id=run_id,
-                    holder_pid=me.pid,
-                    holder_create_time=me.create_time,
-                    scheduler_pid=me.pid,
-                    outputs="/o",
-                    gpu=0,
-                    vram_mb=1000,
-                    ram_mb=0,
-                    admitted_at=time.time(),
-                    uid=os.getuid(),
-                )
-            )
-
-    reserve("a")
+    reserve(ledger, "a")
     disk.read_only(True)
     try:
-        reserve("b")  # kept in memory, said in ledger.error
+        reserve(ledger, "b")  # kept in memory, said in ledger.error
         assert ledger.error is not None and "Read-only file system" in ledger.error
         assert {r.run_id for r in ledger.entries()} == {"a", "b"}
         assert {r.run_id for r in Ledger(disk.path).entries()} == {"a"}  # what others see
@@ -160,3 +138,29 @@ def test_a_read_only_ledger_dir_fails_closed_and_recovers(small_disk) -> None:
         pass  # the next transaction stores what was kept
     assert ledger.error is None
     assert {r.run_id for r in Ledger(disk.path).entries()} == {"a", "b"}
+
+
+def test_an_entry_that_cannot_be_stored_is_discarded_not_kept(small_disk) -> None:
+    """flush_new (an admission's or a hold's store): fail closed and forget the entry, so
+    the next store that works does not admit it after all."""
+    from ledgerhelpers import held_entry
+
+    from evaltui.scheduler.admission.ledger import LedgerNotDurable
+
+    disk = small_disk("ledger", "256k")
+    ledger = Ledger(disk.path)
+    reserve(ledger, "a")
+    disk.read_only(True)
+    try:
+        with ledger.transaction() as txn:
+            entry = held_entry("b")
+            txn.add(entry)
+            with pytest.raises(LedgerNotDurable, match="Read-only file system"):
+                ledger.flush_new(txn, entry.key)
+            assert txn.get(entry.key) is None and not txn.changes
+    finally:
+        disk.read_only(False)
+    reserve(ledger, "c")  # the next store that works
+    assert ledger.error is None
+    assert {r.run_id for r in Ledger(disk.path).entries()} == {"a", "c"}
+    assert {r.run_id for r in ledger.entries()} == {"a", "c"}

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from ledgerhelpers import held_entry, reserve
 from schedhelpers import HERE, wait_until, write_dataset
 
 from evaltui.cli import main
 from evaltui.rundir import PidRef, read_json, runs_root, state_dir
 from evaltui.scheduler.admission.ledger import Ledger
-from evaltui.views import LedgerEntry
 
 CAPACITY_MB = 24576
 RUN_MB = 16000
@@ -191,46 +191,10 @@ def test_other_users_reservations_are_read_marked_and_never_released_here(
     monkeypatch.setenv("EVALTUI_LEDGER_DIR", str(shared))
     ledger = Ledger()
     assert ledger.shared and ledger.directory == shared
-    me = PidRef.of(os.getpid())
     other = os.getuid() + 4242
-    theirs = LedgerEntry(
-        run_id="their-run",
-        holder_pid=me.pid,
-        holder_create_time=me.create_time,
-        scheduler_pid=me.pid,
-        outputs="/o",
-        gpu=0,
-        vram_mb=8000,
-        ram_mb=0,
-        uid=other,
-    )
-    gone = LedgerEntry(
-        run_id="their-dead-run",
-        holder_pid=4_000_001,
-        holder_create_time=1.0,
-        scheduler_pid=4_000_001,
-        outputs="/o",
-        gpu=0,
-        vram_mb=8000,
-        ram_mb=0,
-        uid=other,
-    )
-    with ledger.transaction() as txn:
-        txn.add(theirs)
-        txn.add(gone)
-        txn.add(
-            LedgerEntry(
-                run_id="my-run",
-                holder_pid=me.pid,
-                holder_create_time=me.create_time,
-                scheduler_pid=me.pid,
-                outputs="/o",
-                gpu=0,
-                vram_mb=1000,
-                ram_mb=0,
-                uid=os.getuid(),
-            )
-        )
+    theirs = held_entry("their-run", vram_mb=8000, uid=other)
+    gone = held_entry("their-dead-run", holder=PidRef(4_000_001, 1.0), vram_mb=8000, uid=other)
+    reserve(ledger, theirs, gone, "my-run")
     # A dead holder's entry is purged by anyone; a live one of another user stays.
     with ledger.transaction() as txn:
         assert {r.run_id for r in txn.entries} == {"their-run", "my-run"}

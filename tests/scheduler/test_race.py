@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+from ports import free_ports
 from schedhelpers import HERE
 
 from evaltui.rundir import read_json, runs_root
@@ -127,12 +127,3 @@ def test_three_backends_share_one_order_of_runs_and_wrapped_commands(
     for proc, queue in zip(drivers, queues, strict=True):
         ids = [(proc.pid, run_id) for run_id, _, _ in queue]
         assert sorted(ids, key=first_admit.__getitem__) == ids  # admitted in queue order
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for sock in socks:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in socks]
-    for sock in socks:
-        sock.close()
-    return ports

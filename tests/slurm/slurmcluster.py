@@ -33,10 +33,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ports import free_port
 
 NODES = ("n1", "n2")
 CPUS_PER_NODE = 4
@@ -60,12 +62,6 @@ def why_not_available() -> str | None:
     if os.geteuid() != 0:
         return "Slurm test cluster needs root (slurmd starts jobs as their user)"
     return None
-
-
-def free_port() -> int:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _cmd_env(conf: Path) -> dict[str, str]:

@@ -10,17 +10,9 @@ from pathlib import Path
 
 import pytest
 from slurmcluster import REQUEUE_DELAY_S, SLURMD_TIMEOUT_S, SlurmCluster, two_node_cluster
+from waiting import wait_until
 
 pytestmark = pytest.mark.slurm
-
-
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := cond():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def alive(pid: int) -> bool:
@@ -59,7 +51,7 @@ def test_sbatch_wrap_writes_its_output_file(slurm_cluster: SlurmCluster, tmp_pat
                                             ) -> None:
     out = tmp_path / "job.out"
     job = sbatch(slurm_cluster, f"--output={out}", "--wrap", "echo ran as $SLURM_JOB_ID")
-    wait_for(lambda: job_field(slurm_cluster, job, "JobState") == "COMPLETED", 20,
+    wait_until(lambda: job_field(slurm_cluster, job, "JobState") == "COMPLETED", 20,
              f"job {job} COMPLETED")
     assert out.read_text() == f"ran as {job}\n"
 
@@ -90,9 +82,9 @@ def test_exact_steps_of_one_allocation_run_at_once_on_both_nodes(
                  "--wrap", f"srun --exact -N1 -n1 -c3 bash -c '{step}' & a=$!; "
                            f"srun --exact -N1 -n1 -c3 bash -c '{step}' & b=$!; "
                            "wait $a && wait $b && echo both-ok")
-    wait_for(lambda: seen.exists(), 20, "the first step")
+    wait_until(lambda: seen.exists(), 20, "the first step")
     first = time.monotonic() - submitted
-    state = wait_for(lambda: (s := job_field(slurm_cluster, job, "JobState")) in
+    state = wait_until(lambda: (s := job_field(slurm_cluster, job, "JobState")) in
                      ("COMPLETED", "FAILED") and s, 30, f"job {job} to end")
     assert state == "COMPLETED", out.read_text()
     assert sorted(seen.read_text().split()) == ["n1", "n2"]
@@ -112,7 +104,7 @@ def test_steps_of_a_gpu_job_get_their_own_gpus_or_none(slurm_cluster: SlurmClust
                  f"srun --exact -n1 --gres=gpu:1 bash -c '{step}' & wait; "
                  f"srun --exact -n1 bash -c '{step}'; "
                  f"srun --exact -n1 --gres=none bash -c '{step}'")
-    state = wait_for(lambda: (s := job_field(slurm_cluster, job, "JobState")) in
+    state = wait_until(lambda: (s := job_field(slurm_cluster, job, "JobState")) in
                      ("COMPLETED", "FAILED") and s, 30, f"job {job} to end")
     assert state == "COMPLETED", out.read_text()
     seen = dict(line.split(":") for line in out.read_text().split())
@@ -126,11 +118,11 @@ def test_requeue_restarts_a_running_job_with_restart_count_1(
     job = sbatch(slurm_cluster, f"--output={out}", "--open-mode=append", "--wrap",
                  "echo start ${SLURM_RESTART_COUNT-unset} $$; sleep 300")
     try:
-        first = wait_for(lambda: out.exists() and out.read_text().split(), 20, "first start")
+        first = wait_until(lambda: out.exists() and out.read_text().split(), 20, "first start")
         assert first[:2] == ["start", "unset"]
         asked = time.monotonic()
         slurm_cluster.run("scontrol", "requeue", job)
-        lines = wait_for(lambda: [ln.split() for ln in out.read_text().splitlines()
+        lines = wait_until(lambda: [ln.split() for ln in out.read_text().splitlines()
                                   if ln.startswith("start ")][1:], REQUEUE_DELAY_S + 20,
                          "the second start")
         took = time.monotonic() - asked
@@ -147,12 +139,12 @@ def test_scancel_ends_the_job_and_leaves_no_process(slurm_cluster: SlurmCluster,
     pids = tmp_path / "pids"
     job = sbatch(slurm_cluster, "--output=/dev/null", "--wrap",
                  f"sleep 300 & echo $$ $! > {pids}; wait")
-    found = wait_for(lambda: pids.exists() and pids.read_text().split(), 20, "the job's PIDs")
+    found = wait_until(lambda: pids.exists() and pids.read_text().split(), 20, "the job's PIDs")
     script, child = (int(p) for p in found)
     assert alive(script) and alive(child)
     slurm_cluster.run("scancel", job)
-    wait_for(lambda: not alive(script) and not alive(child), 15, "the job's processes to end")
-    wait_for(lambda: job_field(slurm_cluster, job, "JobState") == "CANCELLED", 15,
+    wait_until(lambda: not alive(script) and not alive(child), 15, "the job's processes to end")
+    wait_until(lambda: job_field(slurm_cluster, job, "JobState") == "CANCELLED", 15,
              f"job {job} CANCELLED")
 
 
@@ -179,12 +171,12 @@ def test_a_failing_test_still_leaves_no_daemon_and_no_job(slurm_cluster: SlurmCl
         with two_node_cluster() as other:
             pid = tmp_path / "pid"
             sbatch(other, "--output=/dev/null", "--wrap", f"echo $$ > {pid}; exec sleep 300")
-            job_pid = int(wait_for(lambda: pid.exists() and pid.read_text().strip(), 20,
+            job_pid = int(wait_until(lambda: pid.exists() and pid.read_text().strip(), 20,
                                    "the job to start"))
             ours = other.leftovers()  # daemons, slurmstepd, the job's process
             assert job_pid in ours and len(ours) >= 6
             daemons = {p.pid for p in other.procs.values()}
             assert daemons < set(ours)
             raise RuntimeError("the test failed")
-    wait_for(lambda: not any(alive(pid) for pid in ours), 10, "every process to end")
+    wait_until(lambda: not any(alive(pid) for pid in ours), 10, "every process to end")
     assert not other.root.exists()

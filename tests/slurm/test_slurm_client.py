@@ -16,6 +16,7 @@ from slurmcluster import (
     SLURMD_TIMEOUT_S,
     SlurmCluster,
 )
+from waiting import wait_until
 
 from evaltui.slurm.commands import run_slurm
 from evaltui.slurm.control import RequeueRefused, cancel, requeue
@@ -31,22 +32,13 @@ NODE = (f"its nodes have at most {CPUS_PER_NODE} CPUs, {MEMORY_MB_PER_NODE} MB, 
         f"gres: gpu:{GPUS_PER_NODE}")
 
 
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := cond():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 def info(job: SlurmJobId) -> SlurmJobInfo:
     (found,) = show_job(job)
     return found
 
 
 def in_state(job: SlurmJobId, state: SlurmJobState, timeout: float = 20) -> SlurmJobInfo:
-    return wait_for(lambda: (i := info(job)).state is state and i, timeout, f"{job} {state}")
+    return wait_until(lambda: (i := info(job)).state is state and i, timeout, f"{job} {state}")
 
 
 def batch(tmp_path: Path, script: str, **kw) -> BatchJob:
@@ -87,7 +79,7 @@ def test_pending_job_reads_queued_with_slurms_reason(
     hogs = [submit(full, batch(tmp_path, "sleep 300", tasks=1)) for _ in range(2)]
     waiting = submit(full, batch(tmp_path, "true"))
     try:
-        (pending,) = wait_for(lambda: queue(waiting), 10, "the job in squeue")
+        (pending,) = wait_until(lambda: queue(waiting), 10, "the job in squeue")
         assert pending.state is SlurmJobState.PENDING
         state, reason = pending.run_state()
         assert state is RunState.QUEUED
@@ -155,11 +147,11 @@ def test_signal_to_the_batch_step_or_the_other_steps_then_cancel(
     def lines() -> list[str]:
         return marks.read_text().split() if marks.exists() else []
 
-    wait_for(lambda: "step-up" in lines(), 20, "the worker step to start")
+    wait_until(lambda: "step-up" in lines(), 20, "the worker step to start")
     cancel(job, signal="USR1", batch_only=True)
-    wait_for(lambda: "batch" in lines(), 10, "the batch step's trap")
+    wait_until(lambda: "batch" in lines(), 10, "the batch step's trap")
     cancel(job, signal="USR1")
-    wait_for(lambda: "step" in lines(), 10, "the worker step's trap")
+    wait_until(lambda: "step" in lines(), 10, "the worker step's trap")
     assert lines().count("batch") == 1 and lines().count("step") == 1
     assert info(job).state is SlurmJobState.RUNNING
     cancel(job)
@@ -173,7 +165,7 @@ def test_requeue_running_job_and_refusal_of_a_pending_one(
     try:
         in_state(job, SlurmJobState.RUNNING)
         requeue(job)
-        again = wait_for(lambda: (i := info(job)).restarts == 1 and i, 10, "Restarts=1")
+        again = wait_until(lambda: (i := info(job)).restarts == 1 and i, 10, "Restarts=1")
         assert again.run_state()[0] in (RunState.QUEUED, RunState.RUNNING)
         if again.state is SlurmJobState.PENDING:
             with pytest.raises(RequeueRefused, match=f"^Slurm would not requeue job {job}: "
@@ -190,7 +182,7 @@ def test_array_tasks_name_themselves_by_array_id(slurm_cluster: SlurmCluster,
         tmp_path, f"echo ${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}} >> {out}",
         array="0-2%2"))
     assert job.task is None
-    wait_for(lambda: out.exists() and len(out.read_text().split()) == 3, 30, "3 tasks")
+    wait_until(lambda: out.exists() and len(out.read_text().split()) == 3, 30, "3 tasks")
     assert sorted(out.read_text().split()) == [f"{job}_{t}" for t in range(3)]
     tasks = show_job(job)
     assert {str(t.job_id) for t in tasks} == {f"{job}_{t}" for t in range(3)}
@@ -212,10 +204,10 @@ def test_a_lost_node_takes_only_its_own_step(slurm_cluster: SlurmCluster,
         return marks.read_text().split() if marks.exists() else []
 
     try:
-        wait_for(lambda: {"up-n1", "up-n2"} <= set(lines()), 20, "a step on each node")
+        wait_until(lambda: {"up-n1", "up-n2"} <= set(lines()), 20, "a step on each node")
         lost = time.monotonic()
         slurm_cluster.lose_node("n2")
-        wait_for(lambda: any(m.startswith("srun-exit-") for m in lines()),
+        wait_until(lambda: any(m.startswith("srun-exit-") for m in lines()),
                  SLURMD_TIMEOUT_S + 25, "the lost node's srun to end")
         print(f"node lost -> its srun ends: {time.monotonic() - lost:.1f} s")
         # (Slurm 22.05's srun exits 0 here: its status does not say the worker was lost;
@@ -229,7 +221,7 @@ def test_a_lost_node_takes_only_its_own_step(slurm_cluster: SlurmCluster,
             check_submittable(SlurmOptions(cpus_per_worker=3), later)
         waiting = submit(SlurmOptions(cpus_per_worker=3), later)
         try:
-            pending = wait_for(lambda: (i := info(waiting)).reason and i, 10, "a reason")
+            pending = wait_until(lambda: (i := info(waiting)).reason and i, 10, "a reason")
             assert pending.state is SlurmJobState.PENDING
             reason = pending.run_state()[1]
             assert "UnavailableNodes:n2" in reason or "DOWN" in reason, reason

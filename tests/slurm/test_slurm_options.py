@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from ports import free_port
 from pydantic import ValidationError
-from slurmcluster import free_port
 
 from evaltui.slurm.commands import (
     CLIENT_COMMANDS,

@@ -7,9 +7,7 @@ screens show depends only on the fixture files and the injected clock.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -28,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from proctools import end_session  # noqa: E402
 from runfixtures import NOW, build_runs, relive  # noqa: E402
 
 NO_NVML = "NVML unavailable: NVML Shared Library Not Found"
@@ -71,11 +70,7 @@ def live_pids() -> Iterator[list[PidRef]]:
         yield [PidRef.of(p.pid) for p in procs]
     finally:
         for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            end_session(proc)
 
 
 @pytest.fixture(scope="session")

@@ -4,13 +4,13 @@ ephemeral loopback port, from tests/api/apihelpers.py), driven by Pilot."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ports import free_port
 from tuihelpers import SIZE, wait_for
 
 API_TESTS = Path(__file__).resolve().parents[1] / "api"
@@ -191,12 +191,6 @@ async def test_backend_gone_shows_unreachable_then_recovers(served, attached) ->
         await wait_for(lambda: "unreachable" not in header(app), timeout=15,
                        what="the header to recover")
         assert "admitting" in header(app) or "locked" in header(app)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_attach_with_a_wrong_token_exits_1(served) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ports import free_port
 from tuihelpers import SIZE, wait_for
 
 from evaltui.tui.app import make_app
@@ -23,12 +23,6 @@ from evaltui.tui.widgets.queue_lines import RunsCaption, SchedulerHeader
 from evaltui.tui.widgets.runs_table import RunsTable
 
 pytestmark = pytest.mark.anyio
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Serves:

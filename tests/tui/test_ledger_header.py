@@ -6,38 +6,14 @@ elsewhere)."""
 
 from __future__ import annotations
 
-import os
-import time
-
 import pytest
+from ledgerhelpers import reserve
 from tuihelpers import SIZE, wait_for
 
-from evaltui.rundir import PidRef
 from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.tui.widgets.queue_lines import SchedulerHeader
-from evaltui.views import LedgerEntry
 
 pytestmark = pytest.mark.anyio
-
-
-def reserve(ledger: Ledger, run_id: str) -> None:
-    me = PidRef.of(os.getpid())
-    with ledger.transaction() as txn:
-        txn.add(
-            LedgerEntry(
-                run_id=run_id,
-                holder_pid=me.pid,
-                holder_create_time=me.create_time,
-                scheduler_pid=me.pid,
-                outputs="/o",
-                gpu=0,
-                vram_mb=1000,
-                ram_mb=0,
-                exclusive=False,
-                admitted_at=time.time(),
-                uid=os.getuid(),
-            )
-        )
 
 
 async def test_header_says_the_ledger_cannot_be_stored(

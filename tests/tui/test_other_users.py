@@ -4,37 +4,22 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
+from ledgerhelpers import held_entry, reserve
 from test_run_layout import screen_lines
 from tuihelpers import wait_for
 
-from evaltui.rundir import PidRef
 from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.tui.widgets.meters import ResourceMeters
-from evaltui.views import LedgerEntry
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_gpu_meter_marks_other_users_reservations(runs, make_backend, app_factory) -> None:
-    me = PidRef.of(os.getpid())  # a live holder, made by "another" user
-    with Ledger().transaction() as txn:
-        txn.add(
-            LedgerEntry(
-                run_id="their-run",
-                holder_pid=me.pid,
-                holder_create_time=me.create_time,
-                scheduler_pid=me.pid,
-                outputs="/theirs",
-                gpu=0,
-                vram_mb=6144,
-                ram_mb=0,
-                admitted_at=time.time(),
-                uid=os.getuid() + 4242,
-            )
-        )
+    # A live holder (this process), made by "another" user.
+    reserve(Ledger(), held_entry("their-run", outputs="/theirs", vram_mb=6144,
+                                 uid=os.getuid() + 4242))
     app = app_factory(make_backend())
     async with app.run_test(size=(200, 40)) as pilot:
         meters = app.screen.query_one(ResourceMeters)

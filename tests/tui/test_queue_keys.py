@@ -7,30 +7,13 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Input
 from textual.widgets._footer import FooterKey
-from tuihelpers import SIZE, wait_for
+from tuihelpers import ALL_RUNS, SIZE, open_submit, queue_ready, runs_table, select_run, wait_for
 
 from evaltui.tui.screens.queue import QueueScreen
 from evaltui.tui.screens.submit import SubmitScreen
 from evaltui.tui.widgets.queue_lines import RunDetail, RunsCaption, SchedulerHeader
-from evaltui.tui.widgets.runs_table import RunsTable
 
-ALL_RUNS = 9
 pytestmark = pytest.mark.anyio
-
-
-def table(app) -> RunsTable:
-    return app.screen.query_one(RunsTable)
-
-
-async def ready(app) -> None:
-    await wait_for(lambda: isinstance(app.screen, QueueScreen) and
-                   table(app).row_count == ALL_RUNS, what="all runs listed")
-
-
-async def select(pilot, run_id: str) -> None:
-    t = table(pilot.app)
-    t.move_cursor(row=t.get_row_index(run_id))
-    await pilot.pause()
 
 
 def footer_keys(app) -> set[str]:
@@ -43,7 +26,7 @@ async def test_header_stays_one_line_at_120_with_the_lock_held(runs, make_backen
     backend.owner = "evaltui TUI (someone, pid 4242424) on a-long-hostname.example.org"
     app = app_factory(backend)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
+        await queue_ready(app)
         await pilot.press("l")
         header = app.screen.query_one(SchedulerHeader)
         await wait_for(lambda: "locked" in str(header.content), what="the lock")
@@ -56,8 +39,8 @@ async def test_footer_hides_the_run_keys_while_typing_a_filter(runs, make_backen
                                                                app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await select(pilot, runs["queued"].name)
+        await queue_ready(app)
+        await select_run(pilot, runs["queued"].name)
         assert {"plus", "c", "s"} <= footer_keys(app)
         assert "escape" not in footer_keys(app)  # no filter open: esc does nothing here
         await pilot.press("slash")
@@ -74,8 +57,8 @@ async def test_footer_shows_only_what_the_selected_run_takes(runs, make_backend,
                                                              app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await select(pilot, runs["done"].name)
+        await queue_ready(app)
+        await select_run(pilot, runs["done"].name)
         keys = footer_keys(app)
         assert "R" in keys and "plus" not in keys and "c" not in keys and "x" not in keys
         await pilot.press("plus")  # hidden, but it still says why it does nothing
@@ -87,9 +70,7 @@ async def test_submit_form_keeps_its_values_across_escape(runs, make_backend,
                                                           app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await pilot.press("s")
-        await wait_for(lambda: isinstance(app.screen, SubmitScreen))
+        await open_submit(pilot)
         app.screen.query_one("#episodes", Input).value = "7"
         app.screen.query_one("#split", Input).value = "GoTo"
         await pilot.pause()
@@ -105,9 +86,7 @@ async def test_an_empty_workers_field_is_not_submitted_as_one(runs, make_backend
                                                               app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await pilot.press("s")
-        await wait_for(lambda: isinstance(app.screen, SubmitScreen))
+        await open_submit(pilot)
         app.screen.query_one("#workers", Input).value = ""
         await pilot.press("ctrl+s")
         await pilot.pause(0.3)
@@ -116,16 +95,14 @@ async def test_an_empty_workers_field_is_not_submitted_as_one(runs, make_backend
         assert error.display and "required" in str(error.render())
         await pilot.press("escape")
         await pilot.pause(0.3)
-        assert table(app).row_count == ALL_RUNS  # nothing was submitted
+        assert runs_table(app).row_count == ALL_RUNS  # nothing was submitted
 
 
 async def test_a_field_error_goes_when_the_field_changes(runs, make_backend,
                                                          app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await pilot.press("s")
-        await wait_for(lambda: isinstance(app.screen, SubmitScreen))
+        await open_submit(pilot)
         field = app.screen.query_one("#episodes", Input)
         field.value = "0"
         await pilot.press("ctrl+s")
@@ -139,8 +116,8 @@ async def test_a_field_error_goes_when_the_field_changes(runs, make_backend,
 async def test_the_priority_toast_says_the_new_value(runs, make_backend, app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await select(pilot, runs["queued_low"].name)
+        await queue_ready(app)
+        await select_run(pilot, runs["queued_low"].name)
         await pilot.press("plus", "plus")
         await wait_for(lambda: any("now 2" in str(n.message) for n in app._notifications),
                        what="the toast with the new priority")
@@ -150,9 +127,9 @@ async def test_the_detail_pane_shows_the_whole_reason_and_the_vram_decision(
         runs, make_backend, app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=(80, 24)) as pilot:
-        await ready(app)
-        await select(pilot, runs["queued"].name)
-        run = table(app).selected
+        await queue_ready(app)
+        await select_run(pilot, runs["queued"].name)
+        run = runs_table(app).selected
         assert run is not None and run.waiting_reason
         pane = app.screen.query_one(RunDetail)
         text = str(pane.content)
@@ -166,9 +143,9 @@ async def test_columns_are_chosen_by_width(size, hidden, runs, make_backend,
                                            app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=size) as pilot:
-        await ready(app)
+        await queue_ready(app)
         await pilot.pause()
-        t = table(app)
+        t = runs_table(app)
         keys = t.column_keys
         assert {"state", "graph", "progress", "sr", "why"} <= set(keys)
         if hidden:
@@ -184,10 +161,10 @@ async def test_o_cycles_the_sort_and_the_header_shows_it(runs, make_backend,
                                                          app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
+        await queue_ready(app)
         await pilot.press("o")
         await pilot.pause()
-        t = table(app)
+        t = runs_table(app)
         assert str(t.columns["graph"].label) == "name ▼"  # type: ignore[index]
         names = [t.run(str(r.key.value)).graph for r in t.ordered_rows]  # type: ignore[union-attr]
         assert names == sorted(names, key=str.lower)
@@ -197,7 +174,7 @@ async def test_o_cycles_the_sort_and_the_header_shows_it(runs, make_backend,
 async def test_empty_states_say_the_next_step(runs, make_backend, app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
+        await queue_ready(app)
         empty = app.screen.query_one("#runs-empty")
         assert not empty.display
         await pilot.press("slash", *"zzzz")
@@ -220,10 +197,10 @@ async def test_marks_are_visible_and_a_third_replaces_the_oldest(runs, make_back
                                                                  app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        t = table(app)
+        await queue_ready(app)
+        t = runs_table(app)
         for name in ("done", "cancelled", "failed"):
-            await select(pilot, runs[name].name)
+            await select_run(pilot, runs[name].name)
             await pilot.press("m")
         await pilot.pause()
         assert t.marks == [runs["cancelled"].name, runs["failed"].name]

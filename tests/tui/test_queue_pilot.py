@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 from textual.widgets import Input
-from tuihelpers import SIZE, wait_for
+from tuihelpers import ALL_RUNS, SIZE, open_submit, queue_ready, runs_table, select_run, wait_for
 
 from evaltui.states import RunState
 from evaltui.tui.screens.confirm import ConfirmScreen
@@ -16,44 +16,25 @@ from evaltui.tui.screens.queue import QueueScreen
 from evaltui.tui.screens.run import RunScreen
 from evaltui.tui.screens.submit import SubmitScreen
 from evaltui.tui.widgets.episodes_table import EpisodesTable
-from evaltui.tui.widgets.runs_table import RunsTable
 
-ALL_RUNS = 9
 pytestmark = pytest.mark.anyio
 
 
-def table(app) -> RunsTable:
-    return app.screen.query_one(RunsTable)
-
-
 def state_of(app, run_id: str) -> RunState | None:
-    run = table(app).run(run_id)
+    run = runs_table(app).run(run_id)
     return run.state if run else None
-
-
-async def ready(app) -> None:
-    await wait_for(lambda: isinstance(app.screen, QueueScreen) and
-                   table(app).row_count == ALL_RUNS, what="all runs listed")
-
-
-async def select(pilot, run_id: str) -> None:
-    t = table(pilot.app)
-    t.move_cursor(row=t.get_row_index(run_id))
-    await pilot.pause()
 
 
 async def test_submit_adds_a_queued_row(runs, make_backend, app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await pilot.press("s")
-        await wait_for(lambda: isinstance(app.screen, SubmitScreen))
+        await open_submit(pilot)
         app.screen.query_one("#episodes", Input).value = "3"
         await pilot.press("ctrl+s")
         await wait_for(lambda: isinstance(app.screen, QueueScreen), timeout=20,
                        what="the form to close")
-        await wait_for(lambda: table(app).row_count == ALL_RUNS + 1, what="the new row")
-        new = set(table(app)._runs) - {p.name for p in runs.values()}
+        await wait_for(lambda: runs_table(app).row_count == ALL_RUNS + 1, what="the new row")
+        new = set(runs_table(app)._runs) - {p.name for p in runs.values()}
         assert len(new) == 1
         assert state_of(app, new.pop()) is RunState.QUEUED
 
@@ -62,9 +43,7 @@ async def test_submit_with_a_short_step_budget_warns(runs, make_backend, app_fac
     """A step budget below the env's own limit is allowed but said at submit."""
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await pilot.press("s")
-        await wait_for(lambda: isinstance(app.screen, SubmitScreen))
+        await open_submit(pilot)
         app.screen.query_one("#episodes", Input).value = "3"
         app.screen.query_one("#step_budget", Input).value = "10"
         await pilot.press("ctrl+s")
@@ -78,9 +57,7 @@ async def test_submit_shows_backend_errors_inline(runs, make_backend, app_factor
     """A split that does not exist passes pydantic but not the backend's full check."""
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await pilot.press("s")
-        await wait_for(lambda: isinstance(app.screen, SubmitScreen))
+        await open_submit(pilot)
         app.screen.query_one("#split", Input).value = "NoSuchSplit"
         await pilot.press("ctrl+s")
         error = app.screen.query_one("#split-error")
@@ -88,7 +65,7 @@ async def test_submit_shows_backend_errors_inline(runs, make_backend, app_factor
         assert "NoSuchSplit" in str(error.render())
         assert isinstance(app.screen, SubmitScreen)
         await pilot.press("escape")
-        assert table(app).row_count == ALL_RUNS
+        assert runs_table(app).row_count == ALL_RUNS
 
 
 def test_split_choices_come_from_the_dataset(tmp_path) -> None:
@@ -108,9 +85,7 @@ async def test_split_field_suggests_the_typed_datasets_splits(runs, make_backend
     (tmp_path / "holdout.jsonl").write_text("")
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await pilot.press("s")
-        await wait_for(lambda: isinstance(app.screen, SubmitScreen))
+        await open_submit(pilot)
         split = app.screen.query_one("#split", Input)
         split.value = ""
         split.focus()
@@ -129,8 +104,8 @@ async def test_cancel_asks_then_cancels(runs, make_backend, app_factory) -> None
     app = app_factory(make_backend())
     run_id = runs["queued"].name
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await select(pilot, run_id)
+        await queue_ready(app)
+        await select_run(pilot, run_id)
         await pilot.press("c")
         await wait_for(lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("n")
@@ -146,14 +121,14 @@ async def test_cancel_asks_then_cancels(runs, make_backend, app_factory) -> None
 async def test_filter_narrows_and_escape_clears(runs, make_backend, app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
+        await queue_ready(app)
         await pilot.press("slash", *"failed")
-        assert table(app).row_count == 1
-        assert table(app).selected.run_id == runs["failed"].name
+        assert runs_table(app).row_count == 1
+        assert runs_table(app).selected.run_id == runs["failed"].name
         await pilot.press("enter")  # leaves the box; the filter stays
-        assert table(app).row_count == 1
+        assert runs_table(app).row_count == 1
         await pilot.press("escape")
-        assert table(app).row_count == ALL_RUNS
+        assert runs_table(app).row_count == ALL_RUNS
 
 
 async def test_corrupt_summary_is_badged_and_ui_keeps_working(runs, make_backend,
@@ -161,17 +136,17 @@ async def test_corrupt_summary_is_badged_and_ui_keeps_working(runs, make_backend
     app = app_factory(make_backend())
     run_id = runs["corrupt"].name
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        row = table(app).run(run_id)
+        await queue_ready(app)
+        row = runs_table(app).run(run_id)
         assert row is not None and row.file_error and "summary.json" in (row.error or "")
-        await select(pilot, run_id)
+        await select_run(pilot, run_id)
         await pilot.press("enter")
         await wait_for(lambda: isinstance(app.screen, RunScreen))
         header = app.screen.query_one("#run-header")
         await wait_for(lambda: "⚠" in str(header.render()), what="the run screen badge")
         await pilot.press("escape")
         await wait_for(lambda: isinstance(app.screen, QueueScreen))
-        await select(pilot, runs["done"].name)
+        await select_run(pilot, runs["done"].name)
         await pilot.press("enter")
         await wait_for(lambda: isinstance(app.screen, RunScreen) and
                        app.screen.query_one(EpisodesTable).row_count == 20)
@@ -181,24 +156,24 @@ async def test_priority_keys_move_a_queued_run(runs, make_backend, app_factory) 
     app = app_factory(make_backend())
     low, high = runs["queued_low"].name, runs["queued"].name
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
+        await queue_ready(app)
 
         def priority(run_id: str) -> int:
-            run = table(app).run(run_id)
+            run = runs_table(app).run(run_id)
             return run.priority if run else -999
 
         def order() -> list[str]:
-            return [str(r.key.value) for r in table(app).ordered_rows]
+            return [str(r.key.value) for r in runs_table(app).ordered_rows]
 
         assert order().index(high) < order().index(low)
-        await select(pilot, low)
+        await select_run(pilot, low)
         await pilot.press(*["plus"] * 6)  # 0 -> 6 overtakes the other queued run (5)
         await wait_for(lambda: priority(low) == 6, what="priority 6")
         assert order().index(low) < order().index(high)
-        assert table(app).selected.run_id == low  # the selection moved with the row
+        assert runs_table(app).selected.run_id == low  # the selection moved with the row
         await pilot.press("minus")
         await wait_for(lambda: priority(low) == 5, what="priority 5")
-        await select(pilot, runs["done"].name)
+        await select_run(pilot, runs["done"].name)
         await pilot.press("plus")  # not queued: refused with a message, nothing breaks
         await pilot.pause(0.2)
         assert any("queued" in str(n.message) for n in app._notifications)
@@ -207,7 +182,7 @@ async def test_priority_keys_move_a_queued_run(runs, make_backend, app_factory) 
 async def test_lock_toggles_the_scheduler_mode(runs, make_backend, app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
+        await queue_ready(app)
         screen = app.screen
         assert screen.snapshot.scheduler.mode == "paused"
         await pilot.press("l")
@@ -222,8 +197,8 @@ async def test_resume_requeues_a_finished_run(runs, make_backend, app_factory) -
     app = app_factory(make_backend())
     run_id = runs["done"].name
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await select(pilot, run_id)
+        await queue_ready(app)
+        await select_run(pilot, run_id)
         await pilot.press("R")
         await wait_for(lambda: state_of(app, run_id) is RunState.QUEUED, timeout=20,
                        what="the resumed run queued")
@@ -233,7 +208,7 @@ async def test_resume_requeues_a_finished_run(runs, make_backend, app_factory) -
 async def test_help_lists_the_screen_keys(runs, make_backend, app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
+        await queue_ready(app)
         await pilot.press("question_mark")
         await wait_for(lambda: isinstance(app.screen, HelpScreen))
         console = Console(width=100, record=True, file=io.StringIO())
@@ -246,7 +221,6 @@ async def test_help_lists_the_screen_keys(runs, make_backend, app_factory) -> No
         await wait_for(lambda: isinstance(app.screen, QueueScreen))
 
 
-
 async def test_run_screen_of_a_queued_run_shows_its_episode_total(runs, make_backend,
                                                                    app_factory) -> None:
     # A queued run has no summary.json; the screen showed "0/0 episodes".
@@ -254,8 +228,8 @@ async def test_run_screen_of_a_queued_run_shows_its_episode_total(runs, make_bac
 
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        await ready(app)
-        await select(pilot, runs["queued"].name)
+        await queue_ready(app)
+        await select_run(pilot, runs["queued"].name)
         await pilot.press("enter")
         await wait_for(lambda: isinstance(app.screen, RunScreen))
         progress = app.screen.query_one(RunProgress)

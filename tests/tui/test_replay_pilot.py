@@ -6,7 +6,7 @@ import json
 
 import pytest
 from runfixtures import log_records
-from tuihelpers import SIZE, wait_for
+from tuihelpers import SIZE, replay_opened, wait_for
 
 from evaltui.rundir import episode_dir
 from evaltui.tui.screens.goto import GoToStepScreen
@@ -14,13 +14,6 @@ from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.frame_view import FrameView
 
 pytestmark = pytest.mark.anyio
-
-
-async def opened(app) -> ReplayScreen:
-    screen = app.screen
-    assert isinstance(screen, ReplayScreen)
-    await wait_for(lambda: screen.indexed and bool(screen.firings), what="the first step")
-    return screen
 
 
 async def at(screen: ReplayScreen, step: int, current: int | None = None) -> None:
@@ -34,7 +27,7 @@ async def at(screen: ReplayScreen, step: int, current: int | None = None) -> Non
 async def test_steps_and_firings(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
-        screen = await opened(app)
+        screen = await replay_opened(app)
         assert screen.step == 0 and screen.last_step == 4
         assert screen.firings[0].event == "episode_start"
         await pilot.press("right")
@@ -58,7 +51,7 @@ async def test_steps_and_firings(runs, app_factory) -> None:
 async def test_frame_follows_the_step(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
-        screen = await opened(app)
+        screen = await replay_opened(app)
         frame = screen.query_one(FrameView)
         await wait_for(lambda: frame.path is not None)
         assert frame.path.name == "step00000_episode_start_00001.png"
@@ -70,7 +63,7 @@ async def test_frame_follows_the_step(runs, app_factory) -> None:
 async def test_error_navigation(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 5))
     async with app.run_test(size=SIZE) as pilot:
-        screen = await opened(app)
+        screen = await replay_opened(app)
         await wait_for(lambda: screen.error_steps == frozenset({2}))
         await pilot.press("e")
         await at(screen, 2)
@@ -85,7 +78,7 @@ async def test_error_navigation(runs, app_factory) -> None:
 async def test_no_errors_says_so(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
-        screen = await opened(app)
+        screen = await replay_opened(app)
         await pilot.press("e")
         await pilot.pause()
         assert screen.step == 0
@@ -95,7 +88,7 @@ async def test_no_errors_says_so(runs, app_factory) -> None:
 async def test_go_to_step(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
-        screen = await opened(app)
+        screen = await replay_opened(app)
         await pilot.press("g")
         await wait_for(lambda: isinstance(app.screen, GoToStepScreen))
         await pilot.press("ctrl+u", "9", "enter")  # out of range: refused, stays open
@@ -108,7 +101,7 @@ async def test_go_to_step(runs, app_factory) -> None:
 async def test_play_advances_and_pauses(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
-        screen = await opened(app)
+        screen = await replay_opened(app)
         await pilot.press("space")
         await wait_for(lambda: screen.step >= 2, what="playback")
         await pilot.press("space")
@@ -130,7 +123,7 @@ async def test_live_log_with_truncated_last_line(tmp_path, app_factory) -> None:
     (ep / "log.jsonl").write_text("\n".join(lines[:5]) + "\n" + lines[5][:30])
     app = app_factory(replay_dir=ep)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await opened(app)
+        screen = await replay_opened(app)
         assert screen.last_step == 2
         assert "not written yet" in (screen.replay.episode_error or "")
         with open(ep / "log.jsonl", "a") as fh:
@@ -143,7 +136,7 @@ async def test_live_log_with_truncated_last_line(tmp_path, app_factory) -> None:
 async def test_escape_quits_standalone_replay(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
-        await opened(app)
+        await replay_opened(app)
         await pilot.press("escape")
         await pilot.pause()
     assert app.return_code == 0

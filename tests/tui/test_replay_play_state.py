@@ -7,26 +7,18 @@ import re
 
 import pytest
 from test_run_layout import screen_lines
-from tuihelpers import SIZE, wait_for
+from tuihelpers import SIZE, replay_opened, wait_for
 
 from evaltui.rundir import episode_dir
-from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.firing_view import FiringCard, FiringView
 
 pytestmark = pytest.mark.anyio
 
 
-async def opened(app) -> ReplayScreen:
-    screen = app.screen
-    assert isinstance(screen, ReplayScreen)
-    await wait_for(lambda: screen.indexed and bool(screen.firings), what="the first step")
-    return screen
-
-
 async def test_play_state_and_speed_are_shown(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
-        await opened(app)
+        await replay_opened(app)
         await pilot.pause()
         assert any("❚❚ paused" in line for line in screen_lines(app))
         await pilot.press("space")
@@ -43,7 +35,7 @@ async def test_play_state_and_speed_are_shown(runs, app_factory) -> None:
 async def test_play_ends_paused_at_the_last_step(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
-        screen = await opened(app)
+        screen = await replay_opened(app)
         # At the default speed: sped up, a loaded machine renders too few frames between
         # steps for the loop below to see three of them (seen {3, 4} once in CI).
         await pilot.press("space")
@@ -56,7 +48,7 @@ async def test_play_ends_paused_at_the_last_step(runs, app_factory) -> None:
 async def test_selected_firing_is_marked_by_more_than_colour(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
-        screen = await opened(app)
+        screen = await replay_opened(app)
         await pilot.press("right")
         await wait_for(lambda: screen.step == 1 and len(screen.firings) == 2)
         await pilot.press("n")
@@ -75,7 +67,7 @@ async def test_selected_firing_is_marked_by_more_than_colour(runs, app_factory) 
 async def test_step_header_and_panel_title_agree_while_playing(runs, app_factory) -> None:
     app = app_factory(replay_dir=episode_dir(runs["done"], 0))
     async with app.run_test(size=SIZE) as pilot:
-        screen = await opened(app)
+        screen = await replay_opened(app)
         # At the default speed: sped up, a loaded machine renders too few frames between
         # steps for the loop below to see three of them (seen {3, 4} once in CI).
         await pilot.press("space")

@@ -97,8 +97,10 @@ class BatchedInferenceServer:
         if closed:
             reply(False, RuntimeError("the inference server is closed"))
 
-    def call(self, op: str, inputs: Mapping[str, Any], timeout: float | None = None) -> Any:
-        """Blocking call for in-process callers; raises the node's exception or TimeoutError."""
+    def call(self, op: str, inputs: Mapping[str, Any] | tuple[Any, ...],
+             timeout: float | None = None, *, is_method: bool = False) -> Any:
+        """Blocking :meth:`submit` for in-process callers; raises the node's (or method's)
+        exception or TimeoutError."""
         future: Future[Any] = Future()
 
         def reply(ok: bool, value: Any) -> None:
@@ -107,7 +109,7 @@ class BatchedInferenceServer:
             else:
                 future.set_exception(value)
 
-        self.submit(op, inputs, reply, timeout=timeout)
+        self.submit(op, inputs, reply, timeout=timeout, is_method=is_method)
         try:
             return future.result(timeout=timeout)
         except TimeoutError:

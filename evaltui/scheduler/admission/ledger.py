@@ -187,6 +187,16 @@ class Ledger:
         txn.stored.extend(txn.changes)
         txn.changes = []
 
+    def flush_new(self, txn: LedgerTxn, key: str) -> None:
+        """Store the transaction with the entry ``key`` it has just added or held (fail
+        closed): if it cannot be stored, the entry is discarded, never admitted, and
+        LedgerNotDurable raised."""
+        try:
+            self.flush(txn)
+        except LedgerNotDurable:
+            txn.discard(key)
+            raise
+
     def entries(self) -> list[LedgerEntry]:
         """A consistent read of the current entries (stale ones included until purged),
         with this scheduler's changes that a failed store left unsaved."""

@@ -31,7 +31,7 @@ from evaltui.rundir import PidRef
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.accounting import GpuView
 from evaltui.scheduler.admission.decision import Wait
-from evaltui.scheduler.admission.ledger import LedgerNotDurable, LedgerTxn
+from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.admits.entry import (
     ADMIT_PREFIX,
     AdmitState,
@@ -219,11 +219,7 @@ class AdmitQueue:
         reservation = c.ledger_entry(entry.ledger_id, entry.holder, gpu=gpu, vram_mb=mb,
                                      exclusive=entry.exclusive)
         txn.add(reservation)
-        try:
-            c.ledger.flush(txn)
-        except LedgerNotDurable:
-            txn.discard(reservation.key)
-            raise
+        c.ledger.flush_new(txn, reservation.key)
         entry.state, entry.gpu, entry.reserved_mb = AdmitState.ADMITTED, gpu, mb
         entry.key, entry.admitted_at, entry.wait = reservation.key, time.time(), None
         self._save(entry)

@@ -72,12 +72,7 @@ class Lifecycle:
             "scheduler_pid": os.getpid(), "owner": str(c.owner),
             "warnings": list(checked.warnings)})  # shown by submit (API, CLI, TUI)
         run_dir = write_run(checked, c.outputs, record=record)
-        with c.lock:
-            job = c.new_job(run_dir, record, checked.spec)
-            job.estimate, job.estimate_version = estimate, c.estimate_version()
-            c.enqueue(job, None)
-        c.emit_pending()
-        c.nudge()
+        job = self._queue_written(run_dir, record, checked.spec, estimate, None)
         return Submitted(job.run_id, RunState.QUEUED, checked.warnings)
 
     def cancel(self, run_id: str) -> RunState:
@@ -166,13 +161,21 @@ class Lifecycle:
             # re-runs. summary.json stays (the run rewrites it), so the UI keeps numbers.
             (run_dir / DONE_FILENAME).unlink(missing_ok=True)
             write_json_atomic(run_dir / SCHEDULER_FILENAME, record.model_dump(mode="json"))
+        self._queue_written(run_dir, record, checked.spec, estimate, state)
+        return RunState.QUEUED
+
+    def _queue_written(self, run_dir: Path, record: SchedulerRecord, spec: JobSpec,
+                       estimate: Estimate, previous: RunState | None) -> Job:
+        """Queue the job of a run whose queued record is on disk (``previous``: the state
+        it comes from, None for a new run) and wake the ticker to admit it."""
+        c = self.core
         with c.lock:
-            job = c.new_job(run_dir, record, checked.spec)
+            job = c.new_job(run_dir, record, spec)
             job.estimate, job.estimate_version = estimate, c.estimate_version()
-            c.enqueue(job, state)
+            c.enqueue(job, previous)
         c.emit_pending()
         c.nudge()
-        return RunState.QUEUED
+        return job
 
     def set_priority(self, run_id: str, priority: int) -> RunState:
         """Move a queued job in the queue; see JobScheduler.set_priority."""

@@ -19,7 +19,7 @@ from evaltui.rundir import now_iso, write_json_atomic
 from evaltui.scheduler.admission.calibration import NodesetPart
 from evaltui.scheduler.admission.decision import Wait, WaitKind
 from evaltui.scheduler.admission.gpukey import GpuKey
-from evaltui.scheduler.admission.ledger import LedgerNotDurable, LedgerTxn
+from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.runs.jobs import Job, Loading
@@ -219,11 +219,7 @@ class Starter:
             txn.add(hold)  # an admission of its own until the load ends
         else:
             txn.hold(hold)
-        try:
-            c.ledger.flush(txn)
-        except LedgerNotDurable:
-            txn.discard(hold.key)
-            raise
+        c.ledger.flush_new(txn, hold.key)
         return hold.key
 
     def _shared_parts(self, job: Job) -> list[NodesetPart]:

@@ -24,7 +24,6 @@ import sys
 import tempfile
 import threading
 from collections.abc import Mapping
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -174,16 +173,7 @@ class NodesetActor:
         return self.server.call(op, inputs, timeout)
 
     def method(self, name: str, args: tuple[Any, ...], timeout: float | None) -> Any:
-        future: Future[Any] = Future()
-
-        def reply(ok: bool, value: Any) -> None:
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
-
-        self.server.submit(name, args, reply, timeout=timeout, is_method=True)
-        return future.result(timeout=timeout)
+        return self.server.call(name, args, timeout, is_method=True)
 
     def stats(self) -> dict[str, Any]:
         return self.server.stats()

@@ -1,0 +1,38 @@
+"""Reservations for the machine-wide ledger tests: a LedgerEntry held by a given process
+(this one by default, so it is alive) for a given Unix user, and adding entries in one
+transaction. One place, so a new LedgerEntry field is set once for every test."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from evaltui.rundir import PidRef
+from evaltui.scheduler.admission.ledger import Ledger
+from evaltui.views import LedgerEntry
+
+
+def held_entry(run_id: str, *, holder: PidRef | None = None, vram_mb: int = 1000,
+               gpu: int | None = 0, outputs: str = "/o", uid: int | None = None) -> LedgerEntry:
+    """A reservation whose holder and scheduler are ``holder`` (default: this process) and
+    whose maker is ``uid`` (default: this user)."""
+    ref = holder or PidRef.current()
+    return LedgerEntry(
+        run_id=run_id,
+        holder_pid=ref.pid,
+        holder_create_time=ref.create_time,
+        scheduler_pid=ref.pid,
+        outputs=outputs,
+        gpu=gpu,
+        vram_mb=vram_mb,
+        ram_mb=0,
+        admitted_at=time.time(),
+        uid=os.getuid() if uid is None else uid,
+    )
+
+
+def reserve(ledger: Ledger, *entries: LedgerEntry | str) -> None:
+    """Add ``entries`` to ``ledger`` in one transaction; a bare run id is ``held_entry(id)``."""
+    with ledger.transaction() as txn:
+        for entry in entries:
+            txn.add(held_entry(entry) if isinstance(entry, str) else entry)
