@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -52,7 +53,7 @@ from evaltui.states import EpisodeStatus
 S = TypeVar("S", bound=Slot)
 
 
-class SlotExecutor(Generic[S]):
+class SlotExecutor(ABC, Generic[S]):
     """K slots fed from one queue; see the module docstring."""
 
     deal_ahead = False
@@ -67,26 +68,31 @@ class SlotExecutor(Generic[S]):
     """The longest :meth:`wait_events` waits before the core looks again."""
 
     # ---- the slot interface: what an executor defines --------------------------------------
+    @abstractmethod
     def start_worker(self, slot: S) -> None:
         """Start a worker for ``slot`` (it reports :class:`Ready` or :class:`StartFailed`
         later). Raise :class:`NodesetBuildError` if workers cannot be started at all."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def send_episode(self, slot: S, index: int, attempt: int) -> None:
         """Have the slot's ready worker run episode ``index`` (its ``attempt``-th try)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def wait_events(self, timeout: float, cancelling: bool) -> Sequence[SlotEvent]:
         """What happened to the workers, waiting up to ``timeout`` for something to."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def kill_worker(self, slot: S) -> str:
         """Kill the slot's worker now and clean it up; its pid, for the episode's error."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def cancel_worker(self, slot: S) -> None:
         """The run is cancelled: ask the worker to end its episode at the next step."""
-        raise NotImplementedError
+        ...
 
     def retire_worker(self, slot: S) -> None:
         """The worker's episode raised (its nodesets may be in any state): let it go."""
