@@ -18,10 +18,7 @@ the state dir (:func:`evaltui.engine.hosting.channel.host_secret`).
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping
 from functools import partial
@@ -48,6 +45,7 @@ from evaltui.engine.hosting.channel import (
     parse_url,
 )
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
+from evaltui.engine.run.socketdir import SocketDir
 from evaltui.engine.run.summary import SummaryWriter
 from evaltui.records import (
     DONE_FILENAME,
@@ -166,7 +164,7 @@ class BatchEvalRunner:
             summary.add(row, unsynced=[ep_dir / TRAJECTORY_FILENAME, ep_dir / EPISODE_FILENAME])
 
         hosts: list[HostProcess] = []
-        sockets = _SocketDir(self.run_dir)
+        sockets = SocketDir(self.run_dir)
         try:
             if todo and not self.stop.is_set():
                 with self._executor(checked, episodes, len(todo), sockets, hosts) as executor:
@@ -209,7 +207,7 @@ class BatchEvalRunner:
         DISK.retry(self.run_dir / DONE_FILENAME, partial(touch_done, self.run_dir))
 
     def _executor(self, checked: CheckedSpec, episodes: list[dict[str, Any]], todo: int,
-                  sockets: _SocketDir, hosts: list[HostProcess]) -> EpisodeExecutor:
+                  sockets: SocketDir, hosts: list[HostProcess]) -> EpisodeExecutor:
         """The spec's executor: the local pool, or K actors on a Ray cluster."""
         ev = checked.spec.eval
         episode_log = partial(_episode_log, self.run_dir)
@@ -220,7 +218,7 @@ class BatchEvalRunner:
                 checked, episodes, min(ev.worker_count, todo),
                 address=ev.ray_address or settings().ray_address,
                 shared=self._shared_endpoints(checked, b"", sockets, hosts, given_only=True),
-                run_key=_SocketDir(self.run_dir).prefix.rstrip("-"),
+                run_key=SocketDir(self.run_dir).prefix.rstrip("-"),
                 max_episode_retries=ev.max_episode_retries, stop=self.stop,
                 cancel_grace_sec=self.cancel_grace_sec, hung_step_sec=ev.per_step_budget_sec,
                 hung_reset_sec=reset_budget(ev), episode_log=episode_log)
@@ -236,7 +234,7 @@ class BatchEvalRunner:
                              hung_reset_sec=reset_budget(ev),
                              episode_log=episode_log, zygote=self.zygote)
 
-    def _slurm_executor(self, checked: CheckedSpec, todo: int, sockets: _SocketDir,
+    def _slurm_executor(self, checked: CheckedSpec, todo: int, sockets: SocketDir,
                         hosts: list[HostProcess]) -> EpisodeExecutor:
         """K job steps of this run's Slurm allocation; shared nodesets are hosted here, on
         TCP, where the steps on other nodes reach them."""
@@ -262,7 +260,7 @@ class BatchEvalRunner:
         self._touch_done()
         return RunExit.FAILED
 
-    def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: _SocketDir,
+    def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: SocketDir,
                           hosts: list[HostProcess], *, given_only: bool = False,
                           tcp_host: str | None = None) -> dict[str, SharedEndpoint]:
         """Where each shared nodeset lives: a URL the backend gave, or a host started here
@@ -303,7 +301,7 @@ class BatchEvalRunner:
             data = read_json(path) if path.exists() else dict(checked.spec.shared_urls)
         except (OSError, ValueError):
             data = dict(checked.spec.shared_urls)
-        own_prefix = _SocketDir(self.run_dir).prefix
+        own_prefix = SocketDir(self.run_dir).prefix
         given: dict[str, str] = {}
         for name, url in (data if isinstance(data, dict) else {}).items():
             try:
@@ -376,31 +374,3 @@ class BatchEvalRunner:
 
 def _episode_log(run_dir: Path, index: int) -> Path:
     return episode_dir(run_dir, index) / LOG_FILENAME
-
-
-class _SocketDir:
-    """The private dir of the run's host sockets, ``{tmp}/evaltui-{run_id}-{key}-*``.
-
-    ``key`` hashes the run dir's path: run ids are unique only within one outputs root.
-    Made only when a host is started; a run killed by SIGKILL leaves its dir behind, so
-    a resumed run removes the leftovers of its own run dir first.
-    """
-
-    def __init__(self, run_dir: Path) -> None:
-        key = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:10]
-        self.prefix = f"evaltui-{run_dir.name}-{key}-"
-        self._path: Path | None = None
-
-    def path(self) -> Path:
-        if self._path is None:
-            # Unix socket paths must fit in 107 bytes: prefer a short temp dir.
-            tmp = tempfile.gettempdir()
-            parent = Path(tmp if len(tmp) <= 48 else "/tmp")
-            for stale in parent.glob(f"{self.prefix}*"):
-                shutil.rmtree(stale, ignore_errors=True)
-            self._path = Path(tempfile.mkdtemp(prefix=self.prefix, dir=parent))  # 0700
-        return self._path
-
-    def remove(self) -> None:
-        if self._path is not None:
-            shutil.rmtree(self._path, ignore_errors=True)
