@@ -14,12 +14,12 @@ from typing import Any
 
 from evaltui.launch import spawn_run
 from evaltui.rundir import read_json
-from tests.runprep import prepare_run
 
 # tests/ holds the suite-wide helpers; driver scripts run from their own folder need it too.
 _TESTS_DIR = str(Path(__file__).resolve().parents[1])
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
+from runprep import prepare_run  # noqa: E402  (tests/ on the path: also in subprocesses)
 from waiting import wait_until as _wait_until  # noqa: E402
 
 ENGINE_TESTS = Path(__file__).resolve().parent
