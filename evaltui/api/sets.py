@@ -118,7 +118,7 @@ def get(set_id: SetId, ctx: Ctx,
             try:
                 member["state"] = ctx.scheduler.get_run(rec.run_id).state.value
             except RunNotFound:
-                pass
+                pass  # its run dir is gone: set.json's state stands
     driver = drivers(ctx).get(set_id)
     body.update(set_dir=str(_set_path(ctx, set_id)), running=driver is not None,
                 held=bool(driver and driver.held), axes=table.axes, metrics=table.metrics)

@@ -39,7 +39,7 @@ def _epoch_ms(value: Any) -> int:
         try:
             return int(datetime.fromisoformat(value).timestamp() * 1000)
         except ValueError:
-            pass
+            pass  # not an ISO time: the fixed timestamp 0 below
     return 0
 
 

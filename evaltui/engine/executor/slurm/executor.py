@@ -129,7 +129,7 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
         try:  # wake the accepting thread, which then sees _closing
             socket.create_connection((host, port), timeout=1).close()
         except OSError:
-            pass
+            pass  # already closed or never listening: nothing waits to be woken
         self._listener.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
@@ -332,7 +332,7 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
                 try:
                     step.proc.wait(5.0)
                 except subprocess.TimeoutExpired:
-                    pass
+                    pass  # still running: killed just below
             if step.proc.poll() is None:
                 step.proc.kill()
                 step.proc.wait(5.0)

@@ -25,7 +25,7 @@ def send(conn: Connection | None, *message: Any) -> None:
     try:
         conn.send(message)
     except OSError:
-        pass
+        pass  # the step is gone: its death is reported by the next wait
 
 
 @dataclass
