@@ -14,6 +14,7 @@ import logging
 import os
 import pwd
 import shutil
+import site
 import stat
 import subprocess
 import sys
@@ -40,6 +41,42 @@ def _searchable_by_others(path: Path) -> bool:
     return all(p.stat().st_mode & stat.S_IXOTH for p in [path, *path.parents])
 
 
+def _reachable(path: Path, base: Path, mounts: list[Path]) -> Path:
+    """``path``, or the same tree bind-mounted under ``base`` where other users cannot
+    reach it (under /root: pyenv's interpreter, a venv or checkout made by root)."""
+    if _searchable_by_others(path):
+        return path
+    mounted = base / f"mnt{len(mounts)}"
+    mounted.mkdir()
+    subprocess.run(["mount", "--bind", str(path), str(mounted)], check=True)
+    mounts.append(mounted)
+    return mounted
+
+
+def _python_for_others(base: Path, mounts: list[Path]) -> dict[str, str]:
+    """The environment that runs this Python, with this venv's packages and this checkout,
+    as another user: EVALTUI_TEST_PYTHON, PYTHONPATH and (for libpython, which the binary
+    looks for at its absolute build path) LD_LIBRARY_PATH.
+
+    A venv's own ``bin/python`` links to the base interpreter and its ``pyvenv.cfg`` names
+    the base's absolute path, so the base binary runs and the venv's site-packages go on
+    PYTHONPATH (CI installs into a venv under a root-only checkout).
+    """
+    prefix = Path(sys.base_prefix).resolve()
+    binary = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
+    seen_prefix = _reachable(prefix, base, mounts)
+    paths = [REPO, HERE]
+    if sys.prefix != sys.base_prefix:
+        paths += [Path(p) for p in site.getsitepackages() if Path(p).is_dir()]
+    env = {
+        "EVALTUI_TEST_PYTHON": str(seen_prefix / binary.relative_to(prefix)),
+        "PYTHONPATH": os.pathsep.join(str(_reachable(p, base, mounts)) for p in paths),
+    }
+    if seen_prefix != prefix:
+        env["LD_LIBRARY_PATH"] = str(seen_prefix / "lib")
+    return env
+
+
 @pytest.fixture
 def two_users() -> Iterator[tuple[Path, str, list[str], dict[str, str]]]:
     """(a 0755 base dir, the group, two user names, the env that runs this Python)."""
@@ -49,25 +86,11 @@ def two_users() -> Iterator[tuple[Path, str, list[str], dict[str, str]]]:
     group, users = f"evtg{tag}", [f"evta{tag}", f"evtb{tag}"]
     base = Path(tempfile.mkdtemp(prefix="evaltui-users-", dir="/tmp"))
     os.chmod(base, 0o755)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)]),
-    }
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     made: list[list[str]] = []
-    mounted: Path | None = None
+    mounts: list[Path] = []
     try:
-        prefix = Path(sys.base_prefix)
-        if not _searchable_by_others(prefix):
-            # This interpreter lives where other users cannot reach it (/root/.pyenv):
-            # show them the same tree through a bind mount (and its libpython, which
-            # the binary looks for at its absolute build path).
-            mounted = base / "python"
-            mounted.mkdir()
-            subprocess.run(["mount", "--bind", str(prefix), str(mounted)], check=True)
-            env["LD_LIBRARY_PATH"] = str(mounted / "lib")
-            env["EVALTUI_TEST_PYTHON"] = str(mounted / Path(sys.executable).relative_to(prefix))
-        else:
-            env["EVALTUI_TEST_PYTHON"] = sys.executable
+        env.update(_python_for_others(base, mounts))
         for cmd in (
             ["groupadd", group],
             *(["useradd", "-M", "-N", "-g", group, "-s", "/bin/sh", u] for u in users),
@@ -79,9 +102,10 @@ def two_users() -> Iterator[tuple[Path, str, list[str], dict[str, str]]]:
         for cmd in reversed(made):
             undo = ["groupdel", cmd[-1]] if cmd[0] == "groupadd" else ["userdel", cmd[-1]]
             subprocess.run(undo, check=False, capture_output=True)
-        if mounted is not None:
+        for mounted in reversed(mounts):
             subprocess.run(["umount", "-l", str(mounted)], check=False)
-        shutil.rmtree(base, ignore_errors=True)
+        if not any(os.path.ismount(m) for m in mounts):  # never delete through a mount
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def test_two_users_schedulers_share_one_ledger_and_never_overcommit(
