@@ -22,7 +22,10 @@ def test_queue_entries_say_their_kind_and_ls_lists_waiting_commands(make_backend
     me = PidRef.current()
     admit = client.create_admit("train", me.pid, me.create_time, marginal_vram_mb=1024,
                                 exclusive_gpu=False, priority=3, command=COMMAND)
-    queue = wait_until(lambda: q if len(q := client.queue()) == 2 else None, what="two entries")
+    # Reasons are the tick's (1 Hz): until it has seen both, one still says "next tick".
+    queue = wait_until(lambda: q if len(q := client.queue()) == 2 and all(
+        "interactive lock" in e.waiting_reason for e in q) else None,
+        what="two entries the tick held back for the lock")
     first, second = queue
     # One priority order: the command (priority 3) is ahead of the run (priority 0).
     assert (first.kind, first.run_id, first.label, first.command, first.estimate_mb) == \
