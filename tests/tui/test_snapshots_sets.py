@@ -27,9 +27,10 @@ def test_queue_with_a_set(size, snap_compare, runs, outputs, make_backend,
 
     async def listed(pilot: Pilot[None]) -> None:
         screen = pilot.app.screen
+        # Laid out, not only filled: the groups' tree shows after a layout pass.
         await wait_for(lambda: screen.query_one(RunsTable).row_count == ALL_RUNS
-                       and bool(screen.query_one(SetGroups).root.children),
-                       what="runs and set listed")
+                       and bool((groups := screen.query_one(SetGroups)).root.children)
+                       and groups.size.height > 0, what="runs and set listed")
         await pilot.pause()
 
     assert snap_compare(app_factory(make_backend()), terminal_size=size, run_before=listed)
