@@ -55,8 +55,8 @@ def _reachable(path: Path, base: Path, mounts: list[Path]) -> Path:
 
 def _python_for_others(base: Path, mounts: list[Path]) -> dict[str, str]:
     """The environment that runs this Python, with this venv's packages and this checkout,
-    as another user: EVALTUI_TEST_PYTHON, PYTHONPATH and (for libpython, which the binary
-    looks for at its absolute build path) LD_LIBRARY_PATH.
+    as another user: EVALTUI_TEST_PYTHON, EVALTUI_TEST_DRIVER, PYTHONPATH and (for
+    libpython, which the binary looks for at its absolute build path) LD_LIBRARY_PATH.
 
     A venv's own ``bin/python`` links to the base interpreter and its ``pyvenv.cfg`` names
     the base's absolute path, so the base binary runs and the venv's site-packages go on
@@ -68,9 +68,11 @@ def _python_for_others(base: Path, mounts: list[Path]) -> dict[str, str]:
     paths = [REPO, HERE]
     if sys.prefix != sys.base_prefix:
         paths += [Path(p) for p in site.getsitepackages() if Path(p).is_dir()]
+    seen = [_reachable(p, base, mounts) for p in paths]
     env = {
         "EVALTUI_TEST_PYTHON": str(seen_prefix / binary.relative_to(prefix)),
-        "PYTHONPATH": os.pathsep.join(str(_reachable(p, base, mounts)) for p in paths),
+        "EVALTUI_TEST_DRIVER": str(seen[1] / "sched_driver.py"),
+        "PYTHONPATH": os.pathsep.join(map(str, seen)),
     }
     if seen_prefix != prefix:
         env["LD_LIBRARY_PATH"] = str(seen_prefix / "lib")
@@ -141,7 +143,7 @@ def test_two_users_schedulers_share_one_ledger_and_never_overcommit(
             subprocess.Popen(
                 [
                     env["EVALTUI_TEST_PYTHON"],
-                    str(HERE / "sched_driver.py"),
+                    env["EVALTUI_TEST_DRIVER"],
                     "fixed",
                     str(JOBS),
                     str(RUN_MB),
