@@ -65,14 +65,16 @@ def _python_for_others(base: Path, mounts: list[Path]) -> dict[str, str]:
     prefix = Path(sys.base_prefix).resolve()
     binary = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
     seen_prefix = _reachable(prefix, base, mounts)
-    paths = [REPO, HERE]
+    repo = _reachable(REPO, base, mounts)  # whole: the helpers find tests/ above them
+    here = repo / HERE.relative_to(REPO)
+    paths = [repo, here]
     if sys.prefix != sys.base_prefix:
-        paths += [Path(p) for p in site.getsitepackages() if Path(p).is_dir()]
-    seen = [_reachable(p, base, mounts) for p in paths]
+        paths += [_reachable(Path(p), base, mounts)
+                  for p in site.getsitepackages() if Path(p).is_dir()]
     env = {
         "EVALTUI_TEST_PYTHON": str(seen_prefix / binary.relative_to(prefix)),
-        "EVALTUI_TEST_DRIVER": str(seen[1] / "sched_driver.py"),
-        "PYTHONPATH": os.pathsep.join(map(str, seen)),
+        "EVALTUI_TEST_DRIVER": str(here / "sched_driver.py"),
+        "PYTHONPATH": os.pathsep.join(map(str, paths)),
     }
     if seen_prefix != prefix:
         env["LD_LIBRARY_PATH"] = str(seen_prefix / "lib")
