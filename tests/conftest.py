@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from fulldisk import maybe_small_disk, small_disk  # noqa: F401  (tmpfs fixtures: ENOSPC)
+from sigterm import teardown_on_sigterm
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +41,7 @@ def ray_cluster() -> Iterator[Any]:
     sys.path.insert(0, str(Path(__file__).resolve().parent / "ray"))
     from raycluster import two_node_cluster
 
-    with two_node_cluster() as cluster:
+    with teardown_on_sigterm(), two_node_cluster() as cluster:
         yield cluster
 
 
@@ -54,5 +55,5 @@ def slurm_session() -> Iterator[Any]:
 
     if (why := why_not_available()) is not None:
         pytest.skip(why)
-    with two_node_cluster() as cluster:
+    with teardown_on_sigterm(), two_node_cluster() as cluster:
         yield cluster
