@@ -10,6 +10,8 @@ bar of any ``evaltui eval``. Ctrl-C: ``scancel``. When the job has ended, the ru
 the truth; where it says nothing terminal (the job was cancelled while pending, or killed
 before the run could write its summary), Slurm's state is written into scheduler.json as
 the run's state (:data:`~evaltui.slurm.jobstate.RUN_STATE_OF`), Slurm's word in its note.
+Where Slurm would not requeue the job (``--no-requeue``, ``PreemptMode=CANCEL``), the job
+is submitted again on the same run dir (:mod:`evaltui.slurm.resubmit`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,26 +138,44 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
                   f"{checked.split}, {total} episodes, Slurm job {job_id} -> {run_dir}",
                   highlight=False)
     proc = SlurmJobProcess(job_id, interrupt)
-    return _follow(args, run_dir, proc, total, console)
+    return _follow(args, run_dir, proc, total, console, lambda: str(submit(ev.slurm, job)))
 
 
 def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, total: int,
-            console: Console) -> int:
+            console: Console, resubmit: Callable[[], str]) -> int:
     from rich.markup import escape
 
     from evaltui.commands.eval import _header, _read_summary, exit_code, follow, print_results
     from evaltui.launch import update_scheduler_record
     from evaltui.rundir import read_run_status
+    from evaltui.slurm.commands import SlurmError
+    from evaltui.slurm.resubmit import MAX_RESUBMITS, clear_for_resubmit, resubmit_reason
 
-    said = None
-    while proc.pending():  # one line each time Slurm's reason changes
-        assert proc.info is not None
-        reason = proc.info.run_state()[1]
-        if reason != said:
-            console.print(f"[yellow]queued[/]: {escape(reason)}", highlight=False)
-            said = reason
-        time.sleep(0.1)
-    follow(run_dir, proc, total, console)
+    earlier: list[str] = []
+    while True:
+        _show_pending(proc, console)
+        follow(run_dir, proc, total, console)
+        interrupted = proc.cancelled or proc.interrupt.seen
+        why = None if interrupted else resubmit_reason(run_dir, proc.info)
+        if why is None:
+            break
+        if len(earlier) >= MAX_RESUBMITS:
+            console.print(f"[red]not resubmitted[/]: {MAX_RESUBMITS} resubmissions already "
+                          f"({escape(why)})", highlight=False)
+            break
+        # Slurm will not bring the job back: a new one, on the same run dir, runs what is
+        # not yet ok (the run dir is the truth)
+        clear_for_resubmit(run_dir)
+        try:
+            job_id = resubmit()
+        except SlurmError as exc:
+            console.print(f"[red]not resubmitted[/]: {escape(str(exc))}", highlight=False)
+            break
+        earlier.append(proc.job_id)
+        update_scheduler_record(run_dir, slurm_job_id=job_id, slurm_earlier_job_ids=earlier)
+        console.print(f"[yellow]resubmitted[/]: {escape(why)}: Slurm job {job_id}",
+                      highlight=False)
+        proc = SlurmJobProcess(job_id, proc.interrupt)
     run_status = read_run_status(run_dir)
     if not run_status.state.terminal or run_status.state is RunState.ABORTED:
         info = proc.info
@@ -181,3 +202,17 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
     if state is RunState.ABORTED and proc.info is not None:
         console.print(f"[red]aborted[/]: {proc.info.run_state()[1]}", highlight=False)
     return exit_code(state, _header(summary), console, run_dir)
+
+
+def _show_pending(proc: SlurmJobProcess, console: Console) -> None:
+    """While the job is pending, one line each time Slurm's reason changes."""
+    from rich.markup import escape
+
+    said = None
+    while proc.pending():
+        assert proc.info is not None
+        reason = proc.info.run_state()[1]
+        if reason != said:
+            console.print(f"[yellow]queued[/]: {escape(reason)}", highlight=False)
+            said = reason
+        time.sleep(0.1)
