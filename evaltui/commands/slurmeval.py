@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from evaltui.commands.evalstart import DeferredInterrupt
+    from evaltui.engine.graph.specchecks import CheckedSpec
     from evaltui.slurm.jobinfo import SlurmJobInfo
+    from evaltui.slurm.submit import BatchJob
 
 ASK_EVERY_SEC = 1.0
 """How often the controller is asked about the job (the progress itself is summary.json)."""
@@ -132,7 +134,7 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
         return _refused(str(exc))
     update_scheduler_record(run_dir, slurm_job_id=job_id)
     console = _console()
-    for warning in checked.warnings:
+    for warning in [*checked.warnings, *_time_limit_warnings(checked, run_dir, job)]:
         console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
     console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on {ev.dataset}/"
                   f"{checked.split}, {total} episodes, Slurm job {job_id} -> {run_dir}",
@@ -202,6 +204,26 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
     if state is RunState.ABORTED and proc.info is not None:
         console.print(f"[red]aborted[/]: {proc.info.run_state()[1]}", highlight=False)
     return exit_code(state, _header(summary), console, run_dir)
+
+
+def _time_limit_warnings(checked: CheckedSpec, run_dir: Path, job: BatchJob) -> list[str]:
+    """A time limit that cannot fit one episode (before the signal to stop), by an earlier
+    run's longest episode, else the per-step budget x the step budget."""
+    from evaltui.slurm.episodetime import (
+        budget_episode,
+        measured_episode,
+        signal_offset,
+        time_limit_warning,
+    )
+
+    ev = checked.spec.eval
+    if ev.slurm.time_limit_seconds() is None:
+        return []
+    expected = measured_episode(run_dir.parent, checked.graph.name, ev.dataset,
+                                checked.split, exclude=run_dir.name) \
+        or budget_episode(ev.per_step_budget_sec, ev.step_budget)
+    warning = time_limit_warning(ev.slurm, expected, signal_offset(job.signal))
+    return [warning] if warning else []
 
 
 def _show_pending(proc: SlurmJobProcess, console: Console) -> None:
