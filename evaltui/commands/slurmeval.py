@@ -149,7 +149,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
 
     from evaltui.commands.eval import _header, _read_summary, exit_code, follow, print_results
     from evaltui.launch import update_scheduler_record
-    from evaltui.rundir import read_run_status
+    from evaltui.rundir import read_run_status, touch_done
     from evaltui.slurm.commands import SlurmError
     from evaltui.slurm.resubmit import MAX_RESUBMITS, clear_for_resubmit, resubmit_reason
 
@@ -171,6 +171,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
         try:
             job_id = resubmit()
         except SlurmError as exc:
+            touch_done(run_dir)  # the run reads as the last job left it (its summary's end)
             console.print(f"[red]not resubmitted[/]: {escape(str(exc))}", highlight=False)
             break
         earlier.append(proc.job_id)

@@ -6,6 +6,7 @@ exactly once (evaltui/slurm/resubmit.py)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,8 @@ from test_slurm_submit_run import evaltui_eval, said, started, the_run_dir, walk
 from waiting import wait_until  # noqa: E402
 
 from evaltui.records import DONE_FILENAME  # noqa: E402
-from evaltui.rundir import read_json  # noqa: E402
+from evaltui.rundir import read_json, read_run_status  # noqa: E402
+from evaltui.slurm.commands import CLIENT_COMMANDS  # noqa: E402
 from evaltui.slurm.jobid import parse_parsable  # noqa: E402
 from evaltui.slurm.jobinfo import SlurmJobInfo  # noqa: E402
 from evaltui.slurm.resubmit import (  # noqa: E402
@@ -30,6 +32,7 @@ from evaltui.slurm.resubmit import (  # noqa: E402
     mark_requeue_refused,
     resubmit_reason,
 )
+from evaltui.states import RunState  # noqa: E402
 
 
 @pytest.mark.slurm
@@ -99,3 +102,30 @@ def test_only_an_unfinished_run_slurm_will_not_bring_back_is_resubmitted(
     done = ended_run(tmp_path / "c", "done")  # the signal came after the last episode
     mark_requeue_refused(done, "Slurm would not requeue job 7: disabled")
     assert resubmit_reason(done, job("PREEMPTED")) is None
+
+
+@pytest.mark.slurm
+def test_a_resubmission_slurm_refuses_leaves_the_run_as_it_ended(
+        slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        started: list[subprocess.Popen[str]]) -> None:  # noqa: F811
+    """sbatch gone from the login node's PATH after the first submission: the follower
+    says why it did not resubmit, and the run reads as its job left it (cancelled)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in CLIENT_COMMANDS:
+        (bin_dir / name).symlink_to(shutil.which(name) or name)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    job = walk_job(tmp_path, [15] * 6, step_sleep_ms=40)
+    proc = evaltui_eval(started, tmp_path, str(job), "--workers", "2",
+                        "--slurm-arg=--no-requeue")
+    run_dir = the_run_dir(tmp_path, proc)
+    wait_until(lambda: len(episode_rows(run_dir)) >= 1, timeout=60, what="an episode done")
+    (bin_dir / "sbatch").unlink()
+    first = read_json(run_dir / "scheduler.json")["slurm_job_id"]
+    slurm_cluster.run("scancel", "--signal=USR1", "--batch", first)
+    assert proc.wait(timeout=120) == 130, said(proc)
+    assert ("not resubmitted: Slurm is not available here: sbatch not found on PATH"
+            in said(proc))
+    assert read_run_status(run_dir).state is RunState.CANCELLED
+    assert (run_dir / DONE_FILENAME).exists()
+    assert read_json(run_dir / "scheduler.json")["slurm_job_id"] == first
