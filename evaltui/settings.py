@@ -68,6 +68,10 @@ class Settings(BaseSettings):
     disk_full_wait_sec: float | None = Field(default=None, ge=0)
     """``EVALTUI_DISK_FULL_WAIT_SEC``: how long a run waits for room on a full disk
     (ENOSPC/EDQUOT) before it ends ``failed`` with "disk full: PATH" (300 s)."""
+    poll_files: str | None = None
+    """``EVALTUI_POLL_FILES``: ``auto`` (default), ``on`` or ``off``: whether readers of run
+    dirs poll instead of using inotify, which does not see other nodes' writes on a network
+    filesystem; ``auto`` polls on NFS, CIFS, Lustre, GPFS, ... (:mod:`evaltui.pollfiles`)."""
     cuda_visible_devices: str | None = Field(
         default=None, validation_alias=AliasChoices("CUDA_VISIBLE_DEVICES"))
     """``CUDA_VISIBLE_DEVICES``: kept verbatim, since an empty value means "no GPU"."""

@@ -92,11 +92,18 @@ class SlurmOptions(BaseModel):
         """The job's time limit in seconds; None when unset or unlimited."""
         return None if self.time is None else slurm_time_seconds(self.time)
 
-    def short_time_warning(self, episode_s: float) -> str | None:
+    def short_time_warning(self, episode_s: float, basis: str | None = None,
+                           signal_before_s: int = 0) -> str | None:
         """A warning when the time limit cannot fit one episode of ``episode_s`` seconds
-        (the run would be killed, requeued and killed again, never finishing one)."""
+        (the run would be killed, requeued and killed again, never finishing one).
+        ``signal_before_s``: the run is told to stop that long before the limit (its
+        USR1); ``basis``: where ``episode_s`` comes from, said in the warning."""
         limit = self.time_limit_seconds()
-        if limit is None or limit >= episode_s:
+        if limit is None or limit - signal_before_s >= episode_s:
             return None
-        return (f"eval.slurm.time: {self.time} ({limit} s) is shorter than one episode's "
-                f"expected {episode_s:.0f} s; no episode could finish within it")
+        usable = f"; the run is told to stop {signal_before_s} s before it" \
+            if signal_before_s else ""
+        why = f" ({basis})" if basis else ""
+        return (f"eval.slurm.time: {self.time} ({limit} s{usable}) is shorter than one "
+                f"episode's expected {episode_s:.0f} s{why}; no episode could finish "
+                "within it")

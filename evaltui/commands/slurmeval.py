@@ -10,6 +10,8 @@ bar of any ``evaltui eval``. Ctrl-C: ``scancel``. When the job has ended, the ru
 the truth; where it says nothing terminal (the job was cancelled while pending, or killed
 before the run could write its summary), Slurm's state is written into scheduler.json as
 the run's state (:data:`~evaltui.slurm.jobstate.RUN_STATE_OF`), Slurm's word in its note.
+Where Slurm would not requeue the job (``--no-requeue``, ``PreemptMode=CANCEL``), the job
+is submitted again on the same run dir (:mod:`evaltui.slurm.resubmit`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +31,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from evaltui.commands.evalstart import DeferredInterrupt
+    from evaltui.engine.graph.specchecks import CheckedSpec
     from evaltui.slurm.jobinfo import SlurmJobInfo
+    from evaltui.slurm.submit import BatchJob
 
 ASK_EVERY_SEC = 1.0
 """How often the controller is asked about the job (the progress itself is summary.json)."""
@@ -129,32 +134,51 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
         return _refused(str(exc))
     update_scheduler_record(run_dir, slurm_job_id=job_id)
     console = _console()
-    for warning in checked.warnings:
+    for warning in [*checked.warnings, *_time_limit_warnings(checked, run_dir, job)]:
         console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
     console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on {ev.dataset}/"
                   f"{checked.split}, {total} episodes, Slurm job {job_id} -> {run_dir}",
                   highlight=False)
     proc = SlurmJobProcess(job_id, interrupt)
-    return _follow(args, run_dir, proc, total, console)
+    return _follow(args, run_dir, proc, total, console, lambda: str(submit(ev.slurm, job)))
 
 
 def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, total: int,
-            console: Console) -> int:
+            console: Console, resubmit: Callable[[], str]) -> int:
     from rich.markup import escape
 
     from evaltui.commands.eval import _header, _read_summary, exit_code, follow, print_results
     from evaltui.launch import update_scheduler_record
-    from evaltui.rundir import read_run_status
+    from evaltui.rundir import read_run_status, touch_done
+    from evaltui.slurm.commands import SlurmError
+    from evaltui.slurm.resubmit import MAX_RESUBMITS, clear_for_resubmit, resubmit_reason
 
-    said = None
-    while proc.pending():  # one line each time Slurm's reason changes
-        assert proc.info is not None
-        reason = proc.info.run_state()[1]
-        if reason != said:
-            console.print(f"[yellow]queued[/]: {escape(reason)}", highlight=False)
-            said = reason
-        time.sleep(0.1)
-    follow(run_dir, proc, total, console)
+    earlier: list[str] = []
+    while True:
+        _show_pending(proc, console)
+        follow(run_dir, proc, total, console)
+        interrupted = proc.cancelled or proc.interrupt.seen
+        why = None if interrupted else resubmit_reason(run_dir, proc.info)
+        if why is None:
+            break
+        if len(earlier) >= MAX_RESUBMITS:
+            console.print(f"[red]not resubmitted[/]: {MAX_RESUBMITS} resubmissions already "
+                          f"({escape(why)})", highlight=False)
+            break
+        # Slurm will not bring the job back: a new one, on the same run dir, runs what is
+        # not yet ok (the run dir is the truth)
+        clear_for_resubmit(run_dir)
+        try:
+            job_id = resubmit()
+        except SlurmError as exc:
+            touch_done(run_dir)  # the run reads as the last job left it (its summary's end)
+            console.print(f"[red]not resubmitted[/]: {escape(str(exc))}", highlight=False)
+            break
+        earlier.append(proc.job_id)
+        update_scheduler_record(run_dir, slurm_job_id=job_id, slurm_earlier_job_ids=earlier)
+        console.print(f"[yellow]resubmitted[/]: {escape(why)}: Slurm job {job_id}",
+                      highlight=False)
+        proc = SlurmJobProcess(job_id, proc.interrupt)
     run_status = read_run_status(run_dir)
     if not run_status.state.terminal or run_status.state is RunState.ABORTED:
         info = proc.info
@@ -181,3 +205,37 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
     if state is RunState.ABORTED and proc.info is not None:
         console.print(f"[red]aborted[/]: {proc.info.run_state()[1]}", highlight=False)
     return exit_code(state, _header(summary), console, run_dir)
+
+
+def _time_limit_warnings(checked: CheckedSpec, run_dir: Path, job: BatchJob) -> list[str]:
+    """A time limit that cannot fit one episode (before the signal to stop), by an earlier
+    run's longest episode, else the per-step budget x the step budget."""
+    from evaltui.slurm.episodetime import (
+        budget_episode,
+        measured_episode,
+        signal_offset,
+        time_limit_warning,
+    )
+
+    ev = checked.spec.eval
+    if ev.slurm.time_limit_seconds() is None:
+        return []
+    expected = measured_episode(run_dir.parent, checked.graph.name, ev.dataset,
+                                checked.split, exclude=run_dir.name) \
+        or budget_episode(ev.per_step_budget_sec, ev.step_budget)
+    warning = time_limit_warning(ev.slurm, expected, signal_offset(job.signal))
+    return [warning] if warning else []
+
+
+def _show_pending(proc: SlurmJobProcess, console: Console) -> None:
+    """While the job is pending, one line each time Slurm's reason changes."""
+    from rich.markup import escape
+
+    said = None
+    while proc.pending():
+        assert proc.info is not None
+        reason = proc.info.run_state()[1]
+        if reason != said:
+            console.print(f"[yellow]queued[/]: {escape(reason)}", highlight=False)
+            said = reason
+        time.sleep(0.1)

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         checked = None
     code = run_checked(run_dir, spec, checked, stop)
     if requeue is not None and requeue.is_set():
-        return requeue_self() or code
+        return requeue_self(run_dir) or code
     return code
 
 

@@ -8,7 +8,9 @@ summary.json's own rows, which the run rewrites about once a second.
 
 Like toolong's watcher it owns no UI: it reports through the ``on_change`` callback,
 and ``close()`` stops and joins it. If the OS refuses a watch (inotify limits), it
-falls back to polling the run dir every ``poll_interval`` seconds.
+falls back to polling the run dir every ``poll_interval`` seconds; it polls from the
+start where inotify cannot see the writes (a network filesystem, ``EVALTUI_POLL_FILES``:
+:mod:`evaltui.pollfiles`).
 
 Files are opened without following a symlink out of the dir holding the run dir (the
 outputs root's ``eval_runs``; :mod:`evaltui.safeopen`): a run dir with one at its top
@@ -30,6 +32,7 @@ from typing import Any
 import orjson
 import watchfiles
 
+from evaltui.pollfiles import should_poll
 from evaltui.records import (
     DONE_FILENAME,
     EPISODE_FILENAME,
@@ -74,7 +77,7 @@ class RunWatcher(threading.Thread):
 
     def __init__(self, run_dir: Path, model: RunModel, on_change: Callable[[], None], *,
                  debounce_ms: int = 200, poll_interval: float = 0.5,
-                 force_polling: bool = False) -> None:
+                 force_polling: bool | None = None) -> None:
         super().__init__(name=f"run-watcher-{Path(run_dir).name}", daemon=True)
         self.run_dir = Path(run_dir).resolve()  # events carry absolute paths
         # The trusted root is the dir holding the run dir (as given, before resolving): a
@@ -85,7 +88,9 @@ class RunWatcher(threading.Thread):
         self.on_change = on_change
         self.debounce_ms = debounce_ms
         self.poll_interval = poll_interval
-        self.force_polling = force_polling
+        # None: poll where inotify cannot see other nodes' writes (EVALTUI_POLL_FILES)
+        self.force_polling = should_poll(self.run_dir) if force_polling is None \
+            else force_polling
         self._exit = threading.Event()
 
     def close(self) -> None:

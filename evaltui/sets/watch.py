@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaltui.pollfiles import POLL_DELAY_MS, should_poll
 from evaltui.sets.expansion import Member, checkpoint_step
 from evaltui.sets.runner import SetRunner
 from evaltui.setspec import STOP_FILENAME
@@ -84,9 +85,12 @@ def watch_set(runner: SetRunner, scanner: CheckpointScanner,
     _add(runner, scanner, members_for, until)
     runner.step()
     if not done_watching():
+        # polling where inotify cannot see other nodes' writes (a network filesystem)
         for _changes in watchfiles.watch(scanner.directory, stop_event=stop,
                                          yield_on_timeout=True, debounce=100,
-                                         rust_timeout=int(tick_sec * 1000)):
+                                         rust_timeout=int(tick_sec * 1000),
+                                         force_polling=should_poll(scanner.directory),
+                                         poll_delay_ms=POLL_DELAY_MS):
             _add(runner, scanner, members_for, until)
             runner.step()
             if done_watching():

@@ -7,7 +7,9 @@ flushed), and then requeues its own job (``scontrol requeue``, an array task by 
 id). Slurm restarts the batch step with ``SLURM_RESTART_COUNT`` one higher; the run,
 started again on the same run dir, keeps the episodes that ended ``ok`` and runs only the
 others (their attempts counted on). A job requeued from outside (``scontrol requeue``, a
-preemption with ``PreemptMode=REQUEUE``) restarts the same way.
+preemption with ``PreemptMode=REQUEUE``) restarts the same way. Where Slurm refuses the
+requeue (``--no-requeue``, ``JobRequeue=0``) the run says so in its run dir and the
+follower on the login node submits the job again (:mod:`evaltui.slurm.resubmit`).
 """
 
 from __future__ import annotations
@@ -58,12 +60,14 @@ def requeue_on_signal(stop: threading.Event) -> threading.Event:
     return asked
 
 
-def requeue_self(environ: Mapping[str, str] = os.environ) -> int:
-    """Requeue this process's own job; the exit code to end with if Slurm refuses (the run
-    dir then reads as the run left it; the follower can resume it)."""
+def requeue_self(run_dir: Path, environ: Mapping[str, str] = os.environ) -> int:
+    """Requeue this process's own job; the exit code to end with if Slurm refuses. The run
+    dir then reads as the run left it, with ``_REQUEUE_REFUSED`` saying why: the follower
+    submits the job again (:mod:`evaltui.slurm.resubmit`)."""
     from evaltui.slurm.commands import SlurmError
     from evaltui.slurm.control import requeue
     from evaltui.slurm.jobid import own_job_id
+    from evaltui.slurm.resubmit import mark_requeue_refused
 
     job = own_job_id(environ)
     if job is None:
@@ -74,5 +78,9 @@ def requeue_self(environ: Mapping[str, str] = os.environ) -> int:
         requeue(job)
     except SlurmError as exc:
         print(f"evaltui: {exc}", file=sys.stderr, flush=True)
+        try:
+            mark_requeue_refused(run_dir, str(exc))
+        except OSError as err:  # the follower then sees an ended run, not a resumable one
+            print(f"evaltui: cannot say so in the run dir: {err}", file=sys.stderr, flush=True)
         return 1
     return 0
