@@ -130,8 +130,8 @@ def _submit(plan: Any, args: argparse.Namespace, parallelism: int
     """set.json merged with the plan; the due members submitted as one array (held until
     their run dirs and the manifest are written). Raises SlurmError before writing."""
     from evaltui.launch import update_scheduler_record
-    from evaltui.sets.setdir import read_set, write_set
     from evaltui.sets import slurmarray as arr
+    from evaltui.sets.setdir import read_set, write_set
     from evaltui.sets.slurmfollow import queued_tasks
     from evaltui.setspec import SET_FILENAME
     from evaltui.slurm.control import cancel
