@@ -163,7 +163,7 @@ def _submit(plan: Any, args: argparse.Namespace, parallelism: int
     except ValueError as exc:
         raise SetFileError("base.slurm", str(exc)) from None
     job = arr.submit_held(plan.path, plan.set_id, [i for i, _, _ in due], slurm,
-                      arr.array_tasks(specs), parallelism)
+                          arr.array_tasks(specs), parallelism)
     try:
         for index, rec, member in due:
             run_dir = Path(rec.run_dir) if rec.run_dir else None
