@@ -201,3 +201,50 @@ def test_an_unknown_partition_is_one_line_and_writes_nothing(
     assert not (tmp_path / "out" / "eval_sets" / "arrp").exists()
     assert list((tmp_path / "out").glob("eval_runs/*")) == []
     assert not slurm_cluster.run("squeue", "--noheader").stdout.strip()
+
+
+def test_an_array_task_requeues_itself_by_its_array_id_and_its_member_completes(
+        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """USR1 to a task's batch step (as ``--signal=B:USR1@90`` sends it before the time
+    limit): the run stops, flushes and requeues its own task as ``JOB_TASK`` (its own
+    SLURM_JOB_ID would name another job: Lightning#15022); the follower reads the member
+    as queued again, not as ended, and the member completes with every episode once."""
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    graph = tmp_path / "walk.json"
+    graph.write_text(json.dumps(walk_graph({"trace_dir": str(trace)})))
+    dataset = write_dataset(tmp_path / "walk.jsonl", [20] * 6)
+    path = write_set(tmp_path, {
+        "name": "arrq", "base": {"graph": str(graph), "dataset": str(dataset), "workers": 1,
+                                 "workspace": str(ENGINE_TESTS)},
+        "matrix": {"env.step_sleep_ms": [40, 41]}})
+    follower = subprocess.Popen(evaltui(tmp_path, "set", "run", str(path), "--executor",
+                                        "slurm", "--json"), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                env={**os.environ, "EVALTUI_SLURM_LISTEN_HOST": "127.0.0.1"})
+    try:
+        def member1_run_dir() -> Path | None:
+            if follower.poll() is not None:
+                raise AssertionError(f"set run exited: {follower.communicate()}")
+            try:
+                member = set_record(tmp_path, "arrq")["members"][1]
+            except (OSError, ValueError):
+                return None
+            run_dir = Path(member["run_dir"]) if member.get("run_dir") else None
+            return run_dir if run_dir is not None and episode_rows(run_dir) else None
+        run_dir = wait_until(member1_run_dir, timeout=90, what="an episode of member 1 done")
+        task = read_json(run_dir / "scheduler.json")["slurm_job_id"]
+        slurm_cluster.run("scancel", "--signal=USR1", "--batch", task)
+        out, err = follower.communicate(timeout=150)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
+    assert follower.returncode == 0, err
+    assert [m["state"] for m in json.loads(out)["members"]] == ["done", "done"]
+    assert f"requeueing Slurm job {task} " in (run_dir / "run.log").read_text()
+    info = slurm_cluster.run("scontrol", "show", "job", task).stdout
+    assert "Restarts=1" in info and "JobState=COMPLETED" in info
+    rows = episode_rows(run_dir)
+    assert sorted(r["episode_index"] for r in rows) == list(range(6))
+    assert read_json(run_dir / "summary.json")["counts_by_status"] == {"ok": 6}
