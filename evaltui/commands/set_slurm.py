@@ -52,6 +52,28 @@ def wanted(args: argparse.Namespace, kind: str) -> bool:
 
 
 def _file_and_dir(args: argparse.Namespace, kind: str) -> tuple[dict[str, Any], Path]:
+    """The set file (for ``run``: with the Slurm options an earlier ``set run`` of this
+    set gave on its command line, which set.json keeps) and its directory."""
+    from evaltui.sets.setdir import SetDirError, read_set, set_dir
+
+    data, base_dir = _given_file_and_dir(args, kind)
+    name = data.get("name")
+    if kind != "run" or not isinstance(name, str):
+        return data, base_dir
+    try:
+        earlier = dict(read_set(set_dir(name, args.outputs)).file.get("base") or {})
+    except (SetDirError, ValueError):
+        return data, base_dir
+    if earlier.get("executor") != "slurm":
+        return data, base_dir
+    base = {str(k).replace("-", "_"): v for k, v in dict(data.get("base") or {}).items()}
+    for key in ("executor", "slurm", "slurm_array_parallelism"):
+        if key in earlier and key not in base:
+            base[key] = earlier[key]
+    return {**data, "base": base}, base_dir
+
+
+def _given_file_and_dir(args: argparse.Namespace, kind: str) -> tuple[dict[str, Any], Path]:
     from evaltui.sets.setdir import read_set, resolve_set
     from evaltui.setspec import load_set_file
 
@@ -146,6 +168,9 @@ def _submit(plan: Any, args: argparse.Namespace, parallelism: int
     record = SetRecord(set_id=plan.set_id, name=plan.setfile.name, file=plan.file,
                        base_dir=str(plan.expansion.base_dir), members=members)
     manifest = ArrayManifest.read(plan.path)
+    # set.json may be behind (a --detach, a follower stopped): each submitted member's
+    # state read first, so that a member whose run ended done is not run again
+    refresh(record, manifest, plan.path)
     in_queue = {manifest.tasks[int(t.split("_")[1])].key for t in queued_tasks(manifest)}
     due = []
     for member, rec in zip(plan.expansion.members, members, strict=True):
@@ -191,10 +216,19 @@ def _follow_here(record: SetRecord, manifest: ArrayManifest, plan: Any,
                  console: Console) -> bool:
     """Follow the members until each has finished; True on Ctrl-C."""
     from evaltui.commands.set_follow import FollowPrinter
+    from evaltui.slurm.commands import SlurmError
 
     printer = FollowPrinter(console, plan.set_id)
+    said = None
     try:
-        while not refresh(record, manifest, plan.path, printer):
+        while True:
+            try:
+                if refresh(record, manifest, plan.path, printer):
+                    break
+            except SlurmError as exc:  # the controller busy or away: ask again
+                if str(exc) != said:
+                    console.print(f"[yellow]warning[/]: {escape(str(exc))}", highlight=False)
+                    said = str(exc)
             time.sleep(POLL_SEC)
     except KeyboardInterrupt:
         return True

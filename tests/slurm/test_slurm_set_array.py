@@ -248,3 +248,26 @@ def test_an_array_task_requeues_itself_by_its_array_id_and_its_member_completes(
     rows = episode_rows(run_dir)
     assert sorted(r["episode_index"] for r in rows) == list(range(6))
     assert read_json(run_dir / "summary.json")["counts_by_status"] == {"ok": 6}
+
+
+def test_set_run_again_after_a_detached_array_follows_it_and_runs_nothing_twice(
+        slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """``set run --detach`` leaves set.json saying ``queued``; run again (without
+    ``--executor slurm``: set.json keeps it) once the array has ended, it reads each
+    member's end from its run dir: nothing is submitted again."""
+    path = write_set(tmp_path, {
+        "name": "arrd", "base": {"graph": "bot", "dataset": "babyai", "split": "GoToLocal",
+                                 "episodes": 1, "workers": 1},
+        "matrix": {"policy.noise": [0.0, 0.1]}})
+    detached = run(tmp_path, "set", "run", str(path), "--executor", "slurm", "--detach")
+    assert detached.returncode == 0, detached.stderr
+    assert [m["state"] for m in set_record(tmp_path, "arrd")["members"]] == ["queued"] * 2
+    wait_until(lambda: not slurm_cluster.run("squeue", "--noheader").stdout.strip(),
+               timeout=90, what="the array to end")
+    again = run(tmp_path, "set", "run", str(path), "--json")
+    assert again.returncode == 0, again.stderr
+    assert "nothing to submit" in again.stderr
+    assert [m["state"] for m in json.loads(again.stdout)["members"]] == ["done"] * 2
+    assert [m["attempts"] for m in set_record(tmp_path, "arrd")["members"]] == [1, 1]
+    manifest = read_json(tmp_path / "out" / "eval_sets" / "arrd" / "slurm_array.json")
+    assert len(manifest["jobs"]) == 1
