@@ -74,3 +74,19 @@ def test_without_slurm_set_run_says_so_in_one_line_and_writes_nothing(tmp_path: 
     line = " ".join(done.stderr.split())
     assert line.startswith("error: base.executor: Slurm is not available here: sbatch")
     assert not (tmp_path / "out").exists()
+
+
+def test_set_watch_of_a_slurm_set_is_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "ckpts").mkdir()
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "w", "base": {"graph": "bot", "dataset": "babyai", "split": "GoToLocal",
+                              "episodes": 1, "executor": "slurm"},
+        "matrix": {"checkpoint": {"glob": "*.npz", "watch": "ckpts"}}}))
+    done = subprocess.run([sys.executable, "-m", "evaltui.cli", "set", "watch", str(path),
+                           "--outputs", str(tmp_path / "out")], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert " ".join(done.stderr.split()).startswith(
+        "error: base.executor: set watch does not submit Slurm job arrays")
+    assert not (tmp_path / "out").exists()
