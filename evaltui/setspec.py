@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evaltui.slurmoptions import SlurmOptions
+
 SETS_DIRNAME = "eval_sets"
 """Under the outputs root: one directory per set, named by its set_id."""
 SET_FILENAME = "set.json"
@@ -79,8 +81,13 @@ class BaseOptions(BaseModel):
     step_timeout: float | None = Field(default=None, gt=0)
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
     """Per member, the share of episodes that may error (as ``eval --max-error-rate``)."""
-    executor: Literal["local", "ray"] | None = None
+    executor: Literal["local", "ray", "slurm"] | None = None
+    """``slurm``: the members go to Slurm as one job array (docs/slurm.md)."""
     ray_address: str | None = None
+    slurm: SlurmOptions | None = None
+    """``eval.slurm`` of every member (partition, time, ...), as ``--slurm-*``."""
+    slurm_array_parallelism: int | None = Field(default=None, ge=1)
+    """With ``executor: slurm``: how many members of the array run at once (``%P``)."""
     set: dict[str, Any] = Field(default_factory=dict)
     """``NODESET.PARAM`` overrides, as ``--set``."""
     workspace: str | None = None

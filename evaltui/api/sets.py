@@ -63,6 +63,7 @@ def _create(ctx: ApiContext, data: Any, base: FsPath, options: RunnerOptions) ->
         plan = plan_data(data, base, ctx.scheduler.outputs, check=True)
     except SetFileError as exc:
         raise ApiFailure(422, str(exc), exc.field) from None
+    _not_an_array(plan)
     if _leaves_root(ctx, plan.set_id):
         raise ApiFailure(422, f"name: set dir {plan.set_id} is a symlink out of the outputs "
                          "root", "name")
@@ -141,6 +142,7 @@ def resume(set_id: SetId, ctx: Ctx, retries: Annotated[int, Query(ge=0, le=100)]
     """Continue a set from its set.json: resume incomplete members, retry failed ones."""
     record = _record(ctx, set_id)
     plan = _plan_of(ctx, record, check=True)
+    _not_an_array(plan)
     driver = _start(ctx, plan, RunnerOptions(retries=retries, max_error_rate=max_error_rate,
                                              backoff_sec=retry_backoff))
     assert driver.runner.record is not None
@@ -214,6 +216,15 @@ def _plan_of(ctx: ApiContext, record: SetRecord, *, check: bool) -> SetPlan:
         return plan_record(record, ctx.scheduler.outputs, check=check)
     except SetFileError as exc:
         raise ApiFailure(422, str(exc), exc.field) from None
+
+
+def _not_an_array(plan: SetPlan) -> None:
+    """A Slurm set is one job array submitted and followed by ``evaltui set run`` on a
+    login node; this backend's scheduler would start its runs outside any allocation."""
+    if plan.setfile.base.executor == "slurm":
+        raise ApiFailure(422, "base.executor: a Slurm set goes to Slurm as one job array "
+                         "from `evaltui set run FILE`, not through the backend",
+                         "base.executor")
 
 
 def _baseline(record: SetRecord, raw: str | None) -> dict[str, Any] | None:

@@ -44,6 +44,9 @@ def watch_command(args: argparse.Namespace) -> int:
         if args.until is not None and args.until < 1:
             raise SetFileError("--until", f"must be >= 1, got {args.until}")
         shape = plan_file(path, args.outputs, check=False, checkpoints=[])
+        if shape.setfile.base.executor == "slurm":
+            raise SetFileError("base.executor", "set watch does not submit Slurm job arrays; "
+                               "`evaltui set run` again submits the checkpoints found since")
         axis = shape.setfile.checkpoint
         if axis is None or axis.watch is None:
             raise SetFileError("matrix.checkpoint.watch", "set watch needs a checkpoint axis "

@@ -66,6 +66,9 @@ def _runner_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--detach", action="store_true", help="submit and return at once")
     p.add_argument("--json", action="store_true", help="print the final table as JSON")
     p.add_argument("--metrics", help="metrics of the final table, comma separated")
+    from evaltui.commands import set_slurm
+
+    set_slurm.add_options(p)
 
 
 def runner_options(args: argparse.Namespace) -> Any:
@@ -100,6 +103,10 @@ def _runner_command(args: argparse.Namespace, kind: str) -> int:
     console = Console(stderr=True)
     try:
         options = runner_options(args)
+        from evaltui.commands import set_slurm
+
+        if set_slurm.wanted(args, kind):  # one Slurm job array, followed from here
+            return set_slurm.run_command(args, kind, options)
         url = _backend_url(args)
         if url:  # the backend runs the set (its /sets routes)
             from evaltui.commands.set_remote import run_remote
@@ -203,8 +210,17 @@ def exit_code(record: SetRecord, held: bool, console: Console) -> int:
 def cancel_set(args: argparse.Namespace) -> int:
     from evaltui.api.settarget import open_target
     from evaltui.sets.setdir import SetDirError, read_set, resolve_set
+    from evaltui.sets.slurmarray import is_array_set
     from evaltui.sets.targets import TargetError
 
+    try:
+        path = resolve_set(args.set, args.outputs)
+    except SetDirError:
+        path = None
+    if path is not None and is_array_set(path):  # its members are Slurm array tasks
+        from evaltui.commands.set_slurm import cancel_array
+
+        return cancel_array(args, path)
     url = _backend_url(args)
     if url:
         from evaltui.commands.set_remote import cancel_remote

@@ -8,6 +8,8 @@ the value came from (``eval.selectors.policy.bogus`` -> ``matrix.policy.bogus``)
 
 from __future__ import annotations
 
+import sys
+
 from evaltui.engine.graph.specchecks import validate_spec
 from evaltui.sets.expansion import Expansion, Member
 from evaltui.setspec import DEFAULT_REPEAT_PARAM, SetFile, SetFileError
@@ -27,6 +29,10 @@ def check_members(expansion: Expansion) -> list[str]:
     """
     warnings: list[str] = []
     for member in expansion.members:
+        # the check imports the member's nodesets: its workspace's too, as a run does
+        workspace = member.spec.get("active_workspace_dir")
+        if isinstance(workspace, str) and workspace and workspace not in sys.path:
+            sys.path.insert(0, workspace)
         try:
             checked = validate_spec(member.spec)
         except SpecError as exc:

@@ -192,7 +192,8 @@ def _member(setfile: SetFile, base_dir: Path, combo: dict[str, Any], set_id: str
                           indices=indices, workers=base.workers, step_budget=base.step_budget,
                           step_timeout=base.step_timeout, max_error_rate=base.max_error_rate,
                           executor=base.executor, ray_address=base.ray_address,
-                          sets=[f"{k}={json.dumps(v)}" for k, v in params.items()],
+                          slurm=base.slurm.model_dump(exclude_unset=True) if base.slurm
+                          else None, sets=[f"{k}={json.dumps(v)}" for k, v in params.items()],
                           workspace=str(workspace))
     except SpecError as exc:
         field = graph_field if exc.field == "target" else f"base.{exc.field}"

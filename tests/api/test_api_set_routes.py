@@ -106,6 +106,8 @@ def test_create_runs_the_set_streams_member_events_and_shows_the_table(
     ({"name": "bad", "base": {"graph": "bot"}, "matrix": {"policy.noise": [0.0]},
       "baseline": {"policy.noise": 0.7}}, "baseline"),
     ("name: [unclosed", "<set file>"),
+    ({"name": "bad", "base": {"graph": "bot", "executor": "slurm"},  # `set run` submits it
+      "matrix": {"policy.noise": [0.0]}}, "base.executor"),
 ])
 def test_a_bad_set_file_is_a_422_naming_the_field_and_writes_nothing(
         backend: Backend, api_env: dict[str, Path], data: Any, field: str) -> None:

@@ -1,0 +1,92 @@
+"""The members of a set's Slurm arrays, read: each member's state from Slurm while its task
+is in the queue, from its run dir once it has left it.
+
+While a task is queued or running, Slurm's word wins (``queued`` with its reason:
+``JobArrayTaskLimit`` is the throttle, ``Priority``, ``Resources``, ...): a requeued run
+reads finished for a moment between its end and its restart. Once the task has left the
+queue, the run dir is the truth; where it says nothing terminal (cancelled while
+pending, killed before it could write its summary), Slurm's final state is written into
+its scheduler.json as the run's state, Slurm's word in its note, as ``eval --executor
+slurm`` does for its one job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaltui.sets.slurmarray import ArrayManifest
+from evaltui.setspec import MemberState
+from evaltui.slurm.jobinfo import SlurmJobInfo
+from evaltui.states import RunState
+
+_FINAL = (RunState.DONE, RunState.FAILED, RunState.CANCELLED)
+
+
+@dataclass(frozen=True)
+class TaskReading:
+    """A member's state now and why (None: nothing to say)."""
+
+    state: MemberState
+    note: str | None = None
+
+
+def queued_tasks(manifest: ArrayManifest) -> dict[str, SlurmJobInfo]:
+    """The manifest's tasks in Slurm's queue now, by task id (``JOB_TASK``)."""
+    from evaltui.slurm.jobinfo import queue
+
+    found: dict[str, SlurmJobInfo] = {}
+    # one job at a time: squeue refuses a whole list for one job it has forgotten
+    for job in sorted({t.job for t in manifest.tasks.values()}):
+        found.update((str(info.job_id), info) for info in queue(job)
+                     if info.job_id.task is not None)
+    return found
+
+
+def read_member(manifest: ArrayManifest, index: int, queued: dict[str, SlurmJobInfo]
+                ) -> TaskReading:
+    """Member ``index``'s state: Slurm's while its task is queued, else its run dir's
+    (Slurm's last word written into the run dir where the run said nothing final)."""
+    from evaltui.rundir import read_run_status
+
+    task_id = manifest.task_id(index)
+    info = queued.get(task_id)
+    if info is not None:
+        state, reason = info.run_state()
+        if state is RunState.QUEUED:
+            return TaskReading(MemberState.QUEUED, reason)
+        if not state.terminal:
+            return TaskReading(MemberState(state.value))
+    run_dir = Path(manifest.tasks[index].run_dir)
+    status = read_run_status(run_dir)
+    if status.state in _FINAL:
+        return TaskReading(MemberState(status.state.value), _why(status))
+    return _ended_without_word(run_dir, task_id)
+
+
+def _why(status: object) -> str | None:
+    summary = getattr(status, "summary", None) or {}
+    error = summary.get("error") if isinstance(summary, dict) else None
+    return str(error).splitlines()[0] if error else None
+
+
+def _ended_without_word(run_dir: Path, task_id: str) -> TaskReading:
+    """A task out of the queue whose run dir says nothing final: Slurm's final state
+    (``scontrol show job``), kept in the run dir."""
+    from evaltui.launch import update_scheduler_record
+    from evaltui.slurm.commands import SlurmError
+    from evaltui.slurm.jobinfo import show_job
+
+    try:
+        infos = show_job(task_id)
+    except SlurmError as exc:
+        return TaskReading(MemberState.RUNNING, str(exc))  # ask again at the next poll
+    if infos:
+        state, reason = infos[0].run_state()
+        if not state.terminal:  # just leaving the queue or not there yet
+            return TaskReading(MemberState(state.value), reason)
+    else:
+        state, reason = RunState.ABORTED, (f"Slurm no longer knows job {task_id} and its "
+                                           "run dir says the run did not end")
+    update_scheduler_record(run_dir, state=state.value, note=reason)
+    return TaskReading(MemberState(state.value), reason)
