@@ -221,3 +221,50 @@ def test_two_schedulers_with_runs_on_several_gpus_never_over_commit_any_gpu(
             rec = json.loads((run_dir / "scheduler.json").read_text())
             spread_runs += len(rec.get("gpus", [])) > 1
     assert spread_runs > 5  # many runs really were on several GPUs
+
+
+def test_ls_and_show_list_the_gpus_of_a_run_with_replicas(
+        make_scheduler: Make, fake_gpus: Callable[[str], None], dataset: Path,
+        tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from evaltui.commands.runtables import print_run, runs_table
+
+    fake_gpus("4x24576")
+    sched = make_scheduler(spawner=holding_spawner(tmp_path / "release"))
+    one, _ = sched.submit(line_spec(dataset, episodes=1, marginal_vram_mb=20 * GIB, sleep_sec=1))
+    rep, _ = sched.submit(replica_spec(dataset, 12 * GIB, replicas=3, tag=2))
+    sched.tick()
+    console = Console(width=80, record=True, color_system=None)
+    console.print(runs_table([sched.get_run(rep), sched.get_run(one)], width=80))
+    table = console.export_text()
+    assert "gpus" in table.splitlines()[0]
+    row = next(line for line in table.splitlines() if line.startswith(rep))
+    assert "1,2,3" in row
+    assert "0" in next(line for line in table.splitlines() if line.startswith(one))
+    console = Console(width=80, record=True, color_system=None)
+    print_run(console, sched.get_run(rep))
+    shown = console.export_text()
+    assert "gpus: GPU1, GPU2, GPU3" in shown
+    assert "reserved: 36.0 GiB" in shown  # 12 GiB on each of three GPUs
+    # A listing without runs on several GPUs is as before: no gpus column.
+    console = Console(width=80, record=True, color_system=None)
+    console.print(runs_table([sched.get_run(one)], width=80))
+    assert "gpus" not in console.export_text()
+
+
+def test_a_fake_gpu_list_charges_its_first_gpu_unless_told(
+        monkeypatch: Any, fake_gpus: Callable[[str], None]) -> None:
+    from evaltui import fakegpu
+    from evaltui.scheduler.admission.resources import FakeGpuProbe
+
+    fake_gpus("4x24576")
+    monkeypatch.setenv(fakegpu.FAKE_GPU_INDEX_ENV, "2,0,3")  # as a run with replicas gets
+    try:
+        fakegpu.charge(300)
+        fakegpu.charge(200, gpu=3)
+        used = [g.used_mb for g in FakeGpuProbe([24576] * 4).read().gpus]
+        assert used == [0, 0, 300, 200]
+    finally:
+        fakegpu.release(gpu=2)
+        fakegpu.release(gpu=3)
