@@ -28,7 +28,7 @@ from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.lifecycle import Lifecycle
 from evaltui.scheduler.runs.moving import move_displaced
 from evaltui.scheduler.runs.restore import read_record
-from evaltui.scheduler.runs.spreading import replica_ask_here, say_one_replica
+from evaltui.scheduler.runs.spreading import hosted_for, replica_ask_here, say_one_replica
 from evaltui.scheduler.runs.starting import Starter
 
 log = logging.getLogger(__name__)
@@ -214,7 +214,8 @@ class Ticker:
         if job.estimate is None or job.estimate_version != version or job.candidate is None:
             c = self.core
             if job.spec is not None:
-                job.estimate = c.calibration.estimate(job.spec, job.parts, c.shared_keys())
+                job.estimate = c.calibration.estimate(job.spec, job.parts,
+                                                      hosted_for(job, c.shared_keys()))
             job.estimate_version = version
             est = job.estimate
             job.candidate = Candidate(

@@ -268,3 +268,26 @@ def test_a_fake_gpu_list_charges_its_first_gpu_unless_told(
     finally:
         fakegpu.release(gpu=2)
         fakegpu.release(gpu=3)
+
+
+def test_a_hosted_nodeset_counts_whole_for_a_run_that_has_replicas_of_it(
+        dataset: Path, tmp_path: Path) -> None:
+    from evaltui.records import SchedulerRecord
+    from evaltui.scheduler.admission.calibration import nodeset_parts
+    from evaltui.scheduler.runs.jobs import Job
+    from evaltui.scheduler.runs.spreading import hosted_for
+    from evaltui.spec import parse_spec
+
+    def job(spec: dict[str, Any]) -> Job:
+        parsed = parse_spec(spec)
+        return Job("r", tmp_path, SchedulerRecord(state=RunState.QUEUED), parsed,
+                   nodeset_parts(parsed), 1)
+
+    plain = line_spec(dataset, episodes=1, marginal_vram_mb=GIB, sleep_sec=7)
+    plain["graph"]["nodesets"]["policy"]["parallelism"] = "shared"
+    shared = job(plain)
+    (policy,) = [p for p in shared.parts if p.name == "policy"]
+    loaded = {policy.key, "other"}
+    assert hosted_for(shared, loaded) == loaded  # it uses the scheduler's host
+    # The same nodeset with replicas: its run hosts it per GPU, so it is not "loaded".
+    assert hosted_for(job(replica_spec(dataset, GIB, tag=7)), loaded) == {"other"}

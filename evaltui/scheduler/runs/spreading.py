@@ -61,3 +61,13 @@ def say_one_replica(job: Job) -> None:
         return
     log.warning("run %s: %s", job.run_id, ONE_REPLICA_NOTE)
     job.set(warnings=[*job.record.warnings, ONE_REPLICA_NOTE])
+
+
+def hosted_for(job: Job, loaded: set[str]) -> set[str]:
+    """The hosted shared nodesets (keys) the job would use rather than host itself: not
+    those it has replicas of, which its run hosts on each of its GPUs (so they count
+    whole in its estimate even while this scheduler hosts the same nodeset for others)."""
+    if job.spec is None or not loaded:
+        return loaded
+    replicated = replicated_nodesets(job.spec.graph)
+    return loaded - {p.key for p in job.parts if p.name in replicated}
