@@ -110,6 +110,10 @@ def test_per_gpu_gets_the_two_gpus_other_runs_leave(
     assert [record(sched.outputs, r)["gpu"] for r in others] == [0, 1]
     assert record(sched.outputs, rep)["gpus"] == ["GPU2", "GPU3"]
     assert entries_of(sched, rep) == [(2, 16 * GIB), (3, 16 * GIB)]
+    # A run with one replica still names its GPU in ``gpus``.
+    last, _ = sched.submit(replica_spec(dataset, 4 * GIB, replicas=1, tag=4))
+    sched.tick()
+    assert record(sched.outputs, last)["gpus"] == ["GPU0"]
 
 
 def test_min_replicas_above_what_fits_waits_and_above_the_machine_is_too_big(

@@ -1,7 +1,7 @@
 """What a run with replicas keeps on record about its GPUs (DESIGN §12 "Replicas").
 
-A run admitted on several GPUs of this machine (admission/spread.py) holds one ledger
-entry per GPU. Its scheduler.json says where it went: ``gpu`` the first (for readers
+A run with replicas admitted on GPUs of this machine (admission/spread.py) holds one
+ledger entry per GPU. Its scheduler.json says where it went: ``gpu`` the first (for readers
 that know one GPU), ``gpus`` every GPU's label in the order chosen (the order of its
 ``CUDA_VISIBLE_DEVICES``), and ``reservation.gpus``/``each_mb`` what a restarted
 scheduler holds again for it. Runs on one GPU keep today's record exactly.
@@ -25,14 +25,15 @@ ONE_REPLICA_NOTE = "replicas: no GPU is measured here; one replica on the host"
 
 
 def spread_record(gpus: Sequence[int]) -> dict[str, Any]:
-    """scheduler.json's ``gpus`` of a run on several GPUs (nothing for one or none)."""
-    return {"gpus": [gpu_label(g) for g in gpus]} if len(gpus) > 1 else {}
+    """scheduler.json's ``gpus`` of a run with replicas (also on one GPU); nothing for a
+    one-GPU job (``gpus`` is empty for it) or a run placed on no GPU."""
+    return {"gpus": [gpu_label(g) for g in gpus]} if gpus else {}
 
 
 def spread_reservation(base: ReservationRecord, gpus: Sequence[int], each_mb: int
                        ) -> ReservationRecord:
     """The reservation record with every GPU a run with replicas holds."""
-    if len(gpus) <= 1:
+    if not gpus:
         return base
     return base.model_copy(update={"gpus": list(gpus), "each_mb": each_mb})
 
