@@ -184,8 +184,8 @@ class Ticker:
             if refused is not None:  # another scheduler took it first
                 c.set_wait(item, Wait(item.run_id, WaitKind.NO_NODE, refused))
                 return
-        elif item.candidate is not None and item.candidate.replicas is not None:
-            say_one_replica(item)
+        elif not views and item.candidate is not None and item.candidate.replicas is not None:
+            say_one_replica(item)  # no GPU measured (not: one known to need no VRAM)
         spread = tuple(g for g in (placement.local_gpu(k) for k in admit.gpus) if g is not None)
         self.starter.start(item, admit.gpu, txn, spread)
         c.served.served(item)
