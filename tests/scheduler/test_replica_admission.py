@@ -198,7 +198,7 @@ def test_two_schedulers_with_runs_on_several_gpus_never_over_commit_any_gpu(
 
     held: dict[str, tuple[int, int]] = {}
     admitted_at: dict[tuple[int, str], set[float]] = {}
-    peak_gpus = 0
+    peak_gpus = peak_mb = 0
     for line in audit.read_bytes().splitlines():
         op = orjson.loads(line)
         if op["op"] == "admit":
@@ -215,8 +215,10 @@ def test_two_schedulers_with_runs_on_several_gpus_never_over_commit_any_gpu(
             per_gpu[gpu] = per_gpu.get(gpu, 0) + mb
         assert all(mb <= CAPACITY_MB for mb in per_gpu.values()), f"over-committed at {op}"
         peak_gpus = max(peak_gpus, len(per_gpu))
+        peak_mb = max([peak_mb, *per_gpu.values()])
     assert held == {}
     assert peak_gpus == 4  # every GPU really was in use
+    assert peak_mb > CAPACITY_MB * 3 // 4  # ... and contended
     # All or nothing: every GPU of a run is reserved in the same transaction.
     assert all(len(times) == 1 for times in admitted_at.values())
     spread_runs = 0
