@@ -81,11 +81,14 @@ def test_build_spec_sets_replicas_on_every_shared_nodeset() -> None:
         build_spec("model", replicas="0")
 
 
-def test_eval_refuses_bad_replicas_with_exit_2(tmp_path: Path) -> None:
-    env = {**os.environ, "EVALTUI_OUTPUTS": str(tmp_path / "outputs")}
-    for args, text in ((["model", "--replicas", "0"], "--replicas must be an integer >= 1"),
-                       (["bot", "--replicas", "2"], "needs a 'shared' nodeset")):
-        proc = subprocess.run([sys.executable, "-m", "evaltui.cli", "eval", *args,
+def test_eval_and_submit_refuse_bad_replicas_with_exit_2(tmp_path: Path) -> None:
+    env = {**os.environ, "EVALTUI_OUTPUTS": str(tmp_path / "outputs"),
+           "BACKEND_URL": "http://127.0.0.1:9"}  # nothing listens: never asked
+    for command, args, text in (
+            ("eval", ["model", "--replicas", "0"], "--replicas must be an integer >= 1"),
+            ("eval", ["bot", "--replicas", "2"], "needs a 'shared' nodeset"),
+            ("submit", ["model", "--replicas", "all"], "got 'all'")):  # before any backend
+        proc = subprocess.run([sys.executable, "-m", "evaltui.cli", command, *args,
                                "--dataset", "babyai", "--split", "GoToLocal", "--episodes", "1"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, proc.stderr

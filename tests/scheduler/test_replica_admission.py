@@ -297,3 +297,23 @@ def test_a_hosted_nodeset_counts_whole_for_a_run_that_has_replicas_of_it(
     assert hosted_for(shared, loaded) == loaded  # it uses the scheduler's host
     # The same nodeset with replicas: its run hosts it per GPU, so it is not "loaded".
     assert hosted_for(job(replica_spec(dataset, GIB, tag=7)), loaded) == {"other"}
+
+
+def test_a_ledger_that_cannot_be_stored_starts_no_replica_anywhere(
+        make_scheduler: Make, fake_gpus: Callable[[str], None], small_disk, dataset: Path,
+        tmp_path: Path) -> None:
+    disk = small_disk("ledger", "512k")
+    fake_gpus("4x24576")
+    sched = make_scheduler(ledger=Ledger(disk.path),
+                           spawner=holding_spawner(tmp_path / "release"))
+    disk.fill()
+    run_id, _ = sched.submit(replica_spec(dataset, 16 * GIB, tag=8))
+    sched.tick()
+    (waiting,) = sched.queue()
+    assert waiting.waiting_kind == "ledger"
+    assert record(sched.outputs, run_id).get("pid") is None  # nothing spawned
+    assert not entries_of(sched, run_id)  # and no GPU held, none of the four
+    disk.free()
+    sched.tick()
+    assert running(sched, run_id)
+    assert entries_of(sched, run_id) == [(g, 16 * GIB) for g in range(4)]
