@@ -159,6 +159,7 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
                 _take(admits, c, gpu, free, runs, holder)
                 host_free -= c.ram_mb
                 stale = True
+                views.changed()
                 continue
             if not open_gpus:
                 claimant, claimant_exclusive = next(iter(claims.values()))
@@ -168,6 +169,7 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
             target = min(open_gpus, key=lambda i: (runs[i], -free[i]))
             claims[target] = (c.run_id, True)
             stale = True
+            views.changed()
             waits[c.run_id] = _exclusive_wait(c, target, runs[target], free[target], host_free)
             continue
         fits = [i for i in usable if free[i] >= c.vram_mb]
@@ -175,6 +177,7 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
             gpu = min(fits, key=lambda i: (free[i], i))  # best fit
             _take(admits, c, gpu, free, runs, holder)
             host_free -= c.ram_mb
+            views.changed()
             continue
         if fits:
             waits[c.run_id] = _ram_wait(c, host_free)
@@ -188,6 +191,7 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
         if now - c.waiting_since >= claim_after_sec:
             claims[target] = (c.run_id, False)
             stale = True
+            views.changed()
         waits[c.run_id] = _memory_wait(c, target, free[target])
     return admits, waits
 
@@ -208,10 +212,12 @@ def _spread(c: Candidate, views: TickViews, host_free: int, waited: bool
             views.runs[gpu] += 1
             if c.exclusive:
                 views.holder[gpu] = c.run_id
+        views.changed()
         return spread.gpus
     if c.exclusive or waited:
         for gpu in claim_targets(c.replicas, views, c.run_id, c.exclusive):
             views.claims[gpu] = (c.run_id, c.exclusive)
+        views.changed()
     return Wait(c.run_id, WaitKind(spread.kind), spread.reason)
 
 

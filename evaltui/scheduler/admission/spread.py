@@ -23,7 +23,7 @@ Pure: the caller (decision.decide) owns the per-tick views and charges what is c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evaltui.engine.graph.replicas import ReplicaAsk
 from evaltui.scheduler.admission.accounting import GpuView
@@ -41,6 +41,13 @@ class TickViews:
     holder: dict[GpuKey, str | None]
     claims: dict[GpuKey, tuple[str, bool]]
     """gpu -> (run_id, exclusive) of the waiting job that claimed it."""
+    version: int = 0
+    """Bumped by every admission or claim charged here (``changed``)."""
+    _seen: dict[tuple[object, ...], Spread] = field(default_factory=dict)
+
+    def changed(self) -> None:
+        self.version += 1
+        self._seen.clear()
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,20 @@ def too_big(ask: ReplicaAsk, vram_mb: int, gpus: Sequence[GpuView]) -> str | Non
 
 def choose(run_id: str, ask: ReplicaAsk, vram_mb: int, exclusive: bool, views: TickViews
            ) -> Spread:
-    """The GPUs for a run with replicas now, or why it waits (see the module docstring)."""
+    """The GPUs for a run with replicas now, or why it waits (see the module docstring).
+
+    The same ask against unchanged views has the same answer: a long queue of waiting
+    runs with replicas is decided (and its reasons written) once per kind of ask. (A run
+    never sees its own claim here: it claims only after it was decided, once a tick.)"""
+    key = (ask, vram_mb, exclusive)
+    known = views._seen.get(key)
+    if known is None:
+        known = views._seen[key] = _choose(run_id, ask, vram_mb, exclusive, views)
+    return known
+
+
+def _choose(run_id: str, ask: ReplicaAsk, vram_mb: int, exclusive: bool, views: TickViews
+            ) -> Spread:
     fits: list[GpuKey] = []
     why: dict[GpuKey, str] = {}
     for g in views.gpus:
