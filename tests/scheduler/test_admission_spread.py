@@ -152,3 +152,10 @@ def test_never_over_commits_and_takes_all_or_nothing(free: list[int], jobs: list
         assert used[g.index] <= g.free_mb  # no GPU over-committed
     assert set(waits) | {a.run_id for a in admits} == set(by_id)
     assert not set(waits) & {a.run_id for a in admits}
+
+
+def test_the_same_ask_twice_is_decided_against_what_the_first_took() -> None:
+    admits, waits = decide([rep("a", 16, ReplicaAsk(2, 1)), rep("b", 16, ReplicaAsk(2, 1)),
+                            rep("c", 16, ReplicaAsk(2, 1))], four(), HOST)
+    assert admits == [Admission("a", 0, (0, 1)), Admission("b", 2, (2, 3))]
+    assert waits["c"].reason.startswith("needs 16.0 GiB on >= 1 GPU; GPU0 8.0 free")
