@@ -19,7 +19,7 @@ def gpu(index: int, free_gb: float, total_gb: float = 24, *, runs: int = 0,
     return GpuView(index, int(total_gb * GIB), int(free_gb * GIB), 0, runs, 0, exclusive_run)
 
 
-def four(*free_gb: float, **kw: object) -> list[GpuView]:
+def four(*free_gb: float) -> list[GpuView]:
     return [gpu(i, f) for i, f in enumerate(free_gb or (24, 24, 24, 24))]
 
 
