@@ -24,7 +24,8 @@ from evaltui.settings import settings
 FAKE_GPUS_ENV = "EVALTUI_FAKE_GPUS"
 """``NxMiB`` terms, comma separated: ``2x24576`` or ``1x24576,1x8192`` or ``24576,8192``."""
 FAKE_GPU_INDEX_ENV = "EVALTUI_FAKE_GPU_INDEX"
-"""The fake device the scheduler chose for a run (it also sets CUDA_VISIBLE_DEVICES)."""
+"""The fake device the scheduler chose for a run (it also sets CUDA_VISIBLE_DEVICES); a run
+with replicas gets every one it holds, comma-separated in the order chosen (``0,2,3``)."""
 CHARGES_DIRNAME = "fakegpu"
 
 _TERM_RE = re.compile(r"(?:([0-9]+)x)?([0-9]+)")
@@ -127,7 +128,13 @@ def _device(gpu: int | None) -> int:
 def _default_device() -> int:
     current = settings()
     if current.fake_gpu_index:
-        return int(current.fake_gpu_index)
+        # A run with replicas is given several (``0,2,3``): it charges the first unless
+        # told which; each replica's host is given its own one.
+        first_index = current.fake_gpu_index.split(",")[0].strip()
+        if not first_index.isdigit():
+            raise RuntimeError(f"{FAKE_GPU_INDEX_ENV}={current.fake_gpu_index!r} is not "
+                               "a GPU index or a comma-separated list of them")
+        return int(first_index)
     visible = current.cuda_visible_devices
     if visible is None:
         return 0

@@ -76,6 +76,11 @@ class ReservationRecord(_Record):
     """VRAM held on that GPU."""
     ram_mb: int = 0
     """Host RAM held."""
+    gpus: list[int] = Field(default_factory=list)
+    """A run with replicas: every GPU of this machine it holds, ``gpu`` first (empty for
+    a one-GPU run); a restarted scheduler holds each again."""
+    each_mb: int = 0
+    """VRAM held on each GPU of ``gpus`` after the first (one replica's)."""
 
 
 class SchedulerRecord(_Record):
@@ -111,7 +116,10 @@ class SchedulerRecord(_Record):
     estimate_source: str | None = None
     """Where the estimate came from: ``calibrated``, ``declared``, ``partly calibrated``."""
     gpu: int | None = None
-    """The GPU it was admitted on."""
+    """The GPU it was admitted on (a run with replicas: the first of ``gpus``)."""
+    gpus: list[str] = Field(default_factory=list)
+    """A run with replicas: the labels (``GPU0``) of every GPU it holds a reservation on,
+    in the order chosen, the order of its ``CUDA_VISIBLE_DEVICES``; empty otherwise."""
     node: str | None = None
     """The Ray node it was admitted on (its display name; ``gpu`` is an index there), when
     its scheduler admits across a cluster (``--ray``); None on one machine."""

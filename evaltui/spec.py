@@ -19,6 +19,11 @@ DEFAULT_STEP_BUDGET = 200
 """Steps per episode when neither the spec nor the env nodeset gives a limit."""
 
 
+PER_GPU = "per_gpu"
+"""A shared nodeset's ``replicas: "per_gpu"``: one host on every GPU the run is given
+(DESIGN §12 "Replicas"; the graph model checks it, ``--replicas`` sets it)."""
+
+
 class SpecError(ValueError):
     """A JobSpec is invalid; ``field`` is the dotted path of the field at fault."""
 

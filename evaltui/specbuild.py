@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.graphs import builtin_graph_names, builtin_graph_path
-from evaltui.spec import SpecError
+from evaltui.spec import PER_GPU, SpecError
 
 DEMO: dict[str, Any] = {"graph": "bot", "dataset": "babyai", "split": "GoToLocal",
                         "episodes": 50}
@@ -28,7 +28,8 @@ def build_spec(target: str | None = None, *, demo: bool = False, dataset: str | 
                max_error_rate: float | None = None, executor: str | None = None,
                ray_address: str | None = None, slurm: dict[str, Any] | None = None,
                sets: Iterable[str] = (),
-               workspace: str | None = None) -> dict[str, Any]:
+               workspace: str | None = None,
+               replicas: str | int | None = None) -> dict[str, Any]:
     """The JobSpec dict from a target (graph file, JobSpec file or built-in graph name)
     plus overrides; options left None keep the file's value or the spec default."""
     if demo:
@@ -65,6 +66,8 @@ def build_spec(target: str | None = None, *, demo: bool = False, dataset: str | 
     if isinstance(data, str) and data != "babyai" and Path(data).exists():
         ev["dataset"] = str(Path(data).resolve())  # the run subprocess has another cwd
     spec["eval"] = ev
+    if replicas is not None:
+        spec["graph"] = with_replicas(spec.get("graph"), replicas)
     if workspace is not None and not Path(workspace).is_dir():
         raise SpecError("active_workspace_dir", f"--workspace {workspace}: "
                         + ("not a directory" if Path(workspace).exists() else
@@ -92,3 +95,40 @@ def _load_target(target: str | None) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError) as exc:
         raise SpecError("target", f"{path}: not a JSON file ({exc})") from None
     return dict(data) if isinstance(data, dict) and "graph" in data else {"graph": data}
+
+
+# ---- --replicas (DESIGN §12 "Replicas") ---------------------------------------------------
+def parse_replicas(text: str | int) -> int | str:
+    """``--replicas`` as given: a count >= 1 or ``per_gpu``; SpecError saying why not."""
+    if text == PER_GPU:
+        return PER_GPU
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 or isinstance(text, bool):
+        raise SpecError("replicas", f"--replicas must be an integer >= 1 or {PER_GPU!r}, "
+                        f"got {text!r}")
+    return value
+
+
+def with_replicas(graph: Any, replicas: str | int) -> dict[str, Any]:
+    """A copy of the graph JSON with ``replicas`` on every shared nodeset (a
+    ``min_replicas`` above a count is lowered to it); SpecError if it has none."""
+    value = parse_replicas(replicas)
+    nodesets = graph.get("nodesets") if isinstance(graph, dict) else None
+    shared = [name for name, ns in (nodesets if isinstance(nodesets, dict) else {}).items()
+              if isinstance(ns, dict) and ns.get("parallelism") == "shared"]
+    if not shared:
+        name = graph.get("name") if isinstance(graph, dict) else None
+        raise SpecError("replicas", f"--replicas needs a 'shared' nodeset; graph {name!r} "
+                        "has none")
+    out = {**graph, "nodesets": dict(nodesets)}  # type: ignore[arg-type]
+    for name in shared:
+        ns = dict(out["nodesets"][name])
+        ns["replicas"] = value
+        least = ns.get("min_replicas", 1)
+        if isinstance(value, int) and isinstance(least, int) and least > value:
+            ns["min_replicas"] = value
+        out["nodesets"][name] = ns
+    return out

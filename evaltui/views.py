@@ -199,11 +199,16 @@ class LedgerEntry(_View):
     other_user: bool = False
     """Made by another Unix user's scheduler (the machine-wide ledger): counted, never
     released from here."""
+    part: int = 0
+    """Which GPU of a run with replicas it holds (0: the first, or a run's only one); a
+    run on several GPUs holds one entry per GPU, all with the same holder."""
 
     @property
     def key(self) -> str:
-        """``{pid}:{create_time}:{run_id}`` of the holder."""
-        return holder_key(self.holder_pid, self.holder_create_time, self.run_id)
+        """``{pid}:{create_time}:{run_id}`` of the holder (``#{part}`` after it for the
+        further GPUs of a run with replicas)."""
+        base = holder_key(self.holder_pid, self.holder_create_time, self.run_id)
+        return f"{base}#{self.part}" if self.part else base
 
     @property
     def mine(self) -> bool:

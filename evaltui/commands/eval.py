@@ -76,6 +76,9 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
                    help="override a node param (JSON value), e.g. --set policy.noise=0.1")
     p.add_argument("--workspace", help="dir prepended to sys.path for user nodesets "
                    "(default: the current dir)")
+    p.add_argument("--replicas", metavar="N|per_gpu",
+                   help="host each shared nodeset once per GPU: N replicas, or per_gpu "
+                   "(every GPU the run gets); sets replicas on every shared nodeset")
 
 
 # ---- the --slurm-* options: eval.slurm (DESIGN §12), one field each; a given one
@@ -131,7 +134,8 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
                       workers=args.workers, step_budget=args.step_budget,
                       step_timeout=args.step_timeout, max_error_rate=args.max_error_rate,
                       executor=args.executor, ray_address=args.ray_address,
-                      slurm=slurm_from_args(args), sets=args.set, workspace=args.workspace)
+                      slurm=slurm_from_args(args), sets=args.set, workspace=args.workspace,
+                      replicas=args.replicas)
 
 
 def run(args: argparse.Namespace) -> int:

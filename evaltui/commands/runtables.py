@@ -32,19 +32,25 @@ def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = (), *,
     nodes = [run.node for run in runs]
     # Ids, states and counts are what a user copies and scans: never cut; the free-text
     # columns give way, then the least needed columns are left out (`show RUN` has all).
+    # A gpus column only when a run holds several GPUs (replicas), likewise.
+    gpus = [run_gpus(run) for run in runs]
+    spread = any(len(g) > 1 for g in gpus)
     columns = [FitColumn("run", 100), FitColumn("state", 90)]
     if any(nodes):
         columns.append(FitColumn("node", 20))
+    if spread:
+        columns.append(FitColumn("gpus", 60))
     columns += [FitColumn("graph", 50, whole=False), FitColumn("data", 40, whole=False),
                 FitColumn("episodes", 70, justify="right"),
                 FitColumn("SR", 80, justify="right"),
                 FitColumn("note", 30, whole=False, min_width=12)]
     node_cell = ["-"] if any(nodes) else []
+    node_cell += ["-"] if spread else []
     rows: list[list[str | Text]] = []
     for entry in admits:  # `evaltui run PROFILE CMD`: the profile, and the command it runs
         rows.append([entry.run_id, state_cell(RunState.QUEUED.value), *node_cell,
                      entry.label or "?", entry.command or "", "-", "-", entry.waiting_reason])
-    for run, node in zip(runs, nodes, strict=True):
+    for run, node, held in zip(runs, nodes, gpus, strict=True):
         summary, spec = run.summary, run.spec
         graph = (summary and summary.graph_name) or (spec and spec.graph_name) or "?"
         dataset = (summary and summary.dataset) or (spec and spec.dataset) or "?"
@@ -56,11 +62,22 @@ def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = (), *,
         note = run.waiting_reason if run.state is RunState.QUEUED else \
             (summary and summary.error) or run.error or ""
         rows.append([run.run_id, state_cell(run.state.value),
-                     *([node or "-"] if node_cell else []), str(graph),
+                     *([node or "-"] if any(nodes) else []),
+                     *([",".join(held) or "-"] if spread else []), str(graph),
                      f"{dataset}/{split}" if split else str(dataset),
                      f"{done}/{total if total is not None else '?'}",
                      f"{sr:.3f}" if sr is not None else "-", str(note or "")])
     return fit_table(columns, rows, width)
+
+
+def run_gpus(run: Run) -> list[str]:
+    """The GPUs a run was started on, by index (``["0", "2"]``); empty before."""
+    record = run.scheduler
+    if record is None:
+        return []
+    if record.gpus:
+        return [label.removeprefix("GPU") for label in record.gpus]
+    return [str(record.gpu)] if record.gpu is not None else []
 
 
 def state_cell(state: str) -> Text:
@@ -79,12 +96,14 @@ def print_run(console: Console, run: Run) -> None:
                   ("episodes", f"{summary.episodes_finished}/{total}")]
     if record is not None:
         # Held only while its process lives: an ended run's record still names it.
-        reserved = record.reservation.mb if record.reservation and run.state in (
+        res = record.reservation
+        reserved = res.mb + res.each_mb * max(0, len(res.gpus) - 1) if res and run.state in (
             RunState.STARTING, RunState.RUNNING) else None
         facts += [("priority", record.priority), ("queued", when(record.queued_at)),
                   ("admitted", when(record.admitted_at)),
                   ("finished", when(record.finished_at)), ("node", run.node),
-                  ("gpu", record.gpu),
+                  ("gpu", record.gpu if not record.gpus else None),
+                  ("gpus", ", ".join(record.gpus) or None),
                   ("reserved", _mb(reserved)), ("measured peak", _mb(record.measured_peak_mb)),
                   ("pid", record.pid)]
     facts += [("waiting", run.waiting_reason),

@@ -184,13 +184,16 @@ class LocalPlacement:
         return []
 
 
-def gpu_env(gpu: int | None, fake: bool) -> dict[str, str]:
-    """Variables that put a process on this machine's ``gpu`` (none for no GPU)."""
+def gpu_env(gpu: int | Sequence[int] | None, fake: bool) -> dict[str, str]:
+    """Variables that put a process on this machine's ``gpu`` (none for no GPU), or on
+    several GPUs: a run with replicas gets them comma-separated, ``0,2,3`` in the order
+    chosen (DESIGN §12 "Replicas": its run process hosts one replica on each)."""
     if gpu is None:
         return {}
-    env = {"CUDA_VISIBLE_DEVICES": str(gpu)}
+    listed = str(gpu) if isinstance(gpu, int) else ",".join(str(g) for g in gpu)
+    env = {"CUDA_VISIBLE_DEVICES": listed}
     if fake:
-        env[fakegpu.FAKE_GPU_INDEX_ENV] = str(gpu)
+        env[fakegpu.FAKE_GPU_INDEX_ENV] = listed
     else:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # NVML numbers GPUs in PCI order
     return env

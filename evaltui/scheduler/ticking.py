@@ -28,6 +28,7 @@ from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.lifecycle import Lifecycle
 from evaltui.scheduler.runs.moving import move_displaced
 from evaltui.scheduler.runs.restore import read_record
+from evaltui.scheduler.runs.spreading import hosted_for, replica_ask_here, say_one_replica
 from evaltui.scheduler.runs.starting import Starter
 
 log = logging.getLogger(__name__)
@@ -183,7 +184,10 @@ class Ticker:
             if refused is not None:  # another scheduler took it first
                 c.set_wait(item, Wait(item.run_id, WaitKind.NO_NODE, refused))
                 return
-        self.starter.start(item, admit.gpu, txn)
+        elif not views and item.candidate is not None and item.candidate.replicas is not None:
+            say_one_replica(item)  # no GPU measured (not: one known to need no VRAM)
+        spread = tuple(g for g in (placement.local_gpu(k) for k in admit.gpus) if g is not None)
+        self.starter.start(item, admit.gpu, txn, spread)
         c.served.served(item)
 
     def _placeable_entries(self) -> list[Entry]:
@@ -210,10 +214,12 @@ class Ticker:
         if job.estimate is None or job.estimate_version != version or job.candidate is None:
             c = self.core
             if job.spec is not None:
-                job.estimate = c.calibration.estimate(job.spec, job.parts, c.shared_keys())
+                job.estimate = c.calibration.estimate(job.spec, job.parts,
+                                                      hosted_for(job, c.shared_keys()))
             job.estimate_version = version
             est = job.estimate
             job.candidate = Candidate(
                 job.run_id, est.vram_mb if est else 0, est.ram_mb if est else 0, job.exclusive,
-                est.needs_gpu if est else False, job.queued_epoch)
+                est.needs_gpu if est else False, job.queued_epoch,
+                replicas=replica_ask_here(job, c.placement))
         return job.candidate

@@ -13,6 +13,9 @@
                                         (profiles named in WRAPPERS, comma-separated);
                                         once all wait, print the queue as one JSON line;
                                         when all ended, print {id: state} and exit.
+    python sched_driver.py spread N SEED DATASET
+                                        like race, on several GPUs: most jobs are runs
+                                        with replicas (one per GPU, several GPUs each).
     python sched_driver.py fixed N MB HOLD DATASET
                                         submit N jobs of MB MiB whose runs are shell
                                         processes holding HOLD s, schedule them all, print
@@ -51,7 +54,10 @@ touch _DONE
 
 
 def serve(specs_path: str) -> None:
-    scheduler = JobScheduler(tick_interval=0.05, probe_interval=0.05).start()
+    # SCHED_DRIVER_HOLD=S: runs are shell processes holding S seconds (no run process).
+    hold = os.environ.get("SCHED_DRIVER_HOLD")
+    spawner = fake_spawner(random.Random(0), float(hold)) if hold else None
+    scheduler = JobScheduler(spawner=spawner, tick_interval=0.05, probe_interval=0.05).start()
     ids = []
     for item in json.loads(Path(specs_path).read_text()):
         run_id, _ = scheduler.submit(item["spec"])
@@ -107,6 +113,27 @@ def fixed(n: int, mb: int, hold_sec: float, dataset: str) -> None:
     print(json.dumps(states), flush=True)
 
 
+def spread(n: int, seed: int, dataset: str) -> None:
+    """N jobs of 4-16 GiB, most of them runs with replicas (per_gpu, or 1-3 replicas with
+    min_replicas 1-2), the rest one-GPU jobs; runs are shell processes holding 10-50 ms."""
+    rng = random.Random(seed)
+    scheduler = JobScheduler(spawner=fake_spawner(rng), tick_interval=0.01,
+                             probe_interval=0.01).start()
+    ids = []
+    for i in range(n):
+        spec = line_spec(Path(dataset), episodes=1, marginal_vram_mb=rng.randint(4096, 16384),
+                         sleep_sec=seed + i / 1000)
+        if rng.random() < 0.75:
+            most = rng.choice(["per_gpu", 1, 2, 3])
+            least = rng.randint(1, 2 if most == "per_gpu" else min(2, int(most)))
+            spec["graph"]["nodesets"]["policy"].update(parallelism="shared", replicas=most,
+                                                       min_replicas=least)
+        ids.append(scheduler.submit(spec)[0])
+    states = {run_id: scheduler.wait(run_id, timeout=120).value for run_id in ids}
+    scheduler.stop()
+    print(json.dumps(states), flush=True)
+
+
 def mixed(n: int, seed: int, dataset: str, port: int, profiles: str, names: str) -> None:
     """Eval runs and wrapped commands in one backend (the interactive lock holds all
     admission until the test releases it)."""
@@ -139,6 +166,8 @@ if __name__ == "__main__":
         serve(sys.argv[2])
     elif sys.argv[1] == "fixed":
         fixed(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
+    elif sys.argv[1] == "spread":
+        spread(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     elif sys.argv[1] == "mixed":
         mixed(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6],
               sys.argv[7])

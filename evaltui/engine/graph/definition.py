@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from evaltui.engine.nodes import EnvNodeSet, ImplError, NodeSet, NodeSpec, Parallelism, import_impl
+from evaltui.spec import PER_GPU
 
 PARALLELISMS = get_args(Parallelism)
+
 
 
 class GraphError(ValueError):
@@ -41,6 +43,11 @@ class NodesetDef:
     impl: str
     parallelism: Parallelism = "inline"
     params: dict[str, Any] = field(default_factory=dict)
+    replicas: int | str | None = None
+    """A shared nodeset hosted once per GPU: N hosts, or ``"per_gpu"`` (every GPU the run
+    gets); None = one host (DESIGN §12 "Replicas")."""
+    min_replicas: int = 1
+    """The fewest GPUs the run starts on (admission waits for that many)."""
 
 
 @dataclass
@@ -99,7 +106,7 @@ class GraphDefinition:
         for ns_name, ns in _require(data["nodesets"], dict, "nodesets").items():
             path = f"nodesets.{ns_name}"
             _require(ns, dict, path)
-            extra = set(ns) - {"impl", "parallelism", "params"}
+            extra = set(ns) - {"impl", "parallelism", "params", "replicas", "min_replicas"}
             if extra:
                 raise GraphError(f"{path}.{sorted(extra)[0]}", "unknown field")
             if "impl" not in ns:
@@ -107,10 +114,13 @@ class GraphDefinition:
             par = ns.get("parallelism", "inline")
             if par not in PARALLELISMS:
                 raise GraphError(f"{path}.parallelism", f"must be one of {list(PARALLELISMS)}")
+            replicas, least = check_replicas(ns, par, path)
             nodesets[ns_name] = NodesetDef(
                 impl=_require(ns["impl"], str, f"{path}.impl"),
                 parallelism=par,
                 params=dict(_require(ns.get("params", {}), dict, f"{path}.params")),
+                replicas=replicas,
+                min_replicas=least,
             )
         nodes: dict[str, NodeDef] = {}
         for node_name, nd in _require(data["nodes"], dict, "nodes").items():
@@ -147,10 +157,7 @@ class GraphDefinition:
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "nodesets": {
-                n: {"impl": ns.impl, "parallelism": ns.parallelism, "params": dict(ns.params)}
-                for n, ns in self.nodesets.items()
-            },
+            "nodesets": {n: _nodeset_dict(ns) for n, ns in self.nodesets.items()},
             "nodes": {n: {"nodeset": nd.nodeset, "op": nd.op} for n, nd in self.nodes.items()},
             "edges": [list(e) for e in self.edges],
             "loop": {"env": self.loop.env, "step": self.loop.step},
@@ -287,6 +294,42 @@ class GraphDefinition:
             params.update(ns.params)
             out[ns_name] = params
         return out
+
+
+def _nodeset_dict(ns: NodesetDef) -> dict[str, Any]:
+    out: dict[str, Any] = {"impl": ns.impl, "parallelism": ns.parallelism,
+                           "params": dict(ns.params)}
+    if ns.replicas is not None:  # absent otherwise: graphs without replicas are unchanged
+        out["replicas"] = ns.replicas
+        out["min_replicas"] = ns.min_replicas
+    return out
+
+
+def check_replicas(ns: Mapping[str, Any], parallelism: str, path: str
+                   ) -> tuple[int | str | None, int]:
+    """A nodeset's ``replicas`` and ``min_replicas`` (JSON form), checked: GraphError."""
+    replicas = ns.get("replicas")
+    least = ns.get("min_replicas", 1)
+    if replicas is None:
+        if "min_replicas" in ns:
+            raise GraphError(f"{path}.min_replicas", "needs replicas (N or \"per_gpu\")")
+        return None, 1
+    if replicas != PER_GPU and (not _is_int(replicas) or replicas < 1):
+        raise GraphError(f"{path}.replicas",
+                         f"must be an integer >= 1 or \"per_gpu\", got {replicas!r}")
+    if not _is_int(least) or least < 1:
+        raise GraphError(f"{path}.min_replicas", f"must be an integer >= 1, got {least!r}")
+    if _is_int(replicas) and least > replicas:
+        raise GraphError(f"{path}.min_replicas",
+                         f"{least} is more than replicas ({replicas})")
+    if parallelism != "shared":
+        raise GraphError(f"{path}.replicas", "only a 'shared' nodeset has replicas "
+                         f"(this one is {parallelism!r})")
+    return replicas, least
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_params(cls: type[NodeSet], params: Mapping[str, Any], path: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.gpukey import GpuKey
@@ -110,8 +111,9 @@ def account(entries: Sequence[LedgerEntry], snap: ResourceSnapshot, rss: RssCach
     """Set the reservations against the snapshot (see the module docstring)."""
     # A pending reservation is held by a scheduler for a run not started yet: nothing of
     # its usage can be visible, so it counts whole.
-    by_holder = {r.holder_pid: r for r in entries if not r.pending}
-    usage = {r.key: Usage(ram_mb=0.0 if r.pending else rss.get(r.holder_pid)) for r in entries}
+    by_holder = {r.holder_pid: r for r in entries if not r.pending and not r.part}
+    usage = {r.key: Usage(ram_mb=0.0 if r.pending or r.part else rss.get(r.holder_pid))
+             for r in entries}
     rss.forget_except(set(by_holder))
     gpus: tuple[GpuView, ...] | None = None
     if snap.gpu.available:
@@ -120,14 +122,18 @@ def account(entries: Sequence[LedgerEntry], snap: ResourceSnapshot, rss: RssCach
             for r in entries:
                 if not r.pending:
                     usage[r.key].vram_mb = 0
-        gpus = tuple(_gpu_view(g, entries, by_holder, usage) for g in snap.gpu.gpus)
+        # A run with replicas holds one entry per GPU: what its processes use on a GPU
+        # counts against its entry there.
+        by_gpu = {(r.holder_pid, r.gpu): r for r in entries if not r.pending}
+        gpus = tuple(_gpu_view(g, entries, by_holder, by_gpu, usage) for g in snap.gpu.gpus)
     ram_outstanding = sum(max(0, r.ram_mb - int(usage[r.key].ram_mb)) for r in entries)
     host = HostView(snap.host.ram_total_mb, snap.host.ram_available_mb, ram_outstanding)
     return Accounting(gpus, host, usage, snap.taken_at)
 
 
 def _gpu_view(gpu: GpuSnapshot, entries: Sequence[LedgerEntry],
-              by_holder: dict[int, LedgerEntry], usage: dict[str, Usage]) -> GpuView:
+              by_holder: dict[int, LedgerEntry], by_gpu: dict[tuple[int, Any], LedgerEntry],
+              usage: dict[str, Usage]) -> GpuView:
     foreign = 0
     if gpu.processes is None:
         idle = max(IDLE_GPU_MB, gpu.total_mb // 50)
@@ -136,9 +142,12 @@ def _gpu_view(gpu: GpuSnapshot, entries: Sequence[LedgerEntry],
     else:
         for proc in gpu.processes:
             owner = by_holder.get(proc.pid)
+            holder = proc.pid
             if owner is None:
                 sid = procs.session_of(proc.pid)
                 owner = by_holder.get(sid) if sid is not None else None
+                holder = sid if sid is not None else proc.pid
+            owner = by_gpu.get((holder, gpu.index), owner)
             if owner is None:
                 foreign += 1
                 continue

@@ -11,6 +11,9 @@ Jobs are taken in queue order (priority, then age; DESIGN §6). For each:
    ``claim_after_sec`` for memory claims its GPU the same way, so big jobs are not starved
    either. Jobs ahead of it (higher priority) are not held back.
 
+A run with replicas (``Candidate.replicas``) takes several GPUs at once, one replica on
+each, under the same rules per GPU (spread.py).
+
 A non-exclusive job goes on the GPU where it fits most tightly (best fit), which keeps
 whole GPUs free for big and exclusive jobs. Within one tick, each admission is charged
 against the views, so a tick never over-admits. Nothing here touches processes or files.
@@ -23,8 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from evaltui.engine.graph.replicas import ReplicaAsk
 from evaltui.scheduler.admission.accounting import GpuView, HostView
 from evaltui.scheduler.admission.gpukey import GpuKey, gpu_label, on_node
+from evaltui.scheduler.admission.spread import TickViews, choose, claim_targets, too_big
 from evaltui.units import gib
 
 
@@ -66,6 +71,9 @@ class Candidate:
     """Place it on a GPU (even at 0 MiB, to measure it); False = known not to use VRAM."""
     waiting_since: float = 0.0
     """``time.time()`` it was queued (for claims of long-waiting jobs)."""
+    replicas: ReplicaAsk | None = None
+    """A run with replicas: one replica per GPU on several GPUs (spread.py); ``vram_mb``
+    is then what each GPU must fit. None: one GPU, as ever."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,9 @@ class Admission:
 
     run_id: str
     gpu: GpuKey | None
+    gpus: tuple[GpuKey, ...] = ()
+    """A run with replicas: every GPU it starts on, in the order chosen (``gpu`` is the
+    first); empty for a one-GPU job."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,7 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
     open_gpus: list[GpuKey] = []
     usable: list[GpuKey] = []
     blocked: Wait | None = None
+    views = TickViews(gpu_list, free, runs, holder, claims)
 
     for c in candidates:
         if c.ram_mb > host.ram_total_mb:
@@ -121,6 +133,15 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
             admits.append(Admission(c.run_id, None))
             continue
         assert largest is not None
+        if c.replicas is not None:
+            got = _spread(c, views, host_free, now - c.waiting_since >= claim_after_sec)
+            if isinstance(got, Wait):
+                waits[c.run_id] = got
+            else:
+                host_free -= c.ram_mb
+                admits.append(Admission(c.run_id, got[0], got))
+            stale = True  # a claim or an admission changed the GPUs
+            continue
         if c.vram_mb > largest.total_mb:
             waits[c.run_id] = Wait(c.run_id, WaitKind.TOO_BIG, f"needs {gib(c.vram_mb)}, more "
                                    f"than any GPU has (largest: {gpu_label(largest.index)}, "
@@ -138,6 +159,7 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
                 _take(admits, c, gpu, free, runs, holder)
                 host_free -= c.ram_mb
                 stale = True
+                views.changed()
                 continue
             if not open_gpus:
                 claimant, claimant_exclusive = next(iter(claims.values()))
@@ -147,6 +169,7 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
             target = min(open_gpus, key=lambda i: (runs[i], -free[i]))
             claims[target] = (c.run_id, True)
             stale = True
+            views.changed()
             waits[c.run_id] = _exclusive_wait(c, target, runs[target], free[target], host_free)
             continue
         fits = [i for i in usable if free[i] >= c.vram_mb]
@@ -154,6 +177,7 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
             gpu = min(fits, key=lambda i: (free[i], i))  # best fit
             _take(admits, c, gpu, free, runs, holder)
             host_free -= c.ram_mb
+            views.changed()
             continue
         if fits:
             waits[c.run_id] = _ram_wait(c, host_free)
@@ -167,8 +191,34 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
         if now - c.waiting_since >= claim_after_sec:
             claims[target] = (c.run_id, False)
             stale = True
+            views.changed()
         waits[c.run_id] = _memory_wait(c, target, free[target])
     return admits, waits
+
+
+def _spread(c: Candidate, views: TickViews, host_free: int, waited: bool
+            ) -> Wait | tuple[GpuKey, ...]:
+    """The GPUs of a run with replicas (charged to ``views``), or why it waits."""
+    assert c.replicas is not None
+    big = too_big(c.replicas, c.vram_mb, views.gpus)
+    if big is not None:
+        return Wait(c.run_id, WaitKind.TOO_BIG, big)
+    spread = choose(c.run_id, c.replicas, c.vram_mb, c.exclusive, views)
+    if spread.gpus:
+        if c.ram_mb > host_free:
+            return _ram_wait(c, host_free)
+        for gpu in spread.gpus:
+            views.free[gpu] -= c.vram_mb
+            views.runs[gpu] += 1
+            if c.exclusive:
+                views.holder[gpu] = c.run_id
+        views.changed()
+        return spread.gpus
+    if c.exclusive or waited:
+        for gpu in claim_targets(c.replicas, views, c.run_id, c.exclusive):
+            views.claims[gpu] = (c.run_id, c.exclusive)
+        views.changed()
+    return Wait(c.run_id, WaitKind(spread.kind), spread.reason)
 
 
 def _memory_wait(c: Candidate, gpu: GpuKey, free: int) -> Wait:

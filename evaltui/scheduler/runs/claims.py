@@ -206,10 +206,18 @@ class Claims:
         res = record.reservation or ReservationRecord()
         gpu = self.core.placement.adopt(job.run_id, res, job.exclusive)
         key = holder_key(ref.pid, ref.create_time, job.run_id)
-        if txn.get(key) is not None:
+        if txn.get(key) is None:
+            txn.add(self.core.ledger_entry(job.run_id, ref, gpu=gpu, vram_mb=res.mb,
+                                           ram_mb=res.ram_mb, exclusive=job.exclusive))
+        if gpu is None or len(res.gpus) < 2:
             return
-        txn.add(self.core.ledger_entry(job.run_id, ref, gpu=gpu, vram_mb=res.mb,
-                                       ram_mb=res.ram_mb, exclusive=job.exclusive))
+        # A run with replicas: every further GPU it holds, one entry each, as at its start.
+        job.gpus = tuple(res.gpus)
+        for part, other in enumerate(res.gpus[1:], start=1):
+            if txn.get(f"{key}#{part}") is None:
+                txn.add(self.core.ledger_entry(job.run_id, ref, gpu=other,
+                                               vram_mb=res.each_mb, exclusive=job.exclusive,
+                                               part=part))
 
     def _rehold_shared(self, job: Job) -> None:
         shared = self.core.shared

@@ -51,6 +51,8 @@ class Loading:
     gpu: int | None
     pending_key: str
     """Ledger key of the pending reservation held meanwhile."""
+    spread_keys: list[str] = field(default_factory=list)
+    """A run with replicas: the pending reservations of its further GPUs."""
     started: list[tuple[NodesetPart, SharedNodeset]] = field(default_factory=list)
     """(part, SharedNodeset) for each host started for this job so far."""
     error: str | None = None
@@ -75,6 +77,9 @@ class Job:
     """The job as admission sees it, cached until its estimate changes."""
     handle: RunHandle | None = None
     reservation_key: str | None = None
+    gpus: tuple[int, ...] = ()
+    """A run with replicas: every GPU of this machine it was started on, the first
+    first (empty: one GPU or none, as ``record.gpu`` says)."""
     cancelling: bool = False
     shared: list[str] = field(default_factory=list)
     """Names of scheduler-hosted shared nodesets this run holds a reference to."""

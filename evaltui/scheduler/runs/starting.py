@@ -19,10 +19,16 @@ from evaltui.rundir import now_iso, write_json_atomic
 from evaltui.scheduler.admission.calibration import NodesetPart
 from evaltui.scheduler.admission.decision import Wait, WaitKind
 from evaltui.scheduler.admission.gpukey import GpuKey
-from evaltui.scheduler.admission.ledger import LedgerTxn
+from evaltui.scheduler.admission.ledger import LedgerNotDurable, LedgerTxn
 from evaltui.scheduler.core import Core, Write
+from evaltui.scheduler.placement import gpu_env
 from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.runs.jobs import Job, Loading
+from evaltui.scheduler.runs.spreading import (
+    replicated_nodesets,
+    spread_record,
+    spread_reservation,
+)
 from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.states import RunState
 from evaltui.views import holder_key
@@ -45,8 +51,11 @@ class Starter:
         self.core = core
         self._spawner = spawner or default_spawner
 
-    def start(self, job: Job, key: GpuKey | None, txn: LedgerTxn) -> None:
-        """Start an admitted job (ledger lock and core lock held).
+    def start(self, job: Job, key: GpuKey | None, txn: LedgerTxn,
+              spread: tuple[int, ...] = ()) -> None:
+        """Start an admitted job (ledger lock and core lock held); ``spread``: every GPU
+        of this machine a run with replicas was admitted on (``key`` its first), each
+        held by a ledger entry of its own, all stored together or none.
 
         If a shared nodeset it uses is not hosted yet, loading it may take minutes: that
         happens on a loader thread under a *pending* reservation held by this scheduler,
@@ -60,10 +69,11 @@ class Starter:
         c = self.core
         est = job.estimate
         vram, ram = (est.vram_mb, est.ram_mb) if est else (0, 0)
+        job.gpus = tuple(spread)
         if key is not None and c.placement.local_gpu(key) is None:
             # A GPU on another machine: no shared nodeset is hosted here for it.
             self._spawn(job, key, vram, ram, txn, fresh=(),
-                        hold_key=self._hold(job, key, vram, ram, txn))
+                        hold_keys=self._hold(job, key, vram, ram, txn))
             return
         gpu = c.placement.local_gpu(key)
         env = c.run_env(gpu)
@@ -71,14 +81,14 @@ class Starter:
         missing = [p for p in parts if p.key not in c.shared.loaded_keys()]
         # Stored before anything starts (fail closed): the hold of a run spawned now, or
         # the pending reservation that minutes of loading happen on the strength of.
-        hold_key = self._hold(job, key, vram, ram, txn, loading=bool(missing))
+        hold_keys = self._hold(job, key, vram, ram, txn, loading=bool(missing))
         for part in parts:
             if part not in missing:
                 _attach(job, c.shared.acquire(job.run_id, part, env, gpu), part)
         if not missing:
-            self._spawn(job, gpu, vram, ram, txn, fresh=(), hold_key=hold_key)
+            self._spawn(job, gpu, vram, ram, txn, fresh=(), hold_keys=hold_keys)
             return
-        job.loading = Loading(gpu, hold_key)
+        job.loading = Loading(gpu, hold_keys[0], hold_keys[1:])
         c.loading[job.run_id] = job
         where = f" on GPU{gpu}" if gpu is not None else ""
         names = ", ".join(p.name for p in missing)
@@ -115,7 +125,8 @@ class Starter:
                 assert loading is not None
                 job.loading = None
                 c.loading.pop(job.run_id, None)
-                txn.remove(loading.pending_key)
+                for key in (loading.pending_key, *loading.spread_keys):
+                    txn.remove(key)
                 if job.state is not RunState.QUEUED:  # cancelled while loading
                     c.shared.release(job.run_id, c.tick_no)
                     continue
@@ -129,14 +140,15 @@ class Starter:
                 # The loading's pending reservation (removed above) stays on disk until
                 # this transaction stores the run's own: it is the hold.
                 self._spawn(job, loading.gpu, vram, ram, txn, fresh=loading.started,
-                            hold_key=None)
+                            hold_keys=None)
 
     def release_pending(self) -> None:
         """Drop the pending reservations of loads in flight (the scheduler stops: their
         jobs are still queued on disk, and this process lives on, so they would not die)."""
         c = self.core
         with c.lock:
-            pending = [j.loading.pending_key for j in c.loading.values() if j.loading]
+            pending = [key for j in c.loading.values() if j.loading
+                       for key in (j.loading.pending_key, *j.loading.spread_keys)]
         if pending:
             with c.ledger.transaction() as txn:
                 for key in pending:
@@ -144,10 +156,10 @@ class Starter:
 
     def _spawn(self, job: Job, key: GpuKey | None, vram: int, ram: int, txn: LedgerTxn,
                fresh: Sequence[tuple[NodesetPart, SharedNodeset]],
-               hold_key: str | None) -> None:
+               hold_keys: list[str] | None) -> None:
         """Spawn the run and reserve for it (ledger lock and core lock held), under the
-        stored hold ``hold_key`` (which the run's own reservation replaces) or a pending
-        reservation its caller removed in this transaction.
+        stored holds ``hold_keys`` (which the run's own reservations replace) or pending
+        reservations its caller removed in this transaction.
 
         Hosts started for this job get their own reservation (their share of the
         estimate), which outlives the run if the nodeset stays loaded.
@@ -156,6 +168,7 @@ class Starter:
         # A GPU on another machine is held where the placement holds it (the cluster
         # ledger); this machine's ledger then keeps only the run's host RAM (gpu None).
         gpu = c.placement.local_gpu(key)
+        each = vram  # one replica's, on every further GPU of a run with replicas
         for part, ns in fresh:
             mb = job.estimate.per_nodeset_mb.get(part.name, 0) if job.estimate else 0
             ref = ns.hosted.ref
@@ -170,11 +183,12 @@ class Starter:
             # On disk before the spawn: a crash in between reads as aborted (resumable),
             # never as a job still queued that a restarted scheduler would start again.
             c.transition(job, RunState.STARTING, write=Write.MUST, admitted_at=now_iso(),
-                         reservation=c.placement.reservation(key, vram, ram),
+                         reservation=spread_reservation(
+                             c.placement.reservation(key, vram, ram), job.gpus, each),
                          waiting_reason=None, waiting_kind=None, scheduler_pid=os.getpid(),
-                         **c.placement.record(key))
+                         **c.placement.record(key), **spread_record(job.gpus))
         except OSError as exc:  # its run dir's disk is full: stays queued, tried again
-            if hold_key is not None:
+            for hold_key in hold_keys or ():
                 txn.unhold(hold_key)
             c.shared.release(job.run_id, c.tick_no)
             c.set_wait(job, Wait(job.run_id, WaitKind.DISK_FULL,
@@ -183,18 +197,23 @@ class Starter:
             return
         env = c.run_env(None)
         env.update(c.placement.pin(key, job.run_id))
+        if len(job.gpus) > 1:
+            env.update(gpu_env(job.gpus, c.fake))  # CUDA_VISIBLE_DEVICES=0,2,3
         try:
             proc = self._spawner(job.run_dir, env)
         except OSError as exc:
-            if hold_key is not None:
+            for hold_key in hold_keys or ():
                 txn.unhold(hold_key)
             self._fail_unstarted(job, f"cannot start the run subprocess: {exc}")
             return
         ref = spawned_ref(proc)
-        if hold_key is not None:
+        for hold_key in hold_keys or ():
             txn.unhold(hold_key)  # replaced by the run's own, in the same store
         txn.add(c.ledger_entry(job.run_id, ref, gpu=gpu, vram_mb=vram, ram_mb=ram,
                                exclusive=job.exclusive))
+        for part, other in enumerate(job.gpus[1:], start=1):
+            txn.add(c.ledger_entry(job.run_id, ref, gpu=other, vram_mb=each,
+                                   exclusive=job.exclusive, part=part))
         job.reservation_key = holder_key(ref.pid, ref.create_time, job.run_id)
         # The second write of the start, after the spawn: the PID exists only now, and a
         # restarted scheduler adopts the live run by it (until then it reads aborted).
@@ -207,27 +226,40 @@ class Starter:
         c.episodes.watch(job.run_id, job.run_dir)
 
     def _hold(self, job: Job, key: GpuKey | None, vram: int, ram: int, txn: LedgerTxn,
-              loading: bool = False) -> str:
+              loading: bool = False) -> list[str]:
         """Store a reservation for the job's memory held by this scheduler (a hold, or
-        with ``loading`` the pending one its shared nodesets load under); its key."""
+        with ``loading`` the pending one its shared nodesets load under); its keys: one
+        per GPU of a run with replicas, stored in one write (all or none)."""
         c = self.core
         me = c.me
         gpu = c.placement.local_gpu(key)
-        hold = c.ledger_entry(job.run_id, me, gpu=gpu, vram_mb=vram, ram_mb=ram,
-                              exclusive=job.exclusive, pending=True)
-        if loading:
-            txn.add(hold)  # an admission of its own until the load ends
-        else:
-            txn.hold(hold)
-        c.ledger.flush_new(txn, hold.key)
-        return hold.key
+        holds = [c.ledger_entry(job.run_id, me, gpu=gpu, vram_mb=vram, ram_mb=ram,
+                                exclusive=job.exclusive, pending=True)]
+        holds += [c.ledger_entry(job.run_id, me, gpu=other, vram_mb=vram,
+                                 exclusive=job.exclusive, pending=True, part=part)
+                  for part, other in enumerate(job.gpus[1:], start=1)]
+        for hold in holds:
+            if loading:
+                txn.add(hold)  # an admission of its own until the load ends
+            else:
+                txn.hold(hold)
+        try:
+            c.ledger.flush(txn)
+        except LedgerNotDurable:
+            for hold in holds:
+                txn.discard(hold.key)  # never admitted: nothing to release
+            raise
+        return [hold.key for hold in holds]
 
     def _shared_parts(self, job: Job) -> list[NodesetPart]:
         """The job's shared nodesets this scheduler hosts (not given a URL by the spec)."""
         if not self.core.shared.enabled or job.spec is None:
             return []
+        # A nodeset with replicas is hosted by the run itself, one host per GPU.
+        replicated = replicated_nodesets(job.spec.graph)
         return [p for p in job.parts
-                if p.parallelism == "shared" and p.name not in job.spec.shared_urls]
+                if p.parallelism == "shared" and p.name not in job.spec.shared_urls
+                and p.name not in replicated]
 
     def _fail_unstarted(self, job: Job, error: str) -> None:
         c = self.core

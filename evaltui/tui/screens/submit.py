@@ -41,13 +41,15 @@ FIELDS: tuple[tuple[str, str, str, str], ...] = (
     ("step_budget", "step budget", "", "integer"),  # empty: the env's own limit
     ("priority", "priority", "0", "integer"),
     ("vram", "VRAM MiB", "0", "integer"),
+    ("replicas", "replicas", "", "text"),  # N or per_gpu: shared nodesets, one per GPU
     ("ray_address", "Ray address", "", "text"),  # after the executor choice
 )
 EXECUTORS = (("local: worker processes here", "local"), ("ray: actors on a Ray cluster", "ray"))
 
 PLACEHOLDERS = {"graph": "built-in ({graphs}) or a JSON file",
                 "step_budget": "the env's own limit (BabyAI: max_steps)",
-                "ray_address": "HOST:PORT (default $RAY_ADDRESS); executor ray only"}
+                "ray_address": "HOST:PORT (default $RAY_ADDRESS); executor ray only",
+                "replicas": "N or per_gpu: a shared nodeset per GPU (empty: one)"}
 
 REQUIRED = {"graph": "required: a built-in graph name or a JSON file",
             "episodes": "required: how many episodes to run",
@@ -62,6 +64,7 @@ FIELD_OF_PATH = {
     "eval.step_budget": "step_budget", "scheduling.priority": "priority",
     "scheduling.marginal_vram_mb": "vram", "scheduling.exclusive_gpu": "exclusive",
     "eval.executor": "executor", "eval.ray_address": "ray_address",
+    "replicas": "replicas",
 }
 NOT_INPUTS = ("form", "exclusive", "executor")
 """Error slots that are not text fields (no value to keep, nothing to focus)."""
@@ -187,7 +190,8 @@ class SubmitScreen(ModalScreen[str | None]):
                           start=integer("start"), workers=integer("workers"),
                           step_budget=integer("step_budget"),
                           executor=None if executor == "local" else executor,
-                          ray_address=value("ray_address") or None)
+                          ray_address=value("ray_address") or None,
+                          replicas=value("replicas") or None)
         scheduling = dict(spec.get("scheduling") or {})
         for key, field_id in (("priority", "priority"), ("marginal_vram_mb", "vram")):
             number = integer(field_id)

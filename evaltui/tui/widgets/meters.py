@@ -8,6 +8,8 @@ admission then uses host RAM and CPU only.
 On tall terminals each GPU also shows a short history of its used and reserved memory
 (nvitop style), kept here from each new reading so the queue screen need not know.
 
+While a run holds several GPUs (replicas), each GPU also lists its reservations by run.
+
 Under each GPU, the processes holding its memory (pid, user, MiB and which run or
 shared nodeset they are, :mod:`evaltui.gpu.holders`), as nvitop lists them: one line
 on small terminals (the biggest, with how many more), up to PROCESS_LINES on tall ones.
@@ -108,7 +110,7 @@ class ResourceMeters(Widget):
         if not cluster:
             for gpu in res.gpus:
                 self._add_gpu(grid, gpu, res.fake_gpus, bar_width)
-                processes = self._process_lines(gpu)
+                processes = self._reservation_lines(gpu) + self._process_lines(gpu)
                 if processes:  # free lines between two grids that line up
                     lines += [grid, *processes]
                     grid = _grid(bar_width)
@@ -138,6 +140,31 @@ class ResourceMeters(Widget):
         if self.shows_history:
             for row in self._history_rows(gpu, width):
                 grid.add_row(*row)
+
+    def _reservation_lines(self, gpu: Gpu) -> list[Text]:
+        """``  rsv 20260115_090500 16.0 · 20260115_090512 8.0``: the GPU's reservations
+        by run, when a run holds several GPUs (replicas): which runs share it."""
+        ledger = self.resources.ledger if self.resources else []
+        gpus_of: dict[str, set[int | None]] = {}
+        for entry in ledger:
+            gpus_of.setdefault(entry.run_id, set()).add(entry.gpu)
+        if not any(len(held) > 1 for held in gpus_of.values()):
+            return []  # one GPU per run: the process lines below say whose memory it is
+        by_run: dict[str, int] = {}
+        for entry in ledger:
+            if entry.gpu == gpu.index and not entry.other_user:
+                by_run[entry.run_id] = by_run.get(entry.run_id, 0) + entry.vram_mb
+        if not by_run:
+            return []
+        app = self.app
+        line = Text("  rsv ", style=theme_style(app, "foreground-muted"), no_wrap=True,
+                    overflow="ellipsis")
+        for n, (run_id, mb) in enumerate(by_run.items()):
+            if n:
+                line.append(" · ", style=theme_style(app, "foreground-muted"))
+            line.append(run_id, style=theme_style(app, "primary"))
+            line.append(f" {gib(mb, unit=False)}", style=theme_style(app, "secondary"))
+        return [line]
 
     def _process_lines(self, gpu: Gpu) -> list[Text]:
         """``  ↳ 4321 alice  4,096 MiB  run 20260115_090500``: who holds the memory."""
