@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from everyscreen import CORE, SCREENS, build_app, footer_keys, open_screen
+from textual.containers import VerticalScroll
 from tuihelpers import wait_for
 
 from evaltui.tui.screens.help import HelpScreen
@@ -115,3 +116,18 @@ async def test_replay_home_end_work_on_a_step_taller_than_its_panel(runs,
         await wait_for(lambda: screen.step == 0, what="home: first step")
         await pilot.press("right")
         await wait_for(lambda: screen.step == 1, what="→")
+
+
+async def test_help_at_80x24_shows_every_key_without_scrolling(runs, make_backend,
+                                                               app_factory) -> None:
+    """The queue's 17 keys in two columns at 80x24; ``-`` shown once, inside ``+/-``."""
+    app = app_factory(make_backend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await wait_for(lambda: isinstance(app.screen, HelpScreen), what="help")
+        await pilot.pause()
+        scroll = app.screen.query_one(VerticalScroll)
+        assert scroll.max_scroll_y == 0, "help scrolls at 80x24"
+        shot = app.export_screenshot().replace("&#160;", " ")
+        assert "+/-" in shot and "Priority -" not in shot and "ctrl+p" in shot
+        assert "Clear filter" in shot and "Compare" in shot

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -57,26 +58,47 @@ class HelpScreen(ModalScreen[None]):
             yield Static(self._render_help())
         yield KeysFooter()
 
-    def _render_help(self) -> Table:
+    def _render_help(self) -> Group:
         app = self.app
+        rows = self._key_rows()
+        # Two key columns where one would not fit the screen (80x24: the queue's 18 keys).
+        pairs = len(rows) + 4 > max(app.size.height - 8, 8)
         table = Table(box=None, show_header=False, padding=(0, 2), expand=True)
-        table.add_column(style=theme_style(app, "accent", bold=True), no_wrap=True)
-        table.add_column()
-        table.add_row(Text(type(self.under).__name__.removesuffix("Screen").lower(),
-                           style=theme_style(app, "primary", bold=True)), Text(self.intro))
-        table.add_row("", "")
+        for _ in range(2 if pairs else 1):
+            table.add_column(style=theme_style(app, "accent", bold=True), no_wrap=True)
+            table.add_column()
+        if pairs:
+            half = (len(rows) + 1) // 2
+            for left, right in zip(rows[:half], [*rows[half:], ("", "")], strict=False):
+                table.add_row(*left, *right)
+        else:
+            for row in rows:
+                table.add_row(*row)
+        title = Text(type(self.under).__name__.removesuffix("Screen").lower(),
+                     style=theme_style(app, "primary", bold=True))
+        return Group(Text.assemble(title, "  ", self.intro), Text(""), table)
+
+    def _key_rows(self) -> list[tuple[Text | str, Text | str]]:
+        """(keys as typed, what they do): the screen's, its focused widget's, the app's;
+        a key shown inside another's combined display (``+/-``) is not listed again."""
         focused = self.under.focused
         sources = [_bindings(list(self.under.BINDINGS)),
                    own_bindings(focused) if focused is not None else [],
-                   _bindings(list(app.BINDINGS))]
+                   _bindings(list(self.app.BINDINGS))]
         seen: set[str] = set()
+        shown_keys: set[str] = set()
+        rows: list[tuple[Text | str, Text | str]] = []
         for source in sources:
             for binding in source:
                 if binding.description in seen or not binding.description:
                     continue
+                keys = binding.key_display or keys_text(binding.key)
+                if not binding.key_display and keys in shown_keys:
+                    continue
                 seen.add(binding.description)
+                if binding.key_display:
+                    shown_keys.update(binding.key_display.split("/"))
                 # Text, not markup: "[/]" is a key here, not a closing tag.
-                table.add_row(Text(binding.key_display or keys_text(binding.key)),
-                              Text(binding.tooltip or binding.description))
-        table.add_row("ctrl+p", "command palette (themes, quit, …)")
-        return table
+                rows.append((Text(keys), Text(binding.tooltip or binding.description)))
+        rows.append(("ctrl+p", "command palette (themes, quit, …)"))
+        return rows
