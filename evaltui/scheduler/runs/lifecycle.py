@@ -37,6 +37,7 @@ from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.restore import parse_record, read_record, record_ref
+from evaltui.slurm.follow import cancel_slurm_run, slurm_job_of
 from evaltui.spec import JobSpec, SpecError
 from evaltui.states import EpisodeStatus, RunExit, RunState
 
@@ -106,6 +107,9 @@ class Lifecycle:
         """
         c = self.core
         run_dir = c.run_dir(run_id)
+        if job := slurm_job_of(read_record(run_dir)):  # Slurm runs it: scancel
+            cancel_slurm_run(run_dir, job)
+            return derive_run_state(run_dir)
         with c.ledger.transaction(), scheduler_record_lock(run_dir):
             state = derive_run_state(run_dir)
             if state.terminal:
