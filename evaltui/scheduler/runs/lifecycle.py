@@ -64,6 +64,9 @@ class Lifecycle:
         """
         c = self.core
         _importable_workspace(spec)
+        if (spec.eval.executor if isinstance(spec, JobSpec) else
+                (spec.get("eval") or {}).get("executor")) == "slurm":
+            return _submit_to_slurm(spec, c.outputs)  # Slurm schedules it, not admission
         checked = check_spec(spec) if isinstance(spec, JobSpec) else validate_spec(spec)
         parts = nodeset_parts(checked.spec)
         estimate = c.calibration.estimate(checked.spec, parts, c.shared_keys())
@@ -302,3 +305,21 @@ def _episode_ok(run_dir: Path, index: int) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(row, dict) and row.get("status") == EpisodeStatus.OK.value
+
+
+def _submit_to_slurm(spec: JobSpec | Mapping[str, Any], outputs: Path) -> Submitted:
+    """A Slurm run submitted as ``evaltui eval --executor slurm`` submits it (sbatch from
+    here, the run dir under ``outputs``) and followed by the run index; Slurm's refusal as
+    a SpecError on the field it names (``eval.slurm.partition: ...``)."""
+    from evaltui.slurm.commands import SlurmError
+    from evaltui.slurm.runsubmit import submit_run
+
+    data = spec.to_json_dict() if isinstance(spec, JobSpec) else spec
+    try:
+        submitted = submit_run(data, outputs)
+    except SlurmError as exc:
+        field, sep, message = str(exc).partition(": ")
+        if sep and field.startswith("eval."):
+            raise SpecError(field, message) from None
+        raise SpecError("eval.executor", str(exc)) from None
+    return Submitted(submitted.run_dir.name, RunState.QUEUED, submitted.checked.warnings)

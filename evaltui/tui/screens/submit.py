@@ -42,12 +42,17 @@ FIELDS: tuple[tuple[str, str, str, str], ...] = (
     ("priority", "priority", "0", "integer"),
     ("vram", "VRAM MiB", "0", "integer"),
     ("ray_address", "Ray address", "", "text"),  # after the executor choice
+    ("slurm_partition", "Slurm partition", "", "text"),
+    ("slurm_time", "Slurm time", "", "text"),
 )
-EXECUTORS = (("local: worker processes here", "local"), ("ray: actors on a Ray cluster", "ray"))
+EXECUTORS = (("local: worker processes here", "local"), ("ray: actors on a Ray cluster", "ray"),
+             ("slurm: one Slurm job, workers as its steps", "slurm"))
 
 PLACEHOLDERS = {"graph": "built-in ({graphs}) or a JSON file",
                 "step_budget": "the env's own limit (BabyAI: max_steps)",
-                "ray_address": "HOST:PORT (default $RAY_ADDRESS); executor ray only"}
+                "ray_address": "HOST:PORT (default $RAY_ADDRESS); executor ray only",
+                "slurm_partition": "the cluster's default; executor slurm only",
+                "slurm_time": "limit: 90, 1:30:00, 2-00:00:00; executor slurm only"}
 
 REQUIRED = {"graph": "required: a built-in graph name or a JSON file",
             "episodes": "required: how many episodes to run",
@@ -62,6 +67,8 @@ FIELD_OF_PATH = {
     "eval.step_budget": "step_budget", "scheduling.priority": "priority",
     "scheduling.marginal_vram_mb": "vram", "scheduling.exclusive_gpu": "exclusive",
     "eval.executor": "executor", "eval.ray_address": "ray_address",
+    "eval.slurm": "executor", "eval.slurm.partition": "slurm_partition",
+    "eval.slurm.time": "slurm_time",
 }
 NOT_INPUTS = ("form", "exclusive", "executor")
 """Error slots that are not text fields (no value to keep, nothing to focus)."""
@@ -182,12 +189,14 @@ class SubmitScreen(ModalScreen[str | None]):
             return int(raw) if raw not in ("", "-") else None
 
         executor = str(self.query_one("#executor", Select).value)
+        slurm = {"partition": value("slurm_partition") or None,
+                 "time": value("slurm_time") or None} if executor == "slurm" else None
         spec = build_spec(value("graph") or None, dataset=value("dataset") or None,
                           split=value("split") or None, episodes=integer("episodes"),
                           start=integer("start"), workers=integer("workers"),
                           step_budget=integer("step_budget"),
                           executor=None if executor == "local" else executor,
-                          ray_address=value("ray_address") or None)
+                          ray_address=value("ray_address") or None, slurm=slurm)
         scheduling = dict(spec.get("scheduling") or {})
         for key, field_id in (("priority", "priority"), ("marginal_vram_mb", "vram")):
             number = integer(field_id)
