@@ -45,6 +45,7 @@ from evaltui.engine.hosting.channel import (
     parse_url,
 )
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
+from evaltui.engine.run.allocgpus import allocation_host_env
 from evaltui.engine.run.socketdir import SocketDir
 from evaltui.engine.run.summary import SummaryWriter
 from evaltui.records import (
@@ -281,7 +282,8 @@ class BatchEvalRunner:
                 name=name, impl=ns.impl, params=dict(ns.params), secret=secret,
                 url=f"evaltui+tcp://{tcp_host}:0" if tcp_host else
                 f"evaltui+unix://{sockets.path()}/{i}-{name[:32]}.sock",
-                max_batch_size=HOST_MAX_BATCH_SIZE, max_wait_ms=HOST_MAX_WAIT_MS))
+                max_batch_size=HOST_MAX_BATCH_SIZE, max_wait_ms=HOST_MAX_WAIT_MS,
+                env=allocation_host_env(checked.spec)))  # a Slurm job's GPUs: the freest
             hosts.append(host)
             urls[name] = host.start()
             endpoints[name] = SharedEndpoint(host.url, secret)
