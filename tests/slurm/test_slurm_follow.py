@@ -140,3 +140,21 @@ def test_a_job_slurm_no_longer_lists_reads_aborted_from_one_squeue_read(
     assert [s.state for s in states[1:]] == [RunState.QUEUED] * 2
     listing = backend.scheduler.list_runs()  # type: ignore[attr-defined]
     assert queue.calls == calls and len(listing) == 3
+
+
+def test_resume_of_a_slurm_run_slurm_ended_submits_it_again_into_the_same_run_dir(
+        slurm_cluster: SlurmCluster, backend: Backend, tmp_path: Path,
+        cli: Callable[..., tuple[int, str, str]]) -> None:
+    spec = walk_spec(tmp_path, [20, 20, 20], hold=False, step_sleep_ms=50)
+    run = submit_run(spec, backend.outputs)  # type: ignore[attr-defined]
+    slurm_cluster.run("scancel", run.job_id)  # ended early, by someone else
+    wait_until(lambda: listed(cli, run.run_dir.name)["state"] == "cancelled", timeout=30,
+               what="the run listed cancelled")
+    code, _, err = cli("resume", run.run_dir.name)
+    assert code == 0, err
+    record = json.loads((run.run_dir / "scheduler.json").read_text())
+    assert record["slurm_job_id"] != run.job_id and record["resume_count"] == 1
+    wait_until(lambda: listed(cli, run.run_dir.name)["state"] == "done", timeout=90,
+               what="the resumed run listed done")
+    rows = json.loads((run.run_dir / "summary.json").read_text())["episodes"]
+    assert sorted(r["episode_index"] for r in rows if r["status"] == "ok") == [0, 1, 2]

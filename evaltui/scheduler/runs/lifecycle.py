@@ -135,6 +135,8 @@ class Lifecycle:
         with c.lock:
             if run_id in c.jobs:
                 raise NotResumable(f"run {run_id} is {c.jobs[run_id].state.value}")
+        if slurm_job_of(read_record(run_dir)):  # Slurm runs it: its job is submitted again
+            return _resume_on_slurm(run_dir)
         state = derive_run_state(run_dir)
         if state not in RESUMABLE:
             raise NotResumable(f"run {run_id} is {state.value}; only finished runs resume")
@@ -323,3 +325,29 @@ def _submit_to_slurm(spec: JobSpec | Mapping[str, Any], outputs: Path) -> Submit
             raise SpecError(field, message) from None
         raise SpecError("eval.executor", str(exc)) from None
     return Submitted(submitted.run_dir.name, RunState.QUEUED, submitted.checked.warnings)
+
+
+def _resume_on_slurm(run_dir: Path) -> RunState:
+    """A finished Slurm run (its state as followed: Slurm's word where the run dir has
+    none) resumed as a new job into the same run dir (``slurm/runsubmit.py``)."""
+    from evaltui.rundir import read_run_status
+    from evaltui.slurm.commands import SlurmError
+    from evaltui.slurm.follow import follow_status
+    from evaltui.slurm.runsubmit import resubmit_run
+
+    state = follow_status(run_dir, read_run_status(run_dir)).state
+    if state not in RESUMABLE:
+        raise NotResumable(f"run {run_dir.name} is {state.value}; only finished runs resume")
+    try:
+        spec_data = read_json(run_dir / SPEC_FILENAME)
+    except (OSError, ValueError) as exc:
+        raise SpecError(SPEC_FILENAME, f"cannot read the run's spec: {exc}") from None
+    _importable_workspace(spec_data)
+    checked = validate_spec(spec_data)
+    if not [i for i in checked.episode_indices if not _episode_ok(run_dir, i)]:
+        raise NotResumable(f"run {run_dir.name}: every selected episode is ok already")
+    try:
+        resubmit_run(run_dir, checked, state.value)
+    except SlurmError as exc:
+        raise NotResumable(f"run {run_dir.name}: {exc}") from None
+    return RunState.QUEUED
