@@ -145,6 +145,8 @@ class SchedulerRecord(_Record):
     (``squeue``, a hint) beside the run dir (the truth) how it stands."""
     slurm_cluster: str | None = None
     """That job's cluster (Slurm's ``ClusterName``), where it could be asked."""
+    slurm_batch_host: str | None = None
+    """The node its batch step (the run process) runs on, as that step recorded it."""
 
 
 # ---- episode.json -------------------------------------------------------------------------

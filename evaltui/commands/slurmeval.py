@@ -15,7 +15,9 @@ the run's state (:data:`~evaltui.slurm.jobstate.RUN_STATE_OF`), Slurm's word in 
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,17 +102,32 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
     from rich.markup import escape
 
     from evaltui.commands.eval import _console, _refused
+    from evaltui.engine.graph.specchecks import validate_spec
+    from evaltui.launch import update_scheduler_record, write_run
     from evaltui.rundir import outputs_root
     from evaltui.slurm.commands import SlurmError
-    from evaltui.slurm.runsubmit import submit_run
+    from evaltui.slurm.submit import BatchJob, submit
     from evaltui.spec import SpecError
 
-    try:  # SpecError before anything is written; a Slurm refusal leaves nothing behind
-        submitted = submit_run(spec, outputs_root(args.outputs))
-    except (SpecError, SlurmError) as exc:
+    workspace = spec.get("active_workspace_dir")
+    if isinstance(workspace, str) and workspace:
+        sys.path.insert(0, workspace)  # the check imports the user's nodesets, as a run does
+    try:
+        checked = validate_spec(spec)  # SpecError before anything is written
+        run_dir = write_run(checked, outputs_root(args.outputs))
+    except SpecError as exc:
         return _refused(str(exc))
-    run_dir, job_id, checked = submitted.run_dir, submitted.job_id, submitted.checked
-    ev, total = checked.spec.eval, submitted.total
+    ev = checked.spec.eval
+    total = len(checked.episode_indices)
+    job = BatchJob(command=[sys.executable, "-m", "evaltui.engine.main", str(run_dir)],
+                   job_name=f"evaltui-{run_dir.name}", output=run_dir / "run.log",
+                   tasks=max(1, min(ev.worker_count, total)), chdir=run_dir)
+    try:
+        job_id = str(submit(ev.slurm, job))
+    except SlurmError as exc:
+        shutil.rmtree(run_dir, ignore_errors=True)  # refused: nothing left behind
+        return _refused(str(exc))
+    update_scheduler_record(run_dir, slurm_job_id=job_id)
     console = _console()
     for warning in checked.warnings:
         console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)

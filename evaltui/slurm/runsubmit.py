@@ -110,3 +110,22 @@ def resubmit_run(run_dir: Path, checked: CheckedSpec, previous: str) -> str:
         raise
     update_scheduler_record(run_dir, slurm_job_id=job_id, slurm_cluster=cluster_name())
     return job_id
+
+
+def record_placement(run_dir: Path, environ: Mapping[str, str] | None = None) -> None:
+    """The batch step's word on where the run runs, merged into scheduler.json: its job,
+    cluster and node (``SLURM_JOB_ID``, ``SLURM_CLUSTER_NAME``, ``SLURMD_NODENAME``). A
+    run dir that cannot take it (a full disk) runs all the same."""
+    import os
+
+    from evaltui.launch import update_scheduler_record
+
+    env = os.environ if environ is None else environ
+    fields = {key: env.get(var) for key, var in (
+        ("slurm_cluster", "SLURM_CLUSTER_NAME"), ("slurm_batch_host", "SLURMD_NODENAME"))}
+    fields = {k: v for k, v in fields.items() if v}
+    if fields:
+        try:
+            update_scheduler_record(run_dir, **fields)
+        except OSError:
+            pass  # the readers still have the job id the submitter recorded

@@ -102,6 +102,10 @@ def test_a_held_job_lists_queued_with_slurms_reason_then_running_then_done(
                what="the run listed done")
     code, out, _ = cli("show", str(run.run_dir))
     assert code == 0 and "done" in out
+    record = json.loads((run.run_dir / "scheduler.json").read_text())  # the job's own word
+    assert record["slurm_batch_host"] in ("n1", "n2")
+    assert record["slurm_cluster"] == slurm_cluster.run(
+        "scontrol", "show", "config").stdout.split("ClusterName", 1)[1].split()[1]
 
 
 def test_cancel_of_a_slurm_run_scancels_its_job(
