@@ -126,8 +126,8 @@ def _device(gpu: int | None) -> int:
 
 def _default_device() -> int:
     current = settings()
-    if current.fake_gpu_index:  # a multi-GPU run's list (a,b,c): its first, as CUDA's
-        return int(current.fake_gpu_index.split(",")[0])
+    if current.fake_gpu_index:
+        return int(current.fake_gpu_index)
     visible = current.cuda_visible_devices
     if visible is None:
         return 0

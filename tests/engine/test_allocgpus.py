@@ -43,13 +43,3 @@ def test_a_host_goes_to_the_allocated_gpu_with_the_most_measured_free_memory(
         for gpu in range(3):
             fakegpu.release(gpu=gpu)
 
-
-def test_a_process_given_several_fake_gpus_charges_the_first(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EVALTUI_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("EVALTUI_FAKE_GPUS", "2x1000")
-    monkeypatch.setenv("EVALTUI_FAKE_GPU_INDEX", "1,0")  # as adopt_slurm_gpus sets it
-    try:
-        assert fakegpu.charge(100) == 100 and fakegpu.charged(gpu=1) == 100  # was ValueError
-    finally:
-        fakegpu.release(gpu=1)

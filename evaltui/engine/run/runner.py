@@ -45,7 +45,6 @@ from evaltui.engine.hosting.channel import (
     parse_url,
 )
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
-from evaltui.engine.run.allocgpus import allocation_host_env
 from evaltui.engine.run.socketdir import SocketDir
 from evaltui.engine.run.summary import SummaryWriter
 from evaltui.records import (
@@ -266,6 +265,8 @@ class BatchEvalRunner:
                           tcp_host: str | None = None) -> dict[str, SharedEndpoint]:
         """Where each shared nodeset lives: a URL the backend gave, or a host started here
         (with ``given_only``, the given ones alone: the Ray executor hosts the others)."""
+        from evaltui.engine.run.allocgpus import allocation_host_env  # a Slurm job's GPUs
+
         urls = self._given_urls(checked)
         endpoints: dict[str, SharedEndpoint] = {}
         given_secret: bytes | None = None

@@ -50,9 +50,7 @@ EXECUTORS = (("local: worker processes here", "local"), ("ray: actors on a Ray c
 
 PLACEHOLDERS = {"graph": "built-in ({graphs}) or a JSON file",
                 "step_budget": "the env's own limit (BabyAI: max_steps)",
-                "ray_address": "HOST:PORT (default $RAY_ADDRESS); executor ray only",
-                "slurm_partition": "the cluster's default; executor slurm only",
-                "slurm_time": "limit: 90, 1:30:00, 2-00:00:00; executor slurm only"}
+                "ray_address": "HOST:PORT (default $RAY_ADDRESS); executor ray only"}
 
 REQUIRED = {"graph": "required: a built-in graph name or a JSON file",
             "episodes": "required: how many episodes to run",
@@ -67,11 +65,15 @@ FIELD_OF_PATH = {
     "eval.step_budget": "step_budget", "scheduling.priority": "priority",
     "scheduling.marginal_vram_mb": "vram", "scheduling.exclusive_gpu": "exclusive",
     "eval.executor": "executor", "eval.ray_address": "ray_address",
-    "eval.slurm": "executor", "eval.slurm.partition": "slurm_partition",
-    "eval.slurm.time": "slurm_time",
 }
 NOT_INPUTS = ("form", "exclusive", "executor")
 """Error slots that are not text fields (no value to keep, nothing to focus)."""
+
+# executor slurm's own fields (eval.slurm; empty: the cluster's defaults)
+PLACEHOLDERS.update({"slurm_partition": "the cluster's default; executor slurm only",
+                     "slurm_time": "limit: 90, 1:30:00, 2-00:00:00; executor slurm only"})
+FIELD_OF_PATH.update({"eval.slurm": "executor", "eval.slurm.partition": "slurm_partition",
+                      "eval.slurm.time": "slurm_time"})
 
 
 def dataset_splits(dataset: str) -> list[str]:
@@ -189,14 +191,12 @@ class SubmitScreen(ModalScreen[str | None]):
             return int(raw) if raw not in ("", "-") else None
 
         executor = str(self.query_one("#executor", Select).value)
-        slurm = {"partition": value("slurm_partition") or None,
-                 "time": value("slurm_time") or None} if executor == "slurm" else None
         spec = build_spec(value("graph") or None, dataset=value("dataset") or None,
                           split=value("split") or None, episodes=integer("episodes"),
                           start=integer("start"), workers=integer("workers"),
                           step_budget=integer("step_budget"),
                           executor=None if executor == "local" else executor,
-                          ray_address=value("ray_address") or None, slurm=slurm)
+                          ray_address=value("ray_address") or None)
         scheduling = dict(spec.get("scheduling") or {})
         for key, field_id in (("priority", "priority"), ("marginal_vram_mb", "vram")):
             number = integer(field_id)
@@ -204,6 +204,10 @@ class SubmitScreen(ModalScreen[str | None]):
                 scheduling[key] = number
         scheduling["exclusive_gpu"] = self.query_one("#exclusive", Checkbox).value
         spec["scheduling"] = scheduling
+        if executor == "slurm":  # over a JobSpec file's eval.slurm, as --slurm-* are
+            given = {"partition": value("slurm_partition"), "time": value("slurm_time")}
+            ev = spec.setdefault("eval", {})
+            ev["slurm"] = {**dict(ev.get("slurm") or {}), **{k: v for k, v in given.items() if v}}
         return spec
 
     @on(Input.Changed)
