@@ -147,6 +147,14 @@ class SchedulerRecord(_Record):
     """How many times it was resumed."""
     moved_from: list[str] = Field(default_factory=list)
     """Ray nodes it was moved off, in order, after they left the cluster (``--ray``)."""
+    slurm_job_id: str | None = None
+    """The Slurm job it runs as (``--executor slurm`` from a login node): no scheduler of
+    evaltui's runs it, and its ``pid`` is on a node of the cluster, so readers ask Slurm
+    (``squeue``, a hint) beside the run dir (the truth) how it stands."""
+    slurm_cluster: str | None = None
+    """That job's cluster (Slurm's ``ClusterName``), where it could be asked."""
+    slurm_batch_host: str | None = None
+    """The node its batch step (the run process) runs on, as that step recorded it."""
 
 
 # ---- episode.json -------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from evaltui.api.models import EpisodeRow, LogPage, PriorityRequest, Run, RunRef
 from evaltui.api.runfiles import BadOffset, NotFoundError
 from evaltui.diskfull import is_disk_full
 from evaltui.scheduler.core import NotQueued, NotResumable, RunNotFound
+from evaltui.slurm.commands import SlurmError
 from evaltui.spec import JobSpec, SpecError
 from evaltui.states import RunState
 
@@ -80,6 +81,8 @@ def cancel(run_id: RunId, ctx: Ctx) -> RunRef:
         state = ctx.scheduler.cancel(run_id)
     except RunNotFound:
         raise ApiFailure(404, f"no run {run_id!r}") from None
+    except SlurmError as exc:  # a Slurm run whose scancel failed: Slurm's one line
+        raise ApiFailure(502, f"run {run_id}: {exc}") from None
     return RunRef(run_id=run_id, state=state)
 
 

@@ -208,9 +208,13 @@ def run_show_local(args: argparse.Namespace) -> int:
         local = load_run(Path(args.run_id).resolve())
     except RunDirError as exc:
         return _error(str(exc), 2)
-    status = read_run_status(local.run_dir)
+    from evaltui.slurm.follow import follow_status, waiting_reason
+
+    status = follow_status(local.run_dir, read_run_status(local.run_dir))  # Slurm's word too
+    sched = status.scheduler or {}
     run = run_view(local.run_id, local.run_dir, status.state, status.scheduler, local.summary,
-                   error=status.error)
+                   waiting_reason=waiting_reason(status, sched.get("waiting_reason")),
+                   error=status.error or (status.note if status.state.terminal else None))
     rows = [EpisodeRow.model_validate(r) for r in local.rows] if args.episodes else None
     return _show_run(args, run, rows)
 

@@ -60,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     stop = stop_on_signals()
     requeue = None
     if is_slurm_batch(spec):  # USR1 before the time limit or a preemption: requeue
+        from evaltui.engine.run.allocgpus import adopt_slurm_gpus
+
+        adopt_slurm_gpus()  # the fake GPU index follows the GPUs Slurm gave, not sbatch's shell
+        from evaltui.slurm.runsubmit import record_placement
+
+        record_placement(run_dir)  # where it runs, for readers on the login node
         requeue = requeue_on_signal(stop)
         restarted(run_dir)
     from evaltui.engine.graph.specchecks import check_spec

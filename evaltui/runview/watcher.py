@@ -46,6 +46,7 @@ from evaltui.rundir import episode_index_from_dirname, read_run_status
 from evaltui.runguard import leaving
 from evaltui.runview.runmodel import RunModel
 from evaltui.safeopen import LeavesRoot, Root, kind_inside, list_dir_inside, read_json_inside
+from evaltui.slurm.follow import follow_status
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,7 @@ class RunWatcher(threading.Thread):
             self.model.note_error("run", f"{refused.rel}: {LEAVES}; not read")
             return
         self.model.note_error("run", None)
-        status = read_run_status(self.run_dir)
+        status = follow_status(self.run_dir, read_run_status(self.run_dir))  # Slurm's too
         if status.summary_unreadable:
             rebuilt = rebuild_summary(self.run_dir, status.state, status.error)
             status = dataclasses.replace(status, summary=rebuilt)

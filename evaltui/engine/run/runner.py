@@ -265,6 +265,8 @@ class BatchEvalRunner:
                           tcp_host: str | None = None) -> dict[str, SharedEndpoint]:
         """Where each shared nodeset lives: a URL the backend gave, or a host started here
         (with ``given_only``, the given ones alone: the Ray executor hosts the others)."""
+        from evaltui.engine.run.allocgpus import allocation_host_env  # a Slurm job's GPUs
+
         urls = self._given_urls(checked)
         endpoints: dict[str, SharedEndpoint] = {}
         given_secret: bytes | None = None
@@ -281,7 +283,8 @@ class BatchEvalRunner:
                 name=name, impl=ns.impl, params=dict(ns.params), secret=secret,
                 url=f"evaltui+tcp://{tcp_host}:0" if tcp_host else
                 f"evaltui+unix://{sockets.path()}/{i}-{name[:32]}.sock",
-                max_batch_size=HOST_MAX_BATCH_SIZE, max_wait_ms=HOST_MAX_WAIT_MS))
+                max_batch_size=HOST_MAX_BATCH_SIZE, max_wait_ms=HOST_MAX_WAIT_MS,
+                env=allocation_host_env(checked.spec)))  # a Slurm job's GPUs: the freest
             hosts.append(host)
             urls[name] = host.start()
             endpoints[name] = SharedEndpoint(host.url, secret)

@@ -37,6 +37,7 @@ from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.restore import parse_record, read_record, record_ref
+from evaltui.slurm.follow import cancel_slurm_run, slurm_job_of
 from evaltui.spec import JobSpec, SpecError
 from evaltui.states import EpisodeStatus, RunExit, RunState
 
@@ -63,6 +64,9 @@ class Lifecycle:
         """
         c = self.core
         _importable_workspace(spec)
+        if (spec.eval.executor if isinstance(spec, JobSpec) else
+                (spec.get("eval") or {}).get("executor")) == "slurm":
+            return _submit_to_slurm(spec, c.outputs)  # Slurm schedules it, not admission
         checked = check_spec(spec) if isinstance(spec, JobSpec) else validate_spec(spec)
         parts = nodeset_parts(checked.spec)
         estimate = c.calibration.estimate(checked.spec, parts, c.shared_keys())
@@ -106,6 +110,9 @@ class Lifecycle:
         """
         c = self.core
         run_dir = c.run_dir(run_id)
+        if job := slurm_job_of(read_record(run_dir)):  # Slurm runs it: scancel
+            cancel_slurm_run(run_dir, job)
+            return derive_run_state(run_dir)
         with c.ledger.transaction(), scheduler_record_lock(run_dir):
             state = derive_run_state(run_dir)
             if state.terminal:
@@ -128,6 +135,8 @@ class Lifecycle:
         with c.lock:
             if run_id in c.jobs:
                 raise NotResumable(f"run {run_id} is {c.jobs[run_id].state.value}")
+        if slurm_job_of(read_record(run_dir)):  # Slurm runs it: its job is submitted again
+            return _resume_on_slurm(run_dir)
         state = derive_run_state(run_dir)
         if state not in RESUMABLE:
             raise NotResumable(f"run {run_id} is {state.value}; only finished runs resume")
@@ -298,3 +307,47 @@ def _episode_ok(run_dir: Path, index: int) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(row, dict) and row.get("status") == EpisodeStatus.OK.value
+
+
+def _submit_to_slurm(spec: JobSpec | Mapping[str, Any], outputs: Path) -> Submitted:
+    """A Slurm run submitted as ``evaltui eval --executor slurm`` submits it (sbatch from
+    here, the run dir under ``outputs``) and followed by the run index; Slurm's refusal as
+    a SpecError on the field it names (``eval.slurm.partition: ...``)."""
+    from evaltui.slurm.commands import SlurmError
+    from evaltui.slurm.runsubmit import submit_run
+
+    data = spec.to_json_dict() if isinstance(spec, JobSpec) else spec
+    try:
+        submitted = submit_run(data, outputs)
+    except SlurmError as exc:
+        field, sep, message = str(exc).partition(": ")
+        if sep and field.startswith("eval."):
+            raise SpecError(field, message) from None
+        raise SpecError("eval.executor", str(exc)) from None
+    return Submitted(submitted.run_dir.name, RunState.QUEUED, submitted.checked.warnings)
+
+
+def _resume_on_slurm(run_dir: Path) -> RunState:
+    """A finished Slurm run (its state as followed: Slurm's word where the run dir has
+    none) resumed as a new job into the same run dir (``slurm/runsubmit.py``)."""
+    from evaltui.rundir import read_run_status
+    from evaltui.slurm.commands import SlurmError
+    from evaltui.slurm.follow import follow_status
+    from evaltui.slurm.runsubmit import resubmit_run
+
+    state = follow_status(run_dir, read_run_status(run_dir)).state
+    if state not in RESUMABLE:
+        raise NotResumable(f"run {run_dir.name} is {state.value}; only finished runs resume")
+    try:
+        spec_data = read_json(run_dir / SPEC_FILENAME)
+    except (OSError, ValueError) as exc:
+        raise SpecError(SPEC_FILENAME, f"cannot read the run's spec: {exc}") from None
+    _importable_workspace(spec_data)
+    checked = validate_spec(spec_data)
+    if not [i for i in checked.episode_indices if not _episode_ok(run_dir, i)]:
+        raise NotResumable(f"run {run_dir.name}: every selected episode is ok already")
+    try:
+        resubmit_run(run_dir, checked, state.value)
+    except SlurmError as exc:
+        raise NotResumable(f"run {run_dir.name}: {exc}") from None
+    return RunState.QUEUED

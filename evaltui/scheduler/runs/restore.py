@@ -36,6 +36,8 @@ class Found(StrEnum):
 
 def classify(run_dir: Path, record: Mapping[str, Any]) -> Found | None:
     """QUEUED, LIVE, or None for a run nobody schedules any more (finished, cancelled)."""
+    if record.get("slurm_job_id"):
+        return None  # Slurm schedules it; its process is the job's, on a node of the cluster
     ref = record_ref(record)
     if ref is not None:
         return Found.LIVE if procs.alive(ref.pid, ref.create_time) else None

@@ -17,6 +17,8 @@ from evaltui.results.rebuild import rebuild_summary
 from evaltui.rundir import is_run_id, read_run_status
 from evaltui.runguard import leaving
 from evaltui.safeopen import read_json_inside
+from evaltui.slurm.follow import follow_status, waiting_reason
+from evaltui.states import RunState
 from evaltui.views import Run, SpecBrief, run_view
 
 _Key = tuple[int, int, bool]
@@ -51,15 +53,19 @@ class RunIndex:
             return hit[1]
         if leaving(self.runs_root, run_id) is not None:
             return None  # a symlink out of the outputs root: not read (DESIGN §11)
-        status = read_run_status(run_dir)
+        read = read_run_status(run_dir)
+        status = follow_status(run_dir, read)  # a Slurm run: Slurm's word beside the files
         sched = status.scheduler or {}
         summary = status.summary
         if status.summary_unreadable:  # rows and metrics from the episode.json files
             summary = rebuild_summary(run_dir, status.state, status.error)
+        queued = status.state is RunState.QUEUED
         info = run_view(run_id, run_dir, status.state, status.scheduler, summary,
-                        self.brief(run_id), waiting_reason=sched.get("waiting_reason"),
-                        error=status.error or status.note)
-        if status.state.terminal:
+                        self.brief(run_id),
+                        waiting_reason=waiting_reason(status, sched.get("waiting_reason")),
+                        error=status.error or (None if queued else status.note))
+        # Slurm's word may change with no file of the run dir changing: never cached
+        if status.state.terminal and status is read:
             with self._lock:
                 self._cache[run_id] = (key, info)
         return info

@@ -43,8 +43,11 @@ FIELDS: tuple[tuple[str, str, str, str], ...] = (
     ("vram", "VRAM MiB", "0", "integer"),
     ("replicas", "replicas", "", "text"),  # N or per_gpu: shared nodesets, one per GPU
     ("ray_address", "Ray address", "", "text"),  # after the executor choice
+    ("slurm_partition", "Slurm partition", "", "text"),
+    ("slurm_time", "Slurm time", "", "text"),
 )
-EXECUTORS = (("local: worker processes here", "local"), ("ray: actors on a Ray cluster", "ray"))
+EXECUTORS = (("local: worker processes here", "local"), ("ray: actors on a Ray cluster", "ray"),
+             ("slurm: one Slurm job, workers as its steps", "slurm"))
 
 PLACEHOLDERS = {"graph": "built-in ({graphs}) or a JSON file",
                 "step_budget": "the env's own limit (BabyAI: max_steps)",
@@ -68,6 +71,12 @@ FIELD_OF_PATH = {
 }
 NOT_INPUTS = ("form", "exclusive", "executor")
 """Error slots that are not text fields (no value to keep, nothing to focus)."""
+
+# executor slurm's own fields (eval.slurm; empty: the cluster's defaults)
+PLACEHOLDERS.update({"slurm_partition": "the cluster's default; executor slurm only",
+                     "slurm_time": "limit: 90, 1:30:00, 2-00:00:00; executor slurm only"})
+FIELD_OF_PATH.update({"eval.slurm": "executor", "eval.slurm.partition": "slurm_partition",
+                      "eval.slurm.time": "slurm_time"})
 
 
 def dataset_splits(dataset: str) -> list[str]:
@@ -199,6 +208,10 @@ class SubmitScreen(ModalScreen[str | None]):
                 scheduling[key] = number
         scheduling["exclusive_gpu"] = self.query_one("#exclusive", Checkbox).value
         spec["scheduling"] = scheduling
+        if executor == "slurm":  # over a JobSpec file's eval.slurm, as --slurm-* are
+            given = {"partition": value("slurm_partition"), "time": value("slurm_time")}
+            ev = spec.setdefault("eval", {})
+            ev["slurm"] = {**dict(ev.get("slurm") or {}), **{k: v for k, v in given.items() if v}}
         return spec
 
     @on(Input.Changed)

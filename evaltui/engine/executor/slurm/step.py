@@ -30,6 +30,9 @@ CONFIG_TIMEOUT_SEC = 60.0
 
 def main(argv: list[str]) -> int:
     url, slot, start = argv[0], int(argv[1]), int(argv[2])
+    from evaltui.engine.run.allocgpus import adopt_slurm_gpus
+
+    adopt_slurm_gpus()  # this step's GPUs (none without gres), not the batch step's
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

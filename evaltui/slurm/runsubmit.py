@@ -1,0 +1,131 @@
+"""Submitting one run to Slurm from a login node: check the spec, write its run dir, sbatch
+the job whose batch step is the run process, and record the job in scheduler.json.
+
+Shared by ``evaltui eval --executor slurm`` (which then follows the job in the foreground)
+and the TUI's submit form (which follows it in its run table, through
+:mod:`evaltui.slurm.follow`). Not the scheduler: admission reserves this machine's GPUs,
+and a Slurm run's resources are the allocation Slurm gives its job.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evaltui.slurm.commands import SlurmError, run_slurm
+from evaltui.slurm.submit import BatchJob, submit
+
+if TYPE_CHECKING:
+    from evaltui.engine.graph.specchecks import CheckedSpec
+
+
+@dataclass(frozen=True)
+class SubmittedSlurmRun:
+    """A run whose job Slurm has taken."""
+
+    run_dir: Path
+    job_id: str
+    checked: CheckedSpec
+
+    @property
+    def total(self) -> int:
+        return len(self.checked.episode_indices)
+
+
+def batch_job(run_dir: Path, checked: CheckedSpec) -> BatchJob:
+    """The run's job: ``python -m evaltui.engine.main RUN_DIR`` as its batch step, one task
+    per worker (never more than its episodes)."""
+    ev = checked.spec.eval
+    total = len(checked.episode_indices)
+    return BatchJob(command=[sys.executable, "-m", "evaltui.engine.main", str(run_dir)],
+                    job_name=f"evaltui-{run_dir.name}", output=run_dir / "run.log",
+                    tasks=max(1, min(ev.worker_count, total)), chdir=run_dir)
+
+
+def submit_run(spec: Mapping[str, Any], outputs: Path) -> SubmittedSlurmRun:
+    """Check ``spec``, write its run dir under ``outputs`` and submit its job. SpecError
+    before anything is written; SlurmError (one line) when Slurm refuses, with the run dir
+    removed (nothing left behind)."""
+    from evaltui.engine.graph.specchecks import validate_spec
+    from evaltui.launch import update_scheduler_record, write_run
+
+    workspace = spec.get("active_workspace_dir")
+    if isinstance(workspace, str) and workspace and workspace not in sys.path:
+        sys.path.insert(0, workspace)  # the check imports the user's nodesets, as a run does
+    checked = validate_spec(dict(spec))
+    run_dir = write_run(checked, outputs)
+    try:
+        job_id = str(submit(checked.spec.eval.slurm, batch_job(run_dir, checked)))
+    except SlurmError:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    update_scheduler_record(run_dir, slurm_job_id=job_id, slurm_cluster=cluster_name())
+    return SubmittedSlurmRun(run_dir, job_id, checked)
+
+
+def cluster_name() -> str | None:
+    """Slurm's ``ClusterName`` (``scontrol show config``), or None where it cannot say."""
+    try:
+        out = run_slurm(["scontrol", "show", "config"], timeout=15).stdout
+    except SlurmError:
+        return None
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "ClusterName":
+            return value.strip() or None
+    return None
+
+
+def resubmit_run(run_dir: Path, checked: CheckedSpec, previous: str) -> str:
+    """Submit a finished Slurm run's job again, into the same run dir (a resume: the run
+    keeps its ``ok`` episodes and runs the others); the new job's id. The record keeps a
+    job id throughout, so no backend takes the run for a queued run of its own; where
+    sbatch refuses, the run reads ``previous`` again, Slurm's line in its error, and
+    SlurmError (one line) is raised."""
+    from evaltui.launch import scheduler_record_lock, update_scheduler_record
+    from evaltui.records import DONE_FILENAME
+    from evaltui.rundir import now_iso, read_json
+
+    with scheduler_record_lock(run_dir):
+        try:
+            old = read_json(run_dir / "scheduler.json")
+        except (OSError, ValueError):
+            old = {}
+        old = old if isinstance(old, dict) else {}
+    now = now_iso()
+    count = old.get("resume_count") if isinstance(old.get("resume_count"), int) else 0
+    # _DONE first: with it the run would read as finished while its job runs again
+    (run_dir / DONE_FILENAME).unlink(missing_ok=True)
+    update_scheduler_record(run_dir, state="queued", queued_at=now, resumed_at=now,
+                            resume_count=count + 1, cancel_requested_at=None,
+                            exit_code=None, note=None, error=None)
+    try:
+        job_id = str(submit(checked.spec.eval.slurm, batch_job(run_dir, checked)))
+    except SlurmError as exc:
+        update_scheduler_record(run_dir, state=previous, error=str(exc))
+        raise
+    update_scheduler_record(run_dir, slurm_job_id=job_id, slurm_cluster=cluster_name())
+    return job_id
+
+
+def record_placement(run_dir: Path, environ: Mapping[str, str] | None = None) -> None:
+    """The batch step's word on where the run runs, merged into scheduler.json: its job,
+    cluster and node (``SLURM_JOB_ID``, ``SLURM_CLUSTER_NAME``, ``SLURMD_NODENAME``). A
+    run dir that cannot take it (a full disk) runs all the same."""
+    import os
+
+    from evaltui.launch import update_scheduler_record
+
+    env = os.environ if environ is None else environ
+    fields = {key: env.get(var) for key, var in (
+        ("slurm_cluster", "SLURM_CLUSTER_NAME"), ("slurm_batch_host", "SLURMD_NODENAME"))}
+    fields = {k: v for k, v in fields.items() if v}
+    if fields:
+        try:
+            update_scheduler_record(run_dir, **fields)
+        except OSError:
+            pass  # the readers still have the job id the submitter recorded
