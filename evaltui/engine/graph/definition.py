@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from evaltui.engine.nodes import EnvNodeSet, ImplError, NodeSet, NodeSpec, Parallelism, import_impl
 
@@ -41,6 +41,10 @@ class NodesetDef:
     impl: str
     parallelism: Parallelism = "inline"
     params: dict[str, Any] = field(default_factory=dict)
+    replicas: int | Literal["per_gpu"] | None = None
+    """A shared nodeset's hosts: one per GPU, up to N or on every GPU (None: one host)."""
+    min_replicas: int = 1
+    """Fewest replicas the run may start with (the scheduler waits for that many GPUs)."""
 
 
 @dataclass
@@ -60,6 +64,32 @@ def _require(obj: Any, kind: type | tuple[type, ...], path: str) -> Any:
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise GraphError(path, f"expected {names}, got {type(obj).__name__}")
     return obj
+
+
+def _int(obj: Any, path: str) -> int:
+    if isinstance(obj, bool) or not isinstance(obj, int):
+        raise GraphError(path, f"expected int, got {type(obj).__name__}")
+    return obj
+
+
+def _replicas(obj: Any, path: str) -> int | Literal["per_gpu"] | None:
+    # Types only here; the range checks (>= 1, min <= N, shared only) are rep-admit's.
+    if obj is None or obj == "per_gpu":
+        return obj  # type: ignore[no-any-return]
+    if isinstance(obj, str):
+        raise GraphError(path, f"expected an int or 'per_gpu', got {obj!r}")
+    return _int(obj, path)
+
+
+def _nodeset_dict(ns: NodesetDef) -> dict[str, Any]:
+    """A nodeset's JSON; the replica fields only when set, so older graphs read as before."""
+    data: dict[str, Any] = {"impl": ns.impl, "parallelism": ns.parallelism,
+                            "params": dict(ns.params)}
+    if ns.replicas is not None:
+        data["replicas"] = ns.replicas
+    if ns.min_replicas != 1:
+        data["min_replicas"] = ns.min_replicas
+    return data
 
 
 def _split_port(ref: str, path: str) -> tuple[str, str]:
@@ -99,7 +129,7 @@ class GraphDefinition:
         for ns_name, ns in _require(data["nodesets"], dict, "nodesets").items():
             path = f"nodesets.{ns_name}"
             _require(ns, dict, path)
-            extra = set(ns) - {"impl", "parallelism", "params"}
+            extra = set(ns) - {"impl", "parallelism", "params", "replicas", "min_replicas"}
             if extra:
                 raise GraphError(f"{path}.{sorted(extra)[0]}", "unknown field")
             if "impl" not in ns:
@@ -111,6 +141,8 @@ class GraphDefinition:
                 impl=_require(ns["impl"], str, f"{path}.impl"),
                 parallelism=par,
                 params=dict(_require(ns.get("params", {}), dict, f"{path}.params")),
+                replicas=_replicas(ns.get("replicas"), f"{path}.replicas"),
+                min_replicas=_int(ns.get("min_replicas", 1), f"{path}.min_replicas"),
             )
         nodes: dict[str, NodeDef] = {}
         for node_name, nd in _require(data["nodes"], dict, "nodes").items():
@@ -147,10 +179,7 @@ class GraphDefinition:
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "nodesets": {
-                n: {"impl": ns.impl, "parallelism": ns.parallelism, "params": dict(ns.params)}
-                for n, ns in self.nodesets.items()
-            },
+            "nodesets": {n: _nodeset_dict(ns) for n, ns in self.nodesets.items()},
             "nodes": {n: {"nodeset": nd.nodeset, "op": nd.op} for n, nd in self.nodes.items()},
             "edges": [list(e) for e in self.edges],
             "loop": {"env": self.loop.env, "step": self.loop.step},
