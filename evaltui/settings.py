@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     disk_full_wait_sec: float | None = Field(default=None, ge=0)
     """``EVALTUI_DISK_FULL_WAIT_SEC``: how long a run waits for room on a full disk
     (ENOSPC/EDQUOT) before it ends ``failed`` with "disk full: PATH" (300 s)."""
+    replica_spread: str | None = None
+    """``EVALTUI_REPLICA_SPREAD``: how workers spread over a nodeset's replicas, ``slot``
+    (worker i on replica i % R) or ``least_loaded`` (per request); default: the faster."""
     cuda_visible_devices: str | None = Field(
         default=None, validation_alias=AliasChoices("CUDA_VISIBLE_DEVICES"))
     """``CUDA_VISIBLE_DEVICES``: kept verbatim, since an empty value means "no GPU"."""

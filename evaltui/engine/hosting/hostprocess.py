@@ -48,6 +48,8 @@ class HostConfig:
     batching: bool = True
     blas_threads: int | None = 1
     """OpenBLAS threads in the host (None: OpenBLAS's default); the environment wins."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Set in the host's environment (a replica's ``CUDA_VISIBLE_DEVICES``)."""
 
 
 class HostProcess:
@@ -69,8 +71,18 @@ class HostProcess:
 
     def start(self, timeout: float = START_TIMEOUT_SEC) -> str:
         """Spawn the host and wait until it accepts connections; returns its URL."""
+        self.spawn()
+        return self.wait_ready(timeout)
+
+    def spawn(self) -> None:
+        """Start the subprocess without waiting (replicas start side by side)."""
         self.child = spawn_child("evaltui.engine.hosting.hostprocess", self.config,
-                                 name=f"host:{self.name}", args=["--nodeset", self.name])
+                                 name=f"host:{self.name}", args=["--nodeset", self.name],
+                                 env=self.config.env)
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_SEC) -> str:
+        """Wait for a spawned host to accept connections; returns its URL."""
+        assert self.child is not None
         if not self.child.conn.poll(timeout):
             self.child.end(grace_sec=1.0)
             raise HostStartError(f"host of nodeset {self.name!r} did not start within "

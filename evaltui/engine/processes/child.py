@@ -26,7 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -79,14 +79,17 @@ class Child:
         self.proc.wait()
 
 
-def spawn_child(module: str, config: Any, *, name: str, args: Sequence[str] = ()) -> Child:
-    """Start ``python -m module`` with a control pipe and send it ``config`` (pickled)."""
+def spawn_child(module: str, config: Any, *, name: str, args: Sequence[str] = (),
+                env: Mapping[str, str] | None = None) -> Child:
+    """Start ``python -m module`` with a control pipe and send it ``config`` (pickled);
+    ``env``: variables set on top of this process's environment."""
     ours, theirs = socket.socketpair()
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", module, "--control-fd", str(theirs.fileno()),
              "--parent-pid", str(os.getpid()), *args],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+            env={**os.environ, **env} if env else None,
         )
     except BaseException:
         ours.close()

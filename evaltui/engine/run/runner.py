@@ -45,6 +45,7 @@ from evaltui.engine.hosting.channel import (
     parse_url,
 )
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
+from evaltui.engine.run.replicas import RunReplicas
 from evaltui.engine.run.socketdir import SocketDir
 from evaltui.engine.run.summary import SummaryWriter
 from evaltui.records import (
@@ -90,6 +91,7 @@ class BatchEvalRunner:
         self.checked = checked
         """The spec, checked already by this process (it wrote spec.json from it)."""
         self._summary: SummaryWriter | None = None
+        self._replicas = RunReplicas(1)  # replicated shared nodesets' hosts (replicas.py)
 
     def run(self) -> int:
         """Run every selected episode; returns the process exit code.
@@ -138,6 +140,8 @@ class BatchEvalRunner:
         summary = self._summary = SummaryWriter(
             self.run_dir, header, len(checked.episode_indices),
             max_error_rate=ev.max_error_rate, on_failure=lambda _exc: self.stop.set())
+        self._replicas = RunReplicas(ev.worker_count)
+        summary.replicas = self._replicas.snapshot
         kept, attempts = self._earlier_rows(checked.episode_indices)
         summary.preload(kept)
         summary.start()
@@ -178,6 +182,7 @@ class BatchEvalRunner:
             self._touch_done()
             return RunExit.FAILED
         finally:
+            self._replicas.stop()  # their last requests count, before the hosts go
             for host in hosts:
                 host.stop()
             sockets.remove()
@@ -232,7 +237,8 @@ class BatchEvalRunner:
                              stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
                              hosts=hosts, hung_step_sec=ev.per_step_budget_sec,
                              hung_reset_sec=reset_budget(ev),
-                             episode_log=episode_log, zygote=self.zygote)
+                             episode_log=episode_log, zygote=self.zygote,
+                             host_lost=self._replicas.host_lost)
 
     def _slurm_executor(self, checked: CheckedSpec, todo: int, sockets: SocketDir,
                         hosts: list[HostProcess]) -> EpisodeExecutor:
@@ -276,6 +282,12 @@ class BatchEvalRunner:
                 endpoints[name] = SharedEndpoint(urls[name], given_secret)
                 continue
             if given_only:
+                continue
+            if ns.replicas is not None:  # one host per GPU
+                endpoints[name] = self._replicas.host(
+                    name, ns, secret=secret, socket_base=None if tcp_host else
+                    f"{sockets.path()}/{i}-{name[:32]}", tcp_host=tcp_host, hosts=hosts)
+                urls[name] = endpoints[name].url
                 continue
             host = HostProcess(HostConfig(
                 name=name, impl=ns.impl, params=dict(ns.params), secret=secret,
