@@ -274,7 +274,7 @@ class ReplicaNote(_Record):
     pid: int | None = None
     """Its host process."""
     requests: int = 0
-    """Requests it served (read about once a second; a lost one keeps its last reading)."""
+    """Requests it served (read four times a second; a lost one keeps its last reading)."""
     state: Literal["up", "lost"] = "up"
     """``lost``: its host died while others were up; the run went on without it."""
 

@@ -81,8 +81,8 @@ def test_a_replica_killed_mid_run_is_lost_and_the_run_completes(
         tmp_path: Path, four_fake_gpus: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2,3")  # as the scheduler would give
     monkeypatch.setenv("EVALTUI_FAKE_GPU_INDEX", "1,2,3")
-    episodes = 18
-    spec = model_spec(3, episodes, replicas="per_gpu", forward_latency_ms=15)
+    episodes = 30
+    spec = model_spec(3, episodes, replicas="per_gpu", forward_latency_ms=20)
     with running(spec, tmp_path / "out") as (run_dir, proc):
         def replicas() -> list[dict[str, Any]] | None:
             try:
@@ -96,7 +96,11 @@ def test_a_replica_killed_mid_run_is_lost_and_the_run_completes(
             env = environ(note["pid"])
             assert env["CUDA_VISIBLE_DEVICES"] == note["gpu"][3:]
             assert env["EVALTUI_FAKE_GPU_INDEX"] == note["gpu"][3:]
-        wait_until(lambda: finished_count(run_dir) >= 2, timeout=60, what="2 episodes")
+        # Kill it once summary.json shows every replica serving (and the run well short
+        # of its end): its requests served so far must survive its death.
+        notes = wait_until(lambda: (n := replicas()) and all(r["requests"] for r in n) and n,
+                           timeout=60, what="every replica serving")
+        assert finished_count(run_dir) < episodes
         victim = notes[1]
         os.kill(victim["pid"], signal.SIGKILL)
         assert proc.wait(timeout=120) == 0, (run_dir / "run.log").read_text()
@@ -113,6 +117,7 @@ def test_a_replica_killed_mid_run_is_lost_and_the_run_completes(
     assert states == {"GPU1": "up", "GPU2": "lost", "GPU3": "up"}
     lost = [n for n in summary["replicas"]["policy"] if n["state"] == "lost"][0]
     assert lost["pid"] == victim["pid"]  # not restarted
+    assert lost["requests"] >= victim["requests"] > 0
     log = (run_dir / "run.log").read_text()
     assert log.count("going on degraded with 2 of 3 replicas") == 1
 

@@ -55,18 +55,15 @@ class Spread:
 
 
 class SlotSpread(Spread):
-    """Slot ``i`` sticks to replica ``i % R``; while that one is lost, the next live one."""
+    """Slot ``i`` sticks to live replica ``i % R``: all replicas up, replica ``i % R``; once
+    some are lost, the slots deal themselves over the rest again, evenly."""
 
     def __init__(self, slot: int, count: int) -> None:
-        self.home = slot % count
+        self.slot = slot
         self.count = count
 
     def pick(self, live: list[int]) -> int:
-        for step in range(self.count):
-            replica = (self.home + step) % self.count
-            if replica in live:
-                return replica
-        return live[0]
+        return live[self.slot % len(live)]
 
 
 class LeastLoadedSpread(Spread):
