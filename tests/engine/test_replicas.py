@@ -142,3 +142,34 @@ def test_fewer_gpus_than_min_replicas_fails_the_run_naming_them(
     summary = read_json(run_dir / "summary.json")
     assert summary["status"] == "failed"
     assert "needs min_replicas=2 GPUs; the run has 1 (GPU2)" in summary["error"]
+
+
+def test_the_last_replica_that_dies_is_restarted_as_any_host(
+        tmp_path: Path, four_fake_gpus: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setenv("EVALTUI_FAKE_GPU_INDEX", "0,1")
+    episodes = 40
+    spec = model_spec(2, episodes, replicas=2, forward_latency_ms=20)
+    with running(spec, tmp_path / "out") as (run_dir, proc):
+        def notes() -> list[dict[str, Any]] | None:
+            try:
+                return read_json(run_dir / "summary.json")["replicas"]["policy"]
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+
+        first, last = wait_until(notes, what="the replicas in summary.json")
+        os.kill(first["pid"], signal.SIGKILL)
+        wait_until(lambda: (n := notes()) and n[0]["state"] == "lost", timeout=60,
+                   what="the first replica lost")
+        assert finished_count(run_dir) < episodes
+        os.kill(last["pid"], signal.SIGKILL)
+        assert proc.wait(timeout=120) == 0, (run_dir / "run.log").read_text()
+    rows = episode_rows(run_dir)
+    assert sorted(r["episode_index"] for r in rows) == list(range(episodes))
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    lost, restarted = read_json(run_dir / "summary.json")["replicas"]["policy"]
+    assert (lost["gpu"], lost["state"], lost["pid"]) == ("GPU0", "lost", first["pid"])
+    assert (restarted["gpu"], restarted["state"]) == ("GPU1", "up")
+    assert restarted["pid"] != last["pid"]  # a fresh host, on the same GPU
+    assert "host of shared nodeset 'policy' died (signal 9); restarting it" in (
+        run_dir / "run.log").read_text()
