@@ -173,3 +173,13 @@ def test_the_last_replica_that_dies_is_restarted_as_any_host(
     assert restarted["pid"] != last["pid"]  # a fresh host, on the same GPU
     assert "host of shared nodeset 'policy' died (signal 9); restarting it" in (
         run_dir / "run.log").read_text()
+
+
+def test_an_unknown_spread_fails_the_run_before_any_replica_starts(
+        tmp_path: Path, four_fake_gpus: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALTUI_REPLICA_SPREAD", "random")
+    with running(model_spec(2, 2, replicas=2), tmp_path / "out") as (run_dir, proc):
+        assert proc.wait(timeout=60) == 1
+    error = read_json(run_dir / "summary.json")["error"]
+    assert "EVALTUI_REPLICA_SPREAD='random': must be one of ['slot', 'least_loaded']" in error
+    assert "host of" not in (run_dir / "run.log").read_text()

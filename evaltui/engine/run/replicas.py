@@ -77,6 +77,7 @@ class RunReplicas:
 
         ``socket_base``: the unix socket path without ``.sock`` (else ``tcp_host``).
         """
+        spread = check_spread(settings().replica_spread)  # refused before anything starts
         gpus = self._placement(name, ns)
         replicas: list[Replica] = []
         for k, gpu in enumerate(gpus):
@@ -98,7 +99,6 @@ class RunReplicas:
         urls = tuple(r.host.url for r in replicas)
         if len(urls) == 1:
             return SharedEndpoint(urls[0], secret)
-        spread = check_spread(settings().replica_spread)
         board = None
         if spread == "least_loaded" and socket_base:
             board = f"{socket_base}.load"
