@@ -183,3 +183,15 @@ def test_an_unknown_spread_fails_the_run_before_any_replica_starts(
     error = read_json(run_dir / "summary.json")["error"]
     assert "EVALTUI_REPLICA_SPREAD='random': must be one of ['slot', 'least_loaded']" in error
     assert "host of" not in (run_dir / "run.log").read_text()
+
+
+def test_a_replica_that_cannot_start_fails_the_run_naming_its_gpu(
+        tmp_path: Path, four_fake_gpus: None) -> None:
+    spec = model_spec(2, 2, replicas=2)
+    spec["graph"]["nodesets"]["policy"]["params"]["weights"] = str(tmp_path / "w.npz")
+    (tmp_path / "w.npz").write_bytes(b"not an npz")  # passes the spec check, fails to load
+    with running(spec, tmp_path / "out") as (run_dir, proc):
+        assert proc.wait(timeout=60) == 1
+    error = read_json(run_dir / "summary.json")["error"]
+    assert error.startswith("cannot build the graph's nodesets: the replica on GPU0: host of "
+                            "nodeset 'policy' failed to start"), error

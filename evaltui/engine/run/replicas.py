@@ -91,7 +91,11 @@ class RunReplicas:
             replicas.append(Replica(gpu, host))
             host.spawn()  # side by side: N model loads overlap
         for replica in replicas:
-            replica.host.wait_ready()
+            try:
+                replica.host.wait_ready()
+            except HostStartError as exc:  # name the GPU: it may be what is wrong
+                where = replica.gpu.label if replica.gpu else "the host"
+                raise HostStartError(f"the replica on {where}: {exc}") from exc
         with self._lock:
             self.sets[name] = replicas
         self._secret = secret
