@@ -127,7 +127,8 @@ def _device(gpu: int | None) -> int:
 def _default_device() -> int:
     current = settings()
     if current.fake_gpu_index:
-        return int(current.fake_gpu_index)
+        # A multi-GPU run is given the list (``1,2,3``); its own processes charge the first.
+        return int(current.fake_gpu_index.split(",")[0])
     visible = current.cuda_visible_devices
     if visible is None:
         return 0

@@ -95,3 +95,16 @@ def test_requests_move_off_a_replica_that_refuses_at_once(sockets: Path) -> None
         finally:
             first.close()
             second.close()
+
+
+def test_a_multi_gpu_run_s_own_processes_charge_its_first_fake_gpu(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaltui import fakegpu
+
+    monkeypatch.setenv("EVALTUI_FAKE_GPUS", "4x1000")
+    monkeypatch.setenv("EVALTUI_FAKE_GPU_INDEX", "2,3")  # as the scheduler starts the run
+    try:
+        assert fakegpu.charge(100) == 100  # was: ValueError on int("2,3")
+        assert fakegpu.charged(2) == 100 and fakegpu.charged(3) == 0
+    finally:
+        fakegpu.release(gpu=2)
