@@ -1,7 +1,8 @@
 """BatchEvalRunner: scores a graph on the selected episodes and fills the run dir.
 
 It reads ``spec.json``, writes ``graph.json``, starts a host subprocess for each shared
-nodeset that ``shared_urls.json`` has no URL for, and deals the episodes to an
+nodeset that ``shared_urls.json`` has no URL for (one per GPU for a nodeset with
+``replicas``: :mod:`evaltui.engine.run.replicas`), and deals the episodes to an
 executor (:mod:`evaltui.engine.executor.protocol`): by default an
 EnvWorkerPool of ``worker_count`` worker subprocesses (one is still a subprocess, so
 K = 1 and K > 1 run the same code). Each worker runs whole episodes and writes their

@@ -52,6 +52,9 @@ class RayHosts:
             if name in self.given:
                 continue
             ns = self.checked.graph.nodesets[name]
+            if ns.replicas is not None:  # replicas are the local and Slurm executors' only
+                print(f"evaltui: shared nodeset {name!r} asks for replicas ({ns.replicas}); "
+                      "the Ray executor hosts one actor", file=sys.stderr, flush=True)
             asks = host_resources(self.checked, [name], where.pinned)[name]
             actor: Any = ray.remote(NodesetActor).options(
                 max_restarts=0, max_task_retries=0, max_concurrency=self.callers + 4,
