@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pool_helpers import walk_graph, walk_spec
 from runhelpers import builtin_graph, comparable, episode_rows, finished_count, running, wait_until
 
 from evaltui.logread import iter_log
@@ -195,3 +196,31 @@ def test_a_replica_that_cannot_start_fails_the_run_naming_its_gpu(
     error = read_json(run_dir / "summary.json")["error"]
     assert error.startswith("cannot build the graph's nodesets: the replica on GPU0: host of "
                             "nodeset 'policy' failed to start"), error
+
+
+def test_a_replica_that_cannot_start_is_lost_when_min_replicas_started(
+        tmp_path: Path, four_fake_gpus: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    monkeypatch.setenv("EVALTUI_FAKE_GPU_INDEX", "0,1,2")
+    graph = walk_graph(shared_policy=True)
+    graph["nodesets"]["policy"].update(impl="replica_nodesets:GpuPickyPolicy",
+                                       params={"refuse_gpu": "1"}, replicas="per_gpu",
+                                       min_replicas=2)
+    run_dir = run_spec(walk_spec(tmp_path, [3] * 8, graph, worker_count=3), tmp_path / "out")
+    rows = episode_rows(run_dir)
+    assert len(rows) == 8 and all(r["status"] == "ok" for r in rows)
+    notes = read_json(run_dir / "summary.json")["replicas"]["policy"]
+    assert [(n["gpu"], n["state"]) for n in notes] == [
+        ("GPU0", "up"), ("GPU1", "lost"), ("GPU2", "up")]
+    assert notes[1]["pid"] is None and notes[1]["requests"] == 0
+    assert notes[0]["requests"] + notes[2]["requests"] == sum(r["step_count"] for r in rows)
+    log = (run_dir / "run.log").read_text()
+    assert "the replica of shared nodeset 'policy' on GPU1 could not start" in log
+    assert "going on degraded with 2 of 3 replicas" in log
+    # With min_replicas=3 the same failure fails the run, naming the GPU.
+    graph["nodesets"]["policy"]["min_replicas"] = 3
+    with running(walk_spec(tmp_path, [3] * 2, graph, worker_count=1), tmp_path / "o3") as (
+            failed_dir, proc):
+        assert proc.wait(timeout=60) == 1
+    assert "the replica on GPU1: host of nodeset 'policy' failed to start" in read_json(
+        failed_dir / "summary.json")["error"]

@@ -11,7 +11,9 @@ Workers reach the replicas through one endpoint with every URL
 (:mod:`evaltui.engine.hosting.replicaclient`); how they spread over them is
 :data:`DEFAULT_SPREAD` unless ``EVALTUI_REPLICA_SPREAD`` says otherwise.
 
-A replica whose host dies while others are up is *lost*: it is not restarted (its GPU
+A replica that cannot start is lost from the start, as long as ``min_replicas`` did
+start (else the run fails naming its GPU). A replica whose host dies while others are
+up is *lost*: it is not restarted (its GPU
 may be what failed, and the scheduler releases its reservation), its callers move to the
 other replicas, the episodes in flight on it are retried by the dealing core, and the
 summary's ``replicas`` says ``lost``. When the last one dies the run does what it does
@@ -90,17 +92,12 @@ class RunReplicas:
             hosts.append(host)
             replicas.append(Replica(gpu, host))
             host.spawn()  # side by side: N model loads overlap
-        for replica in replicas:
-            try:
-                replica.host.wait_ready()
-            except HostStartError as exc:  # name the GPU: it may be what is wrong
-                where = replica.gpu.label if replica.gpu else "the host"
-                raise HostStartError(f"the replica on {where}: {exc}") from exc
+        started = self._await(name, ns, replicas, hosts)
         with self._lock:
             self.sets[name] = replicas
         self._secret = secret
         self._start_polling()
-        urls = tuple(r.host.url for r in replicas)
+        urls = tuple(r.host.url for r in started)
         if len(urls) == 1:
             return SharedEndpoint(urls[0], secret)
         board = None
@@ -108,6 +105,33 @@ class RunReplicas:
             board = f"{socket_base}.load"
             Path(board).write_bytes(bytes(self.worker_count))
         return SharedEndpoint(urls[0], secret, urls=urls, spread=spread, board=board)
+
+    @staticmethod
+    def _await(name: str, ns: NodesetDef, replicas: list[Replica],
+               hosts: list[HostProcess]) -> list[Replica]:
+        """Wait for every replica; those that could not start are lost, as long as
+        ``min_replicas`` did start (else the run fails naming the first one's GPU)."""
+        started: list[Replica] = []
+        failed: list[tuple[Replica, HostStartError]] = []
+        for replica in replicas:
+            try:
+                replica.host.wait_ready()
+                started.append(replica)
+            except HostStartError as exc:
+                failed.append((replica, exc))
+        if failed and len(started) < max(1, ns.min_replicas):
+            replica, exc = failed[0]  # name the GPU: it may be what is wrong
+            where = replica.gpu.label if replica.gpu else "the host"
+            raise HostStartError(f"the replica on {where}: {exc}") from exc
+        for replica, exc in failed:
+            replica.state = "lost"
+            replica.host.stop(grace_sec=0.5)
+            hosts.remove(replica.host)  # nothing to watch or restart
+            where = replica.gpu.label if replica.gpu else "the host"
+            print(f"evaltui: the replica of shared nodeset {name!r} on {where} could not "
+                  f"start ({exc}); going on degraded with {len(started)} of {len(replicas)} "
+                  "replicas", file=sys.stderr, flush=True)
+        return started
 
     def _placement(self, name: str, ns: NodesetDef) -> list[RunGpu | None]:
         gpus = run_gpus()
@@ -134,6 +158,8 @@ class RunReplicas:
                 mine = [r for r in replicas if r.host is host]
                 if not mine:
                     continue
+                if mine[0].state == "lost":
+                    return True  # said already
                 up = [r for r in replicas if r.state == "up" and r.host is not host]
                 if not up:
                     return False  # the last one: restarted like any host
