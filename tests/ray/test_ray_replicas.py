@@ -70,6 +70,13 @@ def test_replicas_are_one_actor_per_gpu_and_rows_equal_the_local_run(
     replicas = REPLICA_LINE.findall(log)
     assert sorted(gpu for _, gpu in replicas) == ["0", "1"], log[-3000:]
     assert same(episode_rows(run_dir)) == same(episode_rows(local))
+    notes = read_json(run_dir / "summary.json")["replicas"]["policy"]
+    node = f"node-{two_gpu_node.node_id[:6]}"
+    assert sorted(n["gpu"] for n in notes) == [f"{node} GPU0", f"{node} GPU1"]
+    assert {n["pid"] for n in notes} == {int(pid) for pid, _ in replicas}
+    assert all(n["state"] == "up" for n in notes)
+    assert sum(n["requests"] for n in notes) == sum(r["step_count"]
+                                                    for r in episode_rows(run_dir))
 
 
 def test_a_replica_actor_killed_mid_run_leaves_the_run_to_the_other(
@@ -90,4 +97,7 @@ def test_a_replica_actor_killed_mid_run_leaves_the_run_to_the_other(
     rows = episode_rows(run_dir)
     assert sorted(r["episode_index"] for r in rows) == list(range(episodes))
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
-    assert read_json(run_dir / "summary.json")["status"] == "done"
+    summary = read_json(run_dir / "summary.json")
+    assert summary["status"] == "done"
+    states = {n["pid"]: n["state"] for n in summary["replicas"]["policy"]}
+    assert states == {pids[0]: "lost", pids[1]: "up"}

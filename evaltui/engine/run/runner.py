@@ -220,7 +220,7 @@ class BatchEvalRunner:
         if ev.executor == "ray":
             from evaltui.engine.executor.ray.executor import RayExecutor  # ray is an optional extra
 
-            return RayExecutor(
+            ray_executor = RayExecutor(
                 checked, episodes, min(ev.worker_count, todo),
                 address=ev.ray_address or settings().ray_address,
                 shared=self._shared_endpoints(checked, b"", sockets, hosts, given_only=True),
@@ -228,6 +228,9 @@ class BatchEvalRunner:
                 max_episode_retries=ev.max_episode_retries, stop=self.stop,
                 cancel_grace_sec=self.cancel_grace_sec, hung_step_sec=ev.per_step_budget_sec,
                 hung_reset_sec=reset_budget(ev), episode_log=episode_log)
+            if self._summary is not None:  # its replicas, as the local ones are
+                self._summary.replicas = ray_executor.hosts.notes.snapshot
+            return ray_executor
         if ev.executor == "slurm":
             return self._slurm_executor(checked, todo, sockets, hosts)
         shared = self._shared_endpoints(checked, new_secret(), sockets, hosts)

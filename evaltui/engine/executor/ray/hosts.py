@@ -15,7 +15,7 @@ from typing import Any
 from evaltui.engine.executor.errors import NodesetBuildError
 from evaltui.engine.executor.ray.actors import NodesetActor
 from evaltui.engine.executor.ray.placement import ActorPlacement
-from evaltui.engine.executor.ray.replicas import replica_asks, replica_count
+from evaltui.engine.executor.ray.replicas import RayReplicaNotes, replica_asks, replica_count
 from evaltui.engine.executor.ray.resources import (
     asked_text,
     host_resources,
@@ -36,6 +36,8 @@ class RayHosts:
         self.actors: dict[str, Any] = {}
         self.replicas: dict[str, list[Any]] = {}
         """The replica actors of nodesets with ``replicas`` (:mod:`.replicas`)."""
+        self.notes = RayReplicaNotes()
+        """What summary.json says of them (``replicas``)."""
 
     def shared(self) -> list[str]:
         return [name for name, ns in self.checked.graph.nodesets.items()
@@ -66,6 +68,7 @@ class RayHosts:
             count = replica_count(name, ns)
             self.replicas[name] = [self._start_actor(name, replica_asks(asks, count), where,
                                                      replica=True) for _ in range(count)]
+        self.notes.start()
 
     def _start_actor(self, name: str, asks: dict[str, Any], where: ActorPlacement,
                      replica: bool = False) -> Any:
@@ -87,6 +90,8 @@ class RayHosts:
             ray.kill(actor)
             raise NodesetBuildError(f"the shared nodeset {name!r} cannot start: {exc}") from exc
         gpu = f" (replica on GPU {','.join(info['gpu_ids'])})" if replica else ""
+        if replica:
+            self.notes.add(name, actor, info)
         print(f"evaltui: shared nodeset {name} is Ray actor pid {info['pid']} on node "
               f"{info['node_id'][:8]}, asking {asked_text(asks)}{gpu}", file=sys.stderr,
               flush=True)
@@ -95,11 +100,13 @@ class RayHosts:
     def restart(self, where: ActorPlacement) -> None:
         """Host them again where the run was moved (its old node took them along)."""
         self.kill()
+        self.notes.mark_lost()
         self.start(where)
 
     def kill(self) -> None:
         import ray
 
+        self.notes.stop()  # their last requests count, before they go
         for actor in [*self.actors.values(), *(a for rs in self.replicas.values() for a in rs)]:
             try:
                 ray.kill(actor, no_restart=True)

@@ -93,3 +93,77 @@ class RayReplicaClient:
 
     def close(self) -> None:
         pass  # the executor owns the actors
+
+
+class RayReplicaNotes:
+    """summary.json's ``replicas`` for the Ray executor: each replica actor's GPU, pid,
+    requests served and state, read from the actors by a thread (``POLL_SEC``)."""
+
+    POLL_SEC = 0.5
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sets: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
+
+    def add(self, name: str, actor: Any, info: Mapping[str, Any]) -> None:
+        """A replica actor as its ping described it (node, pid, GPU ids)."""
+        node = str(info.get("node_name") or f"node-{str(info['node_id'])[:6]}")
+        gpu = ",".join(info.get("gpu_ids") or []) or "?"
+        note = {"gpu": f"{node} GPU{gpu}", "pid": info["pid"], "requests": 0, "state": "up"}
+        with self._lock:
+            self._sets.setdefault(name, []).append((actor, note))
+
+    def start(self) -> None:
+        import threading
+
+        if self._thread is None and self._sets:
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._poll, name="ray-replica-stats",
+                                            daemon=True)
+            self._thread.start()
+
+    def snapshot(self) -> dict[str, list[dict[str, Any]]] | None:
+        with self._lock:
+            if not self._sets:
+                return None
+            return {name: [dict(note) for _, note in rs] for name, rs in self._sets.items()}
+
+    def stop(self) -> None:
+        """A last reading, then no more (before the actors are killed)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._read()
+
+    def mark_lost(self) -> None:
+        """Every replica so far is gone (the run's node left; they are hosted again)."""
+        with self._lock:
+            for rs in self._sets.values():
+                for _, note in rs:
+                    note["state"] = "lost"
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.POLL_SEC):
+            self._read()
+
+    def _read(self) -> None:
+        import ray
+
+        with self._lock:
+            up = [(a, n) for rs in self._sets.values() for a, n in rs if n["state"] == "up"]
+        for actor, note in up:
+            try:
+                served = int(ray.get(actor.stats.remote(), timeout=2.0).get("requests", 0))
+            except ray.exceptions.RayActorError:
+                with self._lock:
+                    note["state"] = "lost"
+                continue
+            except Exception:  # slow or unreachable for now: keep the last reading
+                continue
+            with self._lock:
+                note["requests"] = max(note["requests"], served)
