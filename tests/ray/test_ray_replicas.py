@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,3 +103,43 @@ def test_a_replica_actor_killed_mid_run_leaves_the_run_to_the_other(
     assert summary["status"] == "done"
     states = {n["pid"]: n["state"] for n in summary["replicas"]["policy"]}
     assert states == {pids[0]: "lost", pids[1]: "up"}
+
+
+GPU_HOLDER = """
+import sys, ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+
+@ray.remote(num_gpus=1, num_cpus=0)
+class Holder:
+    def ping(self):
+        return 1
+
+holder = Holder.remote()
+ray.get(holder.ping.remote())
+print("ready", flush=True)
+sys.stdin.read()  # until the test closes it: then the driver, and its actor, go
+"""
+
+
+def test_replicas_go_on_with_fewer_when_a_gpu_is_taken_and_min_replicas_started(
+        ray_cluster: RayCluster, two_gpu_node: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALTUI_RAY_PLACE_TIMEOUT_SEC", "3")
+    holder = subprocess.Popen([sys.executable, "-c", GPU_HOLDER, ray_cluster.address],
+                              env={**os.environ, **ray_cluster.env()}, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        run_dir = run_to_end(spec(4, ray=ray_cluster.address, replicas="per_gpu"),
+                             tmp_path / "out", timeout=120)
+    finally:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+        holder.stdout.close()
+    log = (run_dir / "run.log").read_text()
+    summary = read_json(run_dir / "summary.json")
+    assert summary["status"] == "done", log[-3000:]
+    assert "no room for another replica of shared nodeset 'policy'" in log
+    assert "going on with 1 of 2" in log
+    assert [n["state"] for n in summary["replicas"]["policy"]] == ["up"]

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from evaltui.engine.executor.errors import NodesetBuildError
+from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
 from evaltui.engine.executor.ray.actors import NodesetActor
 from evaltui.engine.executor.ray.placement import ActorPlacement
 from evaltui.engine.executor.ray.replicas import RayReplicaNotes, replica_asks, replica_count
@@ -66,8 +66,18 @@ class RayHosts:
                 self.actors[name] = self._start_actor(name, asks, where)
                 continue
             count = replica_count(name, ns)
-            self.replicas[name] = [self._start_actor(name, replica_asks(asks, count), where,
-                                                     replica=True) for _ in range(count)]
+            actors = self.replicas[name] = []
+            for _ in range(count):
+                try:
+                    actors.append(self._start_actor(name, replica_asks(asks, count), where,
+                                                    replica=True))
+                except ExecutorError as exc:  # no room for one more: enough if min started
+                    if len(actors) < ns.min_replicas:
+                        raise
+                    print(f"evaltui: no room for another replica of shared nodeset {name!r} "
+                          f"({exc}); going on with {len(actors)} of {count}",
+                          file=sys.stderr, flush=True)
+                    break
         self.notes.start()
 
     def _start_actor(self, name: str, asks: dict[str, Any], where: ActorPlacement,
