@@ -5,7 +5,9 @@ Each replica actor asks for a whole logical GPU (``num_gpus=1``) besides its ``v
 share, so Ray puts no two replicas on one GPU and sets each one's
 ``CUDA_VISIBLE_DEVICES``. ``per_gpu`` is every GPU the cluster declares; ``N`` is at most
 that many; a cluster without GPUs gets one replica asking as any shared nodeset does
-(said once). Fewer GPUs than ``min_replicas`` fails the run.
+(said once). Fewer GPUs than ``min_replicas`` fails the run; a replica that finds no
+room within the placement timeout leaves the run to those placed, if they are at least
+``min_replicas`` (:meth:`~evaltui.engine.executor.ray.hosts.RayHosts.start`).
 
 A worker reaches the replicas through :class:`RayReplicaClient` with the local rule
 (``slot``: worker slot i on live replica ``i % R``): at setup it pings every replica and
