@@ -282,6 +282,19 @@ class DiskWaitNote(_Record):
     """Seconds the run process's writes waited for room, all told."""
 
 
+class ReplicaNote(_Record):
+    """One replica of a replicated shared nodeset (DESIGN §12, summary ``replicas``)."""
+
+    gpu: str | None = None
+    """The GPU it runs on (``GPU1``); None: on the host (the run saw no GPU)."""
+    pid: int | None = None
+    """Its host process."""
+    requests: int = 0
+    """Requests it served (read four times a second; a lost one keeps its last reading)."""
+    state: Literal["up", "lost"] = "up"
+    """``lost``: its host died while others were up; the run went on without it."""
+
+
 class SummaryHeader(_Record):
     """summary.json without its episode rows: what run lists and status reads carry.
 
@@ -339,6 +352,8 @@ class SummaryHeader(_Record):
     """Run time so far."""
     disk_wait: DiskWaitNote | None = None
     """Set once a write of the run had to wait for room on a full disk; None otherwise."""
+    replicas: dict[str, list[ReplicaNote]] | None = None
+    """Per replicated shared nodeset, its replicas; None when the graph has none."""
     summary_unreadable: str | None = None
     """Set only on a summary rebuilt from episode.json files: why summary.json itself
     could not be read. Never written by the run process."""

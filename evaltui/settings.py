@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     """``EVALTUI_POLL_FILES``: ``auto`` (default), ``on`` or ``off``: whether readers of run
     dirs poll instead of using inotify, which does not see other nodes' writes on a network
     filesystem; ``auto`` polls on NFS, CIFS, Lustre, GPFS, ... (:mod:`evaltui.pollfiles`)."""
+    replica_spread: str | None = None
+    """``EVALTUI_REPLICA_SPREAD``: how workers spread over a nodeset's replicas, ``slot``
+    (worker i on replica i % R) or ``least_loaded`` (per request); default: the faster."""
     cuda_visible_devices: str | None = Field(
         default=None, validation_alias=AliasChoices("CUDA_VISIBLE_DEVICES"))
     """``CUDA_VISIBLE_DEVICES``: kept verbatim, since an empty value means "no GPU"."""

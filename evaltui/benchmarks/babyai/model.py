@@ -157,6 +157,9 @@ class BabyAIModelPolicy(NodeSet):
         forward_latency_ms: sleep once per forward pass, whatever its batch size, to
             emulate a model whose forward pass is bound by an accelerator's fixed
             per-call cost (benchmarks; like the env's ``sim_latency_ms``).
+        item_latency_ms: sleep this much more per request in the batch, to emulate a
+            model whose pass grows with its batch (compute-bound: what replicas on more
+            GPUs divide).
     """
 
     @classmethod
@@ -168,17 +171,22 @@ class BabyAIModelPolicy(NodeSet):
 
     # The bound is checked at spec check (engine.paramtypes), before a run dir exists.
     def __init__(self, weights: str | None = None,
-                 forward_latency_ms: Annotated[float, Field(ge=0)] = 0.0) -> None:
+                 forward_latency_ms: Annotated[float, Field(ge=0)] = 0.0,
+                 item_latency_ms: Annotated[float, Field(ge=0)] = 0.0) -> None:
         if forward_latency_ms < 0:
             raise ValueError(f"forward_latency_ms must be >= 0, got {forward_latency_ms}")
+        if item_latency_ms < 0:
+            raise ValueError(f"item_latency_ms must be >= 0, got {item_latency_ms}")
         self.weights_path = Path(weights).expanduser() if weights else DEFAULT_WEIGHTS
         self.net = QuantizedMLP.load(self.weights_path)
         self.forward_latency_ms = forward_latency_ms
+        self.item_latency_ms = item_latency_ms
 
     @node(inputs=("obs",), outputs=("action",), batched=True, batch_dim="obs")
     def act(self, obs: Mapping[str, Any]) -> dict[str, Any]:
         """Greedy actions for a stacked batch of observations (leading axis = requests)."""
         x = encode(obs["image"], obs["direction"], obs["mission"])
-        if self.forward_latency_ms:
-            time.sleep(self.forward_latency_ms / 1000.0)
+        latency_ms = self.forward_latency_ms + self.item_latency_ms * len(x)
+        if latency_ms:
+            time.sleep(latency_ms / 1000.0)
         return {"action": self.net.logits(x).argmax(axis=1)}

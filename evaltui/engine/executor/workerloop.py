@@ -38,6 +38,7 @@ from evaltui.engine.graph.datasets import load_episodes
 from evaltui.engine.graph.specchecks import CheckedSpec
 from evaltui.engine.hosting.channel import SharedEndpoint
 from evaltui.engine.hosting.proxy import RemoteNodeset
+from evaltui.engine.hosting.replicaclient import ReplicatedNodeset
 from evaltui.engine.usererrors import NodesetConstructorError, one_line
 from evaltui.rundir import episode_dir
 from evaltui.states import EpisodeStatus
@@ -59,12 +60,14 @@ class WorkerConfig:
 def run_worker(conn: Connection, config: WorkerConfig, stop: threading.Event) -> int:
     """Serve episodes until told to stop; returns the exit code."""
     checked = config.checked
-    shared: dict[str, RemoteNodeset] = {}
+    shared: dict[str, RemoteNodeset | ReplicatedNodeset] = {}
     session: WorkerSession | None = None
     try:
         for name, endpoint in config.shared.items():
-            shared[name] = RemoteNodeset(endpoint.url, endpoint.secret,
-                                         timeout=config.call_timeout).connect()
+            shared[name] = ReplicatedNodeset(
+                endpoint, config.slot, timeout=config.call_timeout).connect() \
+                if len(endpoint.urls) > 1 else RemoteNodeset(
+                    endpoint.url, endpoint.secret, timeout=config.call_timeout).connect()
         session = WorkerSession(config.slot, checked, shared, stop)
         episodes = load_episodes(checked.dataset_path)
     except Exception as exc:
@@ -111,7 +114,8 @@ def _skip_dealt(conn: Connection) -> None:
         pass  # the run is gone: nobody to tell
 
 
-def _close(session: WorkerSession | None, shared: Mapping[str, RemoteNodeset]) -> None:
+def _close(session: WorkerSession | None,
+           shared: Mapping[str, RemoteNodeset | ReplicatedNodeset]) -> None:
     if session is not None:
         session.close()
     for proxy in shared.values():

@@ -71,10 +71,18 @@ class Address:
 
 @dataclass(frozen=True)
 class SharedEndpoint:
-    """Where a shared nodeset is hosted, and the secret its host expects."""
+    """Where a shared nodeset is hosted, and the secret its host expects.
+
+    A replicated nodeset (one host per GPU) has every replica's URL in ``urls`` (``url``
+    is the first); ``spread`` and ``board`` say how a worker picks one
+    (:mod:`evaltui.engine.hosting.replicaclient`).
+    """
 
     url: str
     secret: bytes = field(repr=False)
+    urls: tuple[str, ...] = ()
+    spread: str = "slot"
+    board: str | None = None
 
 
 def parse_url(url: str) -> Address:

@@ -1,7 +1,8 @@
 """BatchEvalRunner: scores a graph on the selected episodes and fills the run dir.
 
 It reads ``spec.json``, writes ``graph.json``, starts a host subprocess for each shared
-nodeset that ``shared_urls.json`` has no URL for, and deals the episodes to an
+nodeset that ``shared_urls.json`` has no URL for (one per GPU for a nodeset with
+``replicas``: :mod:`evaltui.engine.run.replicas`), and deals the episodes to an
 executor (:mod:`evaltui.engine.executor.protocol`): by default an
 EnvWorkerPool of ``worker_count`` worker subprocesses (one is still a subprocess, so
 K = 1 and K > 1 run the same code). Each worker runs whole episodes and writes their
@@ -45,6 +46,7 @@ from evaltui.engine.hosting.channel import (
     parse_url,
 )
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
+from evaltui.engine.run.replicas import RunReplicas
 from evaltui.engine.run.socketdir import SocketDir
 from evaltui.engine.run.summary import SummaryWriter
 from evaltui.records import (
@@ -90,6 +92,7 @@ class BatchEvalRunner:
         self.checked = checked
         """The spec, checked already by this process (it wrote spec.json from it)."""
         self._summary: SummaryWriter | None = None
+        self._replicas = RunReplicas(1)  # replicated shared nodesets' hosts (replicas.py)
 
     def run(self) -> int:
         """Run every selected episode; returns the process exit code.
@@ -138,6 +141,8 @@ class BatchEvalRunner:
         summary = self._summary = SummaryWriter(
             self.run_dir, header, len(checked.episode_indices),
             max_error_rate=ev.max_error_rate, on_failure=lambda _exc: self.stop.set())
+        self._replicas = RunReplicas(ev.worker_count)
+        summary.replicas = self._replicas.snapshot
         kept, attempts = self._earlier_rows(checked.episode_indices)
         summary.preload(kept)
         summary.start()
@@ -178,6 +183,7 @@ class BatchEvalRunner:
             self._touch_done()
             return RunExit.FAILED
         finally:
+            self._replicas.stop()  # their last requests count, before the hosts go
             for host in hosts:
                 host.stop()
             sockets.remove()
@@ -214,7 +220,7 @@ class BatchEvalRunner:
         if ev.executor == "ray":
             from evaltui.engine.executor.ray.executor import RayExecutor  # ray is an optional extra
 
-            return RayExecutor(
+            ray_executor = RayExecutor(
                 checked, episodes, min(ev.worker_count, todo),
                 address=ev.ray_address or settings().ray_address,
                 shared=self._shared_endpoints(checked, b"", sockets, hosts, given_only=True),
@@ -222,6 +228,9 @@ class BatchEvalRunner:
                 max_episode_retries=ev.max_episode_retries, stop=self.stop,
                 cancel_grace_sec=self.cancel_grace_sec, hung_step_sec=ev.per_step_budget_sec,
                 hung_reset_sec=reset_budget(ev), episode_log=episode_log)
+            if self._summary is not None:  # its replicas, as the local ones are
+                self._summary.replicas = ray_executor.hosts.notes.snapshot
+            return ray_executor
         if ev.executor == "slurm":
             return self._slurm_executor(checked, todo, sockets, hosts)
         shared = self._shared_endpoints(checked, new_secret(), sockets, hosts)
@@ -232,7 +241,8 @@ class BatchEvalRunner:
                              stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
                              hosts=hosts, hung_step_sec=ev.per_step_budget_sec,
                              hung_reset_sec=reset_budget(ev),
-                             episode_log=episode_log, zygote=self.zygote)
+                             episode_log=episode_log, zygote=self.zygote,
+                             host_lost=self._replicas.host_lost)
 
     def _slurm_executor(self, checked: CheckedSpec, todo: int, sockets: SocketDir,
                         hosts: list[HostProcess]) -> EpisodeExecutor:
@@ -278,6 +288,12 @@ class BatchEvalRunner:
                 endpoints[name] = SharedEndpoint(urls[name], given_secret)
                 continue
             if given_only:
+                continue
+            if ns.replicas is not None:  # one host per GPU
+                endpoints[name] = self._replicas.host(
+                    name, ns, secret=secret, socket_base=None if tcp_host else
+                    f"{sockets.path()}/{i}-{name[:32]}", tcp_host=tcp_host, hosts=hosts)
+                urls[name] = endpoints[name].url
                 continue
             host = HostProcess(HostConfig(
                 name=name, impl=ns.impl, params=dict(ns.params), secret=secret,

@@ -111,6 +111,8 @@ class SummaryWriter:
                                         daemon=True)
         self.on_failure = on_failure
         self.failure: BaseException | None = None
+        self.replicas: Callable[[], dict[str, Any] | None] | None = None
+        """What the run's replicated nodesets' replicas are doing (``replicas``), if any."""
 
     def start(self) -> SummaryWriter:
         self.write()
@@ -167,7 +169,8 @@ class SummaryWriter:
             first_error=first_error(errors), max_error_rate=self.max_error_rate,
             error_rate_exceeded=bool(scored) and len(errors) / scored > self.max_error_rate,
             started_at=self.started_at, updated_at=now_iso(), finished_at=self.finished_at,
-            elapsed_sec=round(time.monotonic() - self._t0, 3), disk_wait=disk_wait_note())
+            elapsed_sec=round(time.monotonic() - self._t0, 3), disk_wait=disk_wait_note(),
+            replicas=self.replicas() if self.replicas is not None else None)
         # The rows are in JSON form already: dumping 5,000 models a second would cost more
         # than the whole write. summary_unreadable is a reader's note, never written here.
         data = header.model_dump(mode="json", exclude={"summary_unreadable"})

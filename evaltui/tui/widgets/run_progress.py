@@ -35,6 +35,8 @@ class Progress:
     running: bool = False
     disk_note: str | None = None
     """The run's writes wait (or waited) for room on a full disk (summary ``disk_wait``)."""
+    replica_note: str | None = None
+    """``degraded: replica GPU1 lost`` (summary ``replicas``)."""
 
     @property
     def finished(self) -> int:
@@ -65,7 +67,23 @@ class Progress:
             elapsed = seconds_between(summary.get("started_at"), now) or elapsed
         return cls(total=total if isinstance(total, int) else sum(counts.values()),
                    counts=counts, elapsed_sec=elapsed if isinstance(elapsed, int | float)
-                   else None, running=running, disk_note=disk_note(summary.get("disk_wait")))
+                   else None, running=running, disk_note=disk_note(summary.get("disk_wait")),
+                   replica_note=replica_note(summary.get("replicas")))
+
+
+def replica_note(replicas: object) -> str | None:
+    """``degraded: replica GPU1 lost`` (``replicas GPU1, GPU2 of policy lost``), or None."""
+    if not isinstance(replicas, Mapping):
+        return None
+    lost = [(name, r.get("gpu") or "host") for name, rs in replicas.items()
+            if isinstance(rs, list) for r in rs if isinstance(r, Mapping)
+            and r.get("state") == "lost"]
+    if not lost:
+        return None
+    gpus = ", ".join(str(gpu) for _, gpu in lost)
+    names = sorted({name for name, _ in lost})
+    where = f" of {', '.join(names)}" if len(replicas) > 1 else ""
+    return f"degraded: replica{'s' if len(lost) > 1 else ''} {gpus}{where} lost"
 
 
 def disk_note(wait: object) -> str | None:
@@ -172,5 +190,8 @@ class RunProgress(Widget):
         if p.disk_note:  # on the same line: the widget stays four lines high
             pace.append(f"  {p.disk_note}", style=theme_style(app, "error" if p.running
                                                              else "foreground-muted"))
+            pace.no_wrap, pace.overflow = True, "ellipsis"
+        if p.replica_note:  # the same line again: the run goes on with fewer replicas
+            pace.append(f"  {p.replica_note}", style=theme_style(app, "warning"))
             pace.no_wrap, pace.overflow = True, "ellipsis"
         return pace

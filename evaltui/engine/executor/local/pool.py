@@ -9,7 +9,8 @@ thread -- the thread that started the zygote, since the zygote's PR_SET_PDEATHSI
 tied to it.
 
 Besides its workers the pool watches the run's nodeset hosts (a dead host is restarted
-at its URL) and the zygote (a dead zygote is replaced), on the same wait.
+at its URL, unless ``host_lost`` says it was a replica the run goes on without) and the
+zygote (a dead zygote is replaced), on the same wait.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
                  hung_step_sec: float | None = None,
                  hung_reset_sec: float | None = None,
                  episode_log: Callable[[int], Path] | None = None,
-                 zygote: WorkerZygote | None = None) -> None:
+                 zygote: WorkerZygote | None = None,
+                 host_lost: Callable[[HostProcess, str], bool] | None = None) -> None:
         if worker_count < 1:
             raise ValueError(f"worker_count must be >= 1, got {worker_count}")
         super().__init__([WorkerSlot(i) for i in range(worker_count)],
@@ -53,6 +55,8 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
                          hung_reset_sec=hung_reset_sec, episode_log=episode_log)
         self.make_config = make_config
         self.hosts = list(hosts)
+        self.host_lost = host_lost
+        """Asked first when a host dies: True means it is a lost replica, not restarted."""
         self._owns_zygote = zygote is None
         self.zygote = zygote or WorkerZygote()
         self.start_times: list[float] = []
@@ -186,6 +190,9 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
             return
         assert host.child is not None
         how = host.child.describe_exit()
+        if self.host_lost is not None and self.host_lost(host, how):
+            self.hosts.remove(host)  # its callers moved to the other replicas
+            return
         print(f"evaltui: host of shared nodeset {host.name!r} died ({how}); restarting it",
               file=sys.stderr, flush=True)
         try:

@@ -70,6 +70,11 @@ class EpisodeWorkerActor:
         for name, (kind, where) in shared.items():
             if kind == "ray":
                 self.shared[name] = RayNodeset(where, self.slot, call_timeout)
+            elif kind == "rays":  # replicas, one per GPU
+                from evaltui.engine.executor.ray.replicas import RayReplicaClient
+
+                self.shared[name] = RayReplicaClient(
+                    [RayNodeset(a, self.slot, call_timeout) for a in where], self.slot)
             else:  # a URL the backend gave (reachable from this node: tcp)
                 self.shared[name] = RemoteNodeset(where.url, where.secret,
                                                   timeout=call_timeout).connect()
@@ -165,7 +170,8 @@ class NodesetActor:
     def ping(self) -> dict[str, Any]:
         import ray
 
-        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
+                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
 
     def call(self, caller: int, op: str, inputs: Mapping[str, Any],
              timeout: float | None) -> Any:

@@ -12,9 +12,10 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from evaltui.engine.executor.errors import NodesetBuildError
+from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
 from evaltui.engine.executor.ray.actors import NodesetActor
 from evaltui.engine.executor.ray.placement import ActorPlacement
+from evaltui.engine.executor.ray.replicas import RayReplicaNotes, replica_asks, replica_count
 from evaltui.engine.executor.ray.resources import (
     asked_text,
     host_resources,
@@ -33,6 +34,10 @@ class RayHosts:
                  callers: int) -> None:
         self.checked, self.given, self.callers = checked, dict(given), callers
         self.actors: dict[str, Any] = {}
+        self.replicas: dict[str, list[Any]] = {}
+        """The replica actors of nodesets with ``replicas`` (:mod:`.replicas`)."""
+        self.notes = RayReplicaNotes()
+        """What summary.json says of them (``replicas``)."""
 
     def shared(self) -> list[str]:
         return [name for name, ns in self.checked.graph.nodesets.items()
@@ -41,48 +46,81 @@ class RayHosts:
     def arg(self) -> dict[str, tuple[str, Any]]:
         """Each shared nodeset as a worker actor reaches it."""
         return {name: ("url", self.given[name]) if name in self.given
+                else ("rays", self.replicas[name]) if name in self.replicas
                 else ("ray", self.actors[name]) for name in self.shared()}
 
     def start(self, where: ActorPlacement) -> None:
-        """Start a host actor per shared nodeset without a given URL, where the run is
-        placed; a clear run error if one cannot be placed within the timeout."""
-        import ray
-
+        """Start a host actor per shared nodeset without a given URL (one per GPU for a
+        nodeset with ``replicas``), where the run is placed; a clear run error if one
+        cannot be placed within the timeout."""
         for name in self.shared():
             if name in self.given:
                 continue
             ns = self.checked.graph.nodesets[name]
             asks = host_resources(self.checked, [name], where.pinned)[name]
-            actor: Any = ray.remote(NodesetActor).options(
-                max_restarts=0, max_task_retries=0, max_concurrency=self.callers + 4,
-                name=None, **asks, **where.options).remote(
-                    ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
-                    HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir)
-            try:
-                info: Any = ray.get(actor.ping.remote(), timeout=place_timeout_sec())
-            except ray.exceptions.GetTimeoutError:
-                ray.kill(actor)
-                raise unplaceable(f"the host actor of shared nodeset {name!r}", asks,
-                                  place_timeout_sec()) from None
-            except ray.exceptions.RayError as exc:
-                ray.kill(actor)
-                raise NodesetBuildError(f"the shared nodeset {name!r} cannot start: {exc}") from exc
-            print(f"evaltui: shared nodeset {name} is Ray actor pid {info['pid']} on node "
-                  f"{info['node_id'][:8]}, asking {asked_text(asks)}", file=sys.stderr,
-                  flush=True)
-            self.actors[name] = actor
+            if ns.replicas is None or where.pinned:
+                if ns.replicas is not None:  # the cluster scheduler placed it on one GPU
+                    print(f"evaltui: shared nodeset {name!r} asks for replicas "
+                          f"({ns.replicas}); the run is pinned to one GPU: one actor",
+                          file=sys.stderr, flush=True)
+                self.actors[name] = self._start_actor(name, asks, where)
+                continue
+            count = replica_count(name, ns)
+            actors = self.replicas[name] = []
+            for _ in range(count):
+                try:
+                    actors.append(self._start_actor(name, replica_asks(asks, count), where,
+                                                    replica=True))
+                except ExecutorError as exc:  # no room for one more: enough if min started
+                    if len(actors) < ns.min_replicas:
+                        raise
+                    print(f"evaltui: no room for another replica of shared nodeset {name!r} "
+                          f"({exc}); going on with {len(actors)} of {count}",
+                          file=sys.stderr, flush=True)
+                    break
+        self.notes.start()
+
+    def _start_actor(self, name: str, asks: dict[str, Any], where: ActorPlacement,
+                     replica: bool = False) -> Any:
+        import ray
+
+        ns = self.checked.graph.nodesets[name]
+        actor: Any = ray.remote(NodesetActor).options(
+            max_restarts=0, max_task_retries=0, max_concurrency=self.callers + 4,
+            name=None, **asks, **where.options).remote(
+                ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
+                HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir)
+        try:
+            info: Any = ray.get(actor.ping.remote(), timeout=place_timeout_sec())
+        except ray.exceptions.GetTimeoutError:
+            ray.kill(actor)
+            raise unplaceable(f"the host actor of shared nodeset {name!r}", asks,
+                              place_timeout_sec()) from None
+        except ray.exceptions.RayError as exc:
+            ray.kill(actor)
+            raise NodesetBuildError(f"the shared nodeset {name!r} cannot start: {exc}") from exc
+        gpu = f" (replica on GPU {','.join(info['gpu_ids'])})" if replica else ""
+        if replica:
+            self.notes.add(name, actor, info)
+        print(f"evaltui: shared nodeset {name} is Ray actor pid {info['pid']} on node "
+              f"{info['node_id'][:8]}, asking {asked_text(asks)}{gpu}", file=sys.stderr,
+              flush=True)
+        return actor
 
     def restart(self, where: ActorPlacement) -> None:
         """Host them again where the run was moved (its old node took them along)."""
         self.kill()
+        self.notes.mark_lost()
         self.start(where)
 
     def kill(self) -> None:
         import ray
 
-        for actor in self.actors.values():
+        self.notes.stop()  # their last requests count, before they go
+        for actor in [*self.actors.values(), *(a for rs in self.replicas.values() for a in rs)]:
             try:
                 ray.kill(actor, no_restart=True)
             except Exception:  # gone with its node
                 pass
         self.actors.clear()
+        self.replicas.clear()
