@@ -26,6 +26,7 @@ from evaltui.scheduler.runs.claims import Claims
 from evaltui.scheduler.runs.fairshare import ServedClock, fair_share
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.lifecycle import Lifecycle
+from evaltui.scheduler.runs.lostreplicas import LostReplicas, release_lost
 from evaltui.scheduler.runs.moving import move_displaced
 from evaltui.scheduler.runs.restore import read_record
 from evaltui.scheduler.runs.spreading import hosted_for, replica_ask_here, say_one_replica
@@ -57,6 +58,7 @@ class Ticker:
         self.claims = claims
         self.sampler = sampler
         self.admits = admits
+        self.lost = LostReplicas()
         self._lock = threading.Lock()
 
     def tick(self) -> None:
@@ -67,6 +69,7 @@ class Ticker:
             c.tick_no += 1
             c.calibration.refresh()
             self.lifecycle.reap()
+            release_lost(c, self.lost)  # a lost replica's GPU, for the admission below
             self.admits.reap()
             self.lifecycle.observe_started()
             self.starter.finish_loading()

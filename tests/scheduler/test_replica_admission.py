@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from schedhelpers import HERE, line_spec, record, wait_until
+from schedhelpers import HERE, line_spec, record, wait_until, write_dataset
 
+from evaltui import fakegpu
 from evaltui.rundir import PidRef, runs_root
 from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.scheduler import JobScheduler
@@ -317,3 +318,75 @@ def test_a_ledger_that_cannot_be_stored_starts_no_replica_anywhere(
     sched.tick()
     assert running(sched, run_id)
     assert entries_of(sched, run_id) == [(g, 16 * GIB) for g in range(4)]
+
+
+def test_a_real_run_hosts_one_replica_on_each_gpu_the_scheduler_chose(
+        make_scheduler: Make, fake_gpus: Callable[[str], None], dataset: Path) -> None:
+    """Both halves together: with GPUs 0 and 2 of four busy (16 GiB used by another
+    process), the scheduler reserves GPUs 1 and 3 for a ``per_gpu`` run of 12 GiB
+    replicas; the run process it starts hosts one replica on each (summary.json
+    ``replicas``), every episode is served, and its reservations end with it."""
+    fake_gpus("4x24576")
+    for gpu in (0, 2):
+        fakegpu.charge(16 * GIB, gpu=gpu)  # this test process stands for another user
+    try:
+        sched = make_scheduler()
+        run_id, _ = sched.submit(replica_spec(dataset, 12 * GIB))
+        sched.start()
+        assert sched.wait(run_id, timeout=60) is RunState.DONE
+    finally:
+        for gpu in (0, 2):
+            fakegpu.release(gpu=gpu)
+    rec = record(sched.outputs, run_id)
+    assert sorted(rec["gpus"]) == ["GPU1", "GPU3"]
+    summary = json.loads((runs_root(sched.outputs) / run_id / "summary.json").read_text())
+    replicas = summary["replicas"]["policy"]
+    assert sorted(r["gpu"] for r in replicas) == ["GPU1", "GPU3"]
+    assert all(r["state"] == "up" for r in replicas)
+    assert summary["counts_by_status"] == {"ok": summary["episodes_total"]} and sum(
+        summary["counts_by_status"].values()) > 0
+    assert sum(r["requests"] for r in replicas) > 0
+    wait_until(lambda: all(e.run_id != run_id for e in sched.resources().ledger),
+               what="the run's reservations released")
+
+
+def test_a_lost_replica_gives_its_gpu_back_while_its_run_goes_on(
+        make_scheduler: Make, fake_gpus: Callable[[str], None], tmp_path: Path) -> None:
+    """SIGKILL one replica host of a run on four GPUs: the run goes on degraded on three,
+    and the scheduler releases the lost GPU's reservation, so a 20 GiB run (which fits
+    nowhere else) is admitted there while the first still runs."""
+    fake_gpus("4x24576")
+    long_line = write_dataset(tmp_path / "long.jsonl", [3] * 40)
+    sched = make_scheduler()
+    spec = replica_spec(long_line, 12 * GIB, tag=0.25)  # 120 steps of 0.25 s, 2 workers
+    spec["eval"].update(worker_count=2, episode_count=40, max_episode_retries=1)
+    first, _ = sched.submit(spec)
+    sched.start()
+    summary_path = runs_root(sched.outputs) / first / "summary.json"
+
+    def replicas_up() -> list[dict[str, Any]] | None:
+        try:
+            hosts = json.loads(summary_path.read_text())["replicas"]["policy"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return hosts if len(hosts) == 4 and all(h["state"] == "up" for h in hosts) else None
+
+    hosts = wait_until(replicas_up, timeout=60, what="four replicas up")
+    victim = next(h for h in hosts if h["gpu"] != record(sched.outputs, first)["gpus"][0])
+    gpu = int(victim["gpu"].removeprefix("GPU"))
+    os.kill(victim["pid"], 9)
+    wait_until(lambda: all(e.gpu != gpu or e.vram_mb == 0 for e in sched.resources().ledger
+                           if e.run_id == first), timeout=30, what="the lost GPU released")
+    assert sched.get_run(first).state is RunState.RUNNING  # released while it runs on
+    second, _ = sched.submit(line_spec(long_line, episodes=1, marginal_vram_mb=20 * GIB))
+    wait_until(lambda: record(sched.outputs, second).get("gpu") is not None, timeout=30,
+               what="the 20 GiB run admitted")
+    assert record(sched.outputs, second)["gpu"] == gpu
+    assert sched.get_run(first).state is RunState.RUNNING  # the degraded run goes on
+    assert gpu not in record(sched.outputs, first)["reservation"]["gpus"]
+    assert sched.wait(first, timeout=120) is RunState.DONE
+    assert sched.wait(second, timeout=60) is RunState.DONE
+    done = json.loads(summary_path.read_text())
+    assert done["counts_by_status"] == {"ok": 40}
+    assert [h["state"] for h in done["replicas"]["policy"] if h["gpu"] == victim["gpu"]] == \
+        ["lost"]
