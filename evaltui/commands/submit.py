@@ -4,6 +4,10 @@ The spec is built exactly as ``evaltui eval`` builds it (same target and options
 the scheduling fields. Ctrl-C while waiting stops waiting only: the run goes on (cancel
 it with ``evaltui cancel RUN_ID``). Exit codes with ``--wait``: 0 done, 1 failed or
 aborted, 3 cancelled, 130 interrupted.
+
+``--executor slurm``: the backend submits the run's job to Slurm from its machine (sbatch
+there, the run dir under its outputs) and follows it; a backend whose machine has no Slurm
+refuses it, one line (exit 2). Nothing here needs Slurm.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         console.print(f"[bold red]error[/]: {exc}", highlight=False)
         return 2
-    if missing := ray_missing(spec) or slurm_refused(spec):  # before the backend is asked
+    if missing := ray_missing(spec):  # before the backend is asked
         console.print(f"[bold red]error[/]: {escape(missing)}", highlight=False)
         return 2
     scheduling = dict(spec.get("scheduling") or {})
@@ -88,15 +92,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_run(Console(), final)
     return int(EXIT_BY_STATE.get(final.state, RunExit.FAILED))
-
-
-def slurm_refused(spec: dict[str, Any]) -> str | None:
-    """A ``--executor slurm`` spec is not the backend's to run (its scheduler would start
-    the run here, outside any allocation): `evaltui eval` submits and follows it."""
-    if (spec.get("eval") or {}).get("executor") != "slurm":
-        return None
-    return ("eval.executor: a backend does not submit runs to Slurm (yet): use `evaltui "
-            "eval --executor slurm`, which submits the job and follows it")
 
 
 def ray_missing(spec: dict[str, Any]) -> str | None:

@@ -66,10 +66,31 @@ def test_eval_without_slurm_says_what_is_missing_and_writes_nothing(tmp_path: Pa
     assert not out.exists()
 
 
-def test_submit_to_a_backend_points_at_eval_for_slurm() -> None:
-    from evaltui.commands.submit import slurm_refused
+def test_submit_to_a_backend_without_slurm_is_refused_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The backend's machine has no Slurm: its refusal, one line, exit 2, nothing queued
+    (the client needs no Slurm itself: a backend with Slurm submits the job, see
+    test_slurm_follow.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
+    from apihelpers import isolate_env, start_backend
 
-    assert slurm_refused({"graph": "bot", "eval": {"executor": "local"}}) is None
-    assert slurm_refused({"graph": "bot", "eval": {"executor": "slurm"}}) == (
-        "eval.executor: a backend does not submit runs to Slurm (yet): use `evaltui eval "
-        "--executor slurm`, which submits the job and follows it")
+    from evaltui.cli import main
+
+    env = isolate_env(tmp_path, monkeypatch)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # neither here nor on the backend's machine
+    served = start_backend()
+    try:
+        code = main(["submit", "bot", "--dataset", "babyai", "--episodes", "2",
+                     "--executor", "slurm", "--url", served.url])
+    finally:
+        served.stop()
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert (out + err).strip().splitlines() == [
+        "error: eval.executor: Slurm is not available here: sbatch, squeue, scontrol, "
+        "scancel, srun, sinfo not found on PATH (run from a Slurm login node, or install "
+        "Slurm's client commands)"]
+    assert not any(env["outputs"].iterdir())
