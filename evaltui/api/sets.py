@@ -26,12 +26,15 @@ from evaltui.scheduler.scheduler import RunNotFound
 from evaltui.sets.plan import SetPlan, plan_data, plan_record
 from evaltui.sets.runner import RunnerOptions
 from evaltui.sets.setdir import SetBusy, SetDirError, read_set, sets_root
+from evaltui.sets.slurmarray import is_array_set
 from evaltui.setspec import SET_FILENAME, SetFileError, SetRecord, is_set_name
 
 router = APIRouter(tags=["sets"])
 Ctx = Annotated[ApiContext, Depends(context)]
 SetId = Annotated[str, Path(max_length=100, description="a set's name (its set dir)")]
 MAX_SET_FILE_BYTES = 1 << 20
+ARRAY_CANCEL_WAIT_SEC = 20.0
+"""A Slurm set's cancel waits this long (at most) for its tasks to leave the queue."""
 
 
 def drivers(ctx: ApiContext) -> SetDrivers:
@@ -126,10 +129,13 @@ def get(set_id: SetId, ctx: Ctx,
     return json_response(body)
 
 
-@router.post("/sets/{set_id}/cancel", responses=errors(404))
+@router.post("/sets/{set_id}/cancel", responses=errors(404, 503))
 def cancel(set_id: SetId, ctx: Ctx) -> Response:
-    """Cancel every queued or running member's run; the set stops submitting."""
+    """Cancel every queued or running member's run; the set stops submitting. A Slurm set
+    (its members array tasks): scancel of its arrays, as ``evaltui set cancel`` does."""
     record = _record(ctx, set_id)
+    if is_array_set(_set_path(ctx, set_id)):
+        return _cancel_arrays(ctx, set_id)
     plan = _plan_of(ctx, record, check=False)
     asked = drivers(ctx).cancel(plan)
     return json_response({"set_id": set_id, "cancelled": asked})
@@ -216,6 +222,21 @@ def _plan_of(ctx: ApiContext, record: SetRecord, *, check: bool) -> SetPlan:
         return plan_record(record, ctx.scheduler.outputs, check=check)
     except SetFileError as exc:
         raise ApiFailure(422, str(exc), exc.field) from None
+
+
+def _cancel_arrays(ctx: ApiContext, set_id: str) -> Response:
+    """scancel of the set's arrays (``sets/slurmcancel.py``), waiting less than a
+    client's timeout for its tasks to leave Slurm's queue."""
+    from evaltui.sets.slurmcancel import cancel_arrays
+    from evaltui.slurm.commands import SlurmError
+
+    try:
+        done = cancel_arrays(_set_path(ctx, set_id), wait_sec=ARRAY_CANCEL_WAIT_SEC)
+    except SetDirError:
+        raise ApiFailure(404, f"no set {set_id!r}") from None
+    except SlurmError as exc:
+        raise ApiFailure(503, str(exc)) from None
+    return json_response({"set_id": set_id, "cancelled": done.tasks, "slurm_jobs": done.jobs})
 
 
 def _not_an_array(plan: SetPlan) -> None:

@@ -24,11 +24,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from evaltui.sets.slurmarray import DEFAULT_ARRAY_PARALLELISM, ArrayManifest, ArrayTask
+from evaltui.sets.slurmfollow import refresh
 from evaltui.setspec import MemberState, SetFileError, SetMemberRecord, SetRecord
 
 POLL_SEC = 0.5
-CANCEL_WAIT_SEC = 60.0
-"""``set cancel`` waits this long for the cancelled tasks to leave Slurm's queue."""
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -237,64 +236,20 @@ def _follow_here(record: SetRecord, manifest: ArrayManifest, plan: Any,
     return False
 
 
-def refresh(record: SetRecord, manifest: ArrayManifest, path: Path,
-            printer: Any = None) -> bool:
-    """Read every submitted member once, write set.json if a state changed; True when
-    every member has finished."""
-    from evaltui.sets.runner import MemberLive
-    from evaltui.sets.setdir import write_set
-    from evaltui.sets.slurmfollow import queued_tasks, read_member
-
-    queued = queued_tasks(manifest)
-    by_key = {t.key: i for i, t in manifest.tasks.items() if t.job}
-    changed, lives = False, []
-    for rec in record.members:
-        note = None
-        if rec.key in by_key:
-            reading = read_member(manifest, by_key[rec.key], queued)
-            note = reading.note
-            if reading.state is not rec.state:
-                rec.state, changed = reading.state, True
-                rec.error = note if reading.state in (MemberState.FAILED,
-                                                      MemberState.ABORTED) else None
-        lives.append(MemberLive(rec, None, note if not rec.state.finished else None))
-    if changed:
-        write_set(path, record)
-    if printer is not None:
-        printer(lives)
-    return all(rec.state.finished for rec in record.members)
-
-
 def cancel_array(args: argparse.Namespace, path: Path) -> int:
-    """``set cancel`` of an array set: scancel of its arrays' queued and running tasks,
-    then each member's end read (and written: into its run dir, and into set.json when no
-    ``set run`` holds the set)."""
+    """``set cancel`` of an array set (:func:`evaltui.sets.slurmcancel.cancel_arrays`)."""
     from evaltui.commands.sets import error
-    from evaltui.sets.setdir import SetBusy, SetDirError, hold_set, read_set
-    from evaltui.sets.slurmfollow import queued_tasks
+    from evaltui.sets.setdir import SetDirError
+    from evaltui.sets.slurmcancel import cancel_arrays
     from evaltui.slurm.commands import SlurmError
-    from evaltui.slurm.control import cancel
 
     try:
-        manifest = ArrayManifest.read(path)
-        record = read_set(path)
-        queued = queued_tasks(manifest)
-        jobs = sorted({t.split("_")[0] for t in queued}, key=int)
-        for job in jobs:
-            cancel(job)
-        deadline = time.monotonic() + CANCEL_WAIT_SEC
-        while queued_tasks(manifest) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        done = cancel_arrays(path)
     except SetDirError as exc:
         return error(str(exc))
     except SlurmError as exc:
         return error(str(exc), 1)
-    try:
-        with hold_set(path):
-            refresh(record, manifest, path)
-    except SetBusy:  # the `set run` following it writes set.json
-        pass
-    Console().print(f"set {record.set_id}: scancel of Slurm array job(s) "
-                    f"{', '.join(jobs) or '(none in the queue)'} ({len(queued)} task(s) "
+    Console().print(f"set {done.set_id}: scancel of Slurm array job(s) "
+                    f"{', '.join(done.jobs) or '(none in the queue)'} ({done.tasks} task(s) "
                     "queued or running)", highlight=False)
     return 0

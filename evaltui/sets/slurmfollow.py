@@ -12,11 +12,13 @@ slurm`` does for its one job.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evaltui.sets.slurmarray import ArrayManifest
-from evaltui.setspec import MemberState
+from evaltui.setspec import MemberState, SetRecord
 from evaltui.slurm.jobinfo import SlurmJobInfo
 from evaltui.states import RunState
 
@@ -90,3 +92,30 @@ def _ended_without_word(run_dir: Path, task_id: str) -> TaskReading:
                                            "run dir says the run did not end")
     update_scheduler_record(run_dir, state=state.value, note=reason)
     return TaskReading(MemberState(state.value), reason)
+
+
+def refresh(record: SetRecord, manifest: ArrayManifest, path: Path,
+            printer: Callable[[list[Any]], None] | None = None) -> bool:
+    """Read every submitted member once, write set.json if a state changed; True when
+    every member has finished. ``printer`` gets each member's MemberLive."""
+    from evaltui.sets.runner import MemberLive
+    from evaltui.sets.setdir import write_set
+
+    queued = queued_tasks(manifest)
+    by_key = {t.key: i for i, t in manifest.tasks.items() if t.job}
+    changed, lives = False, []
+    for rec in record.members:
+        note = None
+        if rec.key in by_key:
+            reading = read_member(manifest, by_key[rec.key], queued)
+            note = reading.note
+            if reading.state is not rec.state:
+                rec.state, changed = reading.state, True
+                rec.error = note if reading.state in (MemberState.FAILED,
+                                                      MemberState.ABORTED) else None
+        lives.append(MemberLive(rec, None, note if not rec.state.finished else None))
+    if changed:
+        write_set(path, record)
+    if printer is not None:
+        printer(lives)
+    return all(rec.state.finished for rec in record.members)

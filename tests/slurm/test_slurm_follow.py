@@ -25,7 +25,7 @@ from waiting import wait_until  # noqa: E402
 
 from evaltui.cli import main  # noqa: E402
 from evaltui.launch import update_scheduler_record  # noqa: E402
-from evaltui.rundir import read_run_status  # noqa: E402
+from evaltui.rundir import read_run_status, runs_root  # noqa: E402
 from evaltui.slurm import follow  # noqa: E402
 from evaltui.slurm.follow import SlurmQueue, follow_status  # noqa: E402
 from evaltui.slurm.runsubmit import submit_run  # noqa: E402
@@ -162,3 +162,27 @@ def test_resume_of_a_slurm_run_slurm_ended_submits_it_again_into_the_same_run_di
                what="the resumed run listed done")
     rows = json.loads((run.run_dir / "summary.json").read_text())["episodes"]
     assert sorted(r["episode_index"] for r in rows if r["status"] == "ok") == [0, 1, 2]
+
+
+def test_submit_with_the_slurm_executor_has_the_backend_sbatch_the_job(
+        slurm_cluster: SlurmCluster, backend: Backend, tmp_path: Path,
+        cli: Callable[..., tuple[int, str, str]]) -> None:
+    """``evaltui submit --executor slurm`` to a backend: the backend's machine submits the
+    job (its run dir under the backend's outputs), ``ls`` lists it queued with Slurm's
+    reason while held, then done."""
+    job_file = tmp_path / "job.json"
+    job_file.write_text(json.dumps(walk_spec(tmp_path, [3, 3])))
+    code, out, err = cli("submit", str(job_file), "--executor", "slurm",
+                         "--slurm-time", "5", "--json")
+    assert code == 0, err
+    ref = json.loads(out)
+    assert ref["state"] == "queued"
+    run_dir = runs_root(backend.outputs) / ref["run_id"]  # type: ignore[attr-defined]
+    job = json.loads((run_dir / "scheduler.json").read_text())["slurm_job_id"]
+    assert "TimeLimit=00:05:00" in slurm_cluster.run("scontrol", "show", "job", job).stdout
+    row = listed(cli, ref["run_id"])
+    assert (row["state"], row["waiting_reason"]) == (
+        "queued", f"Slurm job {job}: PENDING (JobHeldUser)")
+    slurm_cluster.run("scontrol", "release", job)
+    wait_until(lambda: listed(cli, ref["run_id"])["state"] == "done", timeout=90,
+               what="the run listed done")

@@ -19,7 +19,9 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 
+from apihelpers import isolate_env, start_backend  # noqa: E402
 from pool_helpers import walk_graph, write_dataset  # noqa: E402
 from runhelpers import ENGINE_TESTS, episode_rows  # noqa: E402
 from slurmcluster import SlurmCluster  # noqa: E402
@@ -271,3 +273,35 @@ def test_set_run_again_after_a_detached_array_follows_it_and_runs_nothing_twice(
     assert [m["attempts"] for m in set_record(tmp_path, "arrd")["members"]] == [1, 1]
     manifest = read_json(tmp_path / "out" / "eval_sets" / "arrd" / "slurm_array.json")
     assert len(manifest["jobs"]) == 1
+
+
+def test_the_apis_cancel_of_a_slurm_set_scancels_its_array(
+        slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``POST /sets/{id}/cancel`` of a set run as an array (``set run --detach``): scancel
+    of the array, as ``evaltui set cancel`` does; the running member ends cancelled by its
+    own word, the pending one by Slurm's, both in set.json."""
+    graph = tmp_path / "walk.json"
+    graph.write_text(json.dumps(walk_graph()))
+    dataset = write_dataset(tmp_path / "walk.jsonl", [40, 40])
+    path = write_set(tmp_path, {
+        "name": "arra", "base": {"graph": str(graph), "dataset": str(dataset), "workers": 1,
+                                 "workspace": str(ENGINE_TESTS),
+                                 "slurm_array_parallelism": 1},
+        "matrix": {"env.step_sleep_ms": [60, 61]}})  # ~5 s each, one at a time
+    detached = run(tmp_path, "set", "run", str(path), "--executor", "slurm", "--detach")
+    assert detached.returncode == 0, detached.stderr
+    job = read_json(tmp_path / "out" / "eval_sets" / "arra" / "slurm_array.json")["jobs"][0]
+    wait_until(lambda: running_tasks(slurm_cluster, "arra") == 1, timeout=60,
+               what="member 0 running")
+    isolate_env(tmp_path, monkeypatch)
+    monkeypatch.setenv("EVALTUI_OUTPUTS", str(tmp_path / "out"))
+    backend = start_backend()
+    try:
+        answer = backend.http().post("/sets/arra/cancel")
+    finally:
+        backend.stop()
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"set_id": "arra", "cancelled": 2, "slurm_jobs": [job]}
+    assert not slurm_cluster.run("squeue", "--noheader").stdout.strip()
+    assert [m["state"] for m in set_record(tmp_path, "arra")["members"]] == \
+        ["cancelled"] * 2
