@@ -262,7 +262,8 @@ class BatchEvalRunner:
                              cancel_grace_sec=self.cancel_grace_sec,
                              hung_step_sec=ev.per_step_budget_sec,
                              hung_reset_sec=reset_budget(ev),
-                             episode_log=partial(_episode_log, self.run_dir))
+                             episode_log=partial(_episode_log, self.run_dir),
+                             hosts=hosts, host_lost=self._replicas.host_lost)
 
     def _fail(self, header: Mapping[str, Any], error: str) -> int:
         summary = SummaryWriter(self.run_dir, header, 0)

@@ -16,7 +16,6 @@ zygote (a dead zygote is replaced), on the same wait.
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ from typing import Any
 
 from evaltui.engine.executor.dealing import SlotExecutor
 from evaltui.engine.executor.errors import NodesetBuildError
+from evaltui.engine.executor.hostwatch import HostLost, check_host, host_conns
 from evaltui.engine.executor.local.slot import WorkerSlot, tell
 from evaltui.engine.executor.local.zygote import ForkedChild, WorkerZygote, ZygoteError
 from evaltui.engine.executor.slots import Died, Finished, Ready, Skipped, SlotEvent, StartFailed
@@ -46,7 +46,7 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
                  hung_reset_sec: float | None = None,
                  episode_log: Callable[[int], Path] | None = None,
                  zygote: WorkerZygote | None = None,
-                 host_lost: Callable[[HostProcess, str], bool] | None = None) -> None:
+                 host_lost: HostLost | None = None) -> None:
         if worker_count < 1:
             raise ValueError(f"worker_count must be >= 1, got {worker_count}")
         super().__init__([WorkerSlot(i) for i in range(worker_count)],
@@ -110,14 +110,14 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
         self._reap_retired()
         watched: dict[Any, Any] = {s.child.conn: s for s in self.slots if s.child}
         if not cancelling:
-            watched.update({h.child.conn: h for h in self.hosts if h.child})
+            watched.update(host_conns(self.hosts))
         if self.zygote.child is not None:
             watched[self.zygote.child.conn] = self.zygote
         events: list[SlotEvent] = []
         for conn in wait(list(watched), timeout=timeout):
             owner = watched[conn]
             if isinstance(owner, HostProcess):
-                self._check_host(owner)
+                check_host(self.hosts, owner, self.host_lost)
             elif owner is self.zygote:
                 self.zygote.pump(0)  # exit reports; or its death
             else:
@@ -184,19 +184,3 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
             else:
                 child.end()
         self._retiring = still
-
-    def _check_host(self, host: HostProcess) -> None:
-        if not host.died():
-            return
-        assert host.child is not None
-        how = host.child.describe_exit()
-        if self.host_lost is not None and self.host_lost(host, how):
-            self.hosts.remove(host)  # its callers moved to the other replicas
-            return
-        print(f"evaltui: host of shared nodeset {host.name!r} died ({how}); restarting it",
-              file=sys.stderr, flush=True)
-        try:
-            host.restart()
-        except Exception as exc:
-            raise NodesetBuildError(f"the host of shared nodeset {host.name!r} died ({how}) "
-                                    f"and could not be restarted: {exc}") from exc

@@ -16,6 +16,10 @@ reported once its srun has ended too (up to :data:`SRUN_END_WAIT_SEC`), so that 
 ``Node failure`` can say the node left: such an episode gets :data:`NODE_LOSS_RETRIES`
 more tries. Kill: ``scancel --signal=KILL JOB.STEP``; cancel: ``--signal=TERM``, which
 the worker turns into ``cancelled`` at the next step.
+
+The shared nodesets' hosts (on this node, on TCP) are watched on the same wait, as the
+local pool watches them (:mod:`~evaltui.engine.executor.hostwatch`): a dead one is
+restarted at its URL, or, a replica with others up, left lost.
 """
 
 from __future__ import annotations
@@ -28,17 +32,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from evaltui.engine.executor.dealing import SlotExecutor
 from evaltui.engine.executor.errors import ExecutorError
+from evaltui.engine.executor.hostwatch import HostLost, check_host, host_conns
 from evaltui.engine.executor.slots import Died, Finished, Ready, Skipped, SlotEvent, StartFailed
 from evaltui.engine.executor.slurm.stepslot import SrunStep, StepSlot, send
 from evaltui.engine.executor.workerloop import WorkerConfig
 from evaltui.engine.hosting.channel import listen, new_secret, server_handshake
+from evaltui.engine.hosting.hostprocess import HostProcess
 
 NODE_LOSS_RETRIES = 3
 """Retries of an episode whose node left mid-episode, on top of ``max_episode_retries``."""
@@ -83,12 +89,15 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
                  max_episode_retries: int = 0, stop: threading.Event | None = None,
                  cancel_grace_sec: float = 5.0, hung_step_sec: float | None = None,
                  hung_reset_sec: float | None = None,
-                 episode_log: Callable[[int], Path] | None = None) -> None:
+                 episode_log: Callable[[int], Path] | None = None,
+                 hosts: Sequence[HostProcess] = (), host_lost: HostLost | None = None
+                 ) -> None:
         super().__init__([StepSlot(i) for i in range(worker_count)],
                          max_episode_retries=max_episode_retries, stop=stop,
                          cancel_grace_sec=cancel_grace_sec, hung_step_sec=hung_step_sec,
                          hung_reset_sec=hung_reset_sec, episode_log=episode_log)
         self.make_config = make_config
+        self.hosts, self.host_lost = list(hosts), host_lost
         self.job_id = in_allocation()
         self.cpus_per_worker, self.mem_per_worker_mb = cpus_per_worker, mem_per_worker_mb
         self._secret = new_secret()
@@ -169,10 +178,13 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
         self._reap_retired()
         watched: dict[Any, StepSlot] = {s.step.conn: s for s in self.slots
                                         if s.step is not None and s.step.conn is not None}
+        hosts = host_conns(self.hosts) if not cancelling else {}
         events: list[SlotEvent] = []
-        for ready in wait([*watched, self._wake_r], timeout=timeout):
+        for ready in wait([*watched, *hosts, self._wake_r], timeout=timeout):
             if ready == self._wake_r:
                 os.read(self._wake_r, 4096)
+            elif ready in hosts:
+                check_host(self.hosts, hosts[ready], self.host_lost)
             else:
                 events.extend(self._read(watched[ready]))
         while True:
