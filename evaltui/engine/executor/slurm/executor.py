@@ -147,7 +147,10 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
     def start_worker(self, slot: StepSlot) -> None:
         slot.starts += 1
         argv = ["srun", "--exact", "-N1", "-n1", f"--cpus-per-task={self.cpus_per_worker}",
-                f"--job-name=evaltui-worker{slot.worker_id}", "--kill-on-bad-exit=1"]
+                f"--job-name=evaltui-worker{slot.worker_id}", "--kill-on-bad-exit=1",
+                # a step takes all the job's gres by default: the first worker would hold
+                # the GPUs (the shared hosts' on the batch step) and the others wait
+                "--gres=none"]
         if self.mem_per_worker_mb is not None:
             argv.append(f"--mem={self.mem_per_worker_mb}M")
         elif os.environ.get("SLURM_MEM_PER_CPU"):
