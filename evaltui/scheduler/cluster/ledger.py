@@ -6,7 +6,9 @@ and the reservation are one actor call (:meth:`LedgerActor.reserve`), and an act
 its calls one at a time, so two schedulers that both decided to put a job on one GPU
 cannot both get it: the second is refused and its job waits another tick.
 
-Reservations are keyed by (scheduler id, run id). A scheduler renews its lease on every
+Reservations are keyed by (scheduler id, run id); a run with replicas holds one per GPU,
+the first under its run id and the others under ``RUN#1``, ``RUN#2``, ... (all taken in
+one call, :meth:`LedgerActor.reserve_all`: all or none). A scheduler renews its lease on every
 tick (:meth:`LedgerActor.sync`, which also drops its reservations of runs no longer
 live); the reservations of a scheduler whose lease expired (it died, or lost the
 cluster) are purged by the next call of anyone, as stale entries are on one machine.
@@ -25,7 +27,7 @@ from dataclasses import asdict
 from typing import Any
 
 from evaltui.engine.executor.ray.resources import LEDGER_NAME, LEDGER_NAMESPACE
-from evaltui.scheduler.admission.gpukey import NodeGpu, gpu_label
+from evaltui.scheduler.admission.gpukey import NodeGpu, gpu_label, part_id
 from evaltui.scheduler.cluster.keys import ClusterReservation
 
 NAMESPACE = LEDGER_NAMESPACE
@@ -75,11 +77,37 @@ class LedgerActor:
                 lease_sec: float = LEASE_SEC) -> str | None:
         """Reserve ``vram_mb`` on (node, GPU) if it fits in ``free_mb`` (measured) minus
         every reservation there, with the exclusivity rules; None, or why not."""
+        return self.reserve_all(scheduler, run_id, [[node_id, index, free_mb, name]],
+                                vram_mb, exclusive, lease_sec)
+
+    def reserve_all(self, scheduler: str, run_id: str, gpus: list[list[Any]], vram_mb: int,
+                    exclusive: bool, lease_sec: float = LEASE_SEC) -> str | None:
+        """Reserve ``vram_mb`` on every one of ``gpus`` ([node id, index, measured free,
+        name], a run with replicas: the first under ``run_id``, the others under
+        ``RUN#part``) in this one call, or on none: None, or why the first refused GPU
+        cannot take it."""
         now = time.time()
         self._lease[scheduler] = now + lease_sec
         self._purge(now)
+        ids = [part_id(run_id, part) for part in range(len(gpus))]
+        for rid, (node_id, index, free_mb, name) in zip(ids, gpus, strict=True):
+            refused = self._refusal((scheduler, rid), node_id, index, vram_mb, exclusive,
+                                    free_mb, name)
+            if refused is not None:
+                return refused
+        for rid, (node_id, index, _, name) in zip(ids, gpus, strict=True):
+            if (scheduler, rid) in self._res:  # moved: its node left the cluster
+                self._drop((scheduler, rid), "release", now)
+            r = ClusterReservation(scheduler, rid, node_id, index, vram_mb, exclusive, now,
+                                   name)
+            self._res[(scheduler, rid)] = r
+            self._record("admit", r, now)
+        return None
+
+    def _refusal(self, key: tuple[str, str], node_id: str, index: int, vram_mb: int,
+                 exclusive: bool, free_mb: int, name: str) -> str | None:
         here = [r for k, r in self._res.items()
-                if (r.node_id, r.index) == (node_id, index) and k != (scheduler, run_id)]
+                if (r.node_id, r.index) == (node_id, index) and k != key]
         label = gpu_label(NodeGpu(node_id, index, name))
         if exclusive and here:
             return f"{label} is in use ({len(here)} reservation(s)), not exclusive"
@@ -90,12 +118,6 @@ class LedgerActor:
         if vram_mb > left:
             return (f"needs {vram_mb / 1024:.1f} GiB; {label} has "
                     f"{max(0, left) / 1024:.1f} GiB free after reservations")
-        if (scheduler, run_id) in self._res:  # moved: its node left the cluster
-            self._drop((scheduler, run_id), "release", now)
-        r = ClusterReservation(scheduler, run_id, node_id, index, vram_mb, exclusive, now,
-                               name)
-        self._res[(scheduler, run_id)] = r
-        self._record("admit", r, now)
         return None
 
     def release(self, scheduler: str, run_ids: Iterable[str]) -> None:
