@@ -81,3 +81,24 @@ def test_part_ids_and_the_pin_of_every_node_gpu() -> None:
     assert {base_run(part_id("run1", i)) for i in range(3)} == {"run1"}
     pinned = json.loads(replicas_env([B0, A0])[REPLICA_GPUS_ENV])
     assert pinned == [[B0.node_id, 0, "node-b"], [A0.node_id, 0, "node-a"]]
+
+
+def test_the_executor_reads_the_node_gpus_and_its_first_replica_follows_a_move() -> None:
+    import pytest
+
+    pytest.importorskip("ray", reason="ray is not installed (pip install 'evaltui[ray]')")
+    from evaltui.engine.executor.ray.placement import ActorPlacement, replica_gpus
+    from evaltui.engine.executor.ray.resources import NODE_GPU_ENV, NODE_ID_ENV, RUN_ID_ENV
+
+    env = {NODE_ID_ENV: A0.node_id, NODE_GPU_ENV: "0", RUN_ID_ENV: "r",
+           **replicas_env([A0, A1, B0])}
+    where = ActorPlacement(env)
+    assert where.replica_gpus == [(A0.node_id, 0, "node-a"), (A1.node_id, 1, "node-a"),
+                                  (B0.node_id, 0, "node-b")]
+    # node-a left; its scheduler moved the run's first GPU to node-c: node-a's other
+    # replica is gone with it (its GPU released), node-b's stays.
+    where._move("cccc" * 14, 2, "node-c")
+    assert where.replica_gpus == [("cccc" * 14, 2, "node-c"), (B0.node_id, 0, "node-b")]
+    # Not pinned (SPREAD), or a malformed list: no node GPUs (one replica as before).
+    assert ActorPlacement({**env, NODE_ID_ENV: ""}).replica_gpus == []
+    assert replica_gpus({REPLICA_GPUS_ENV: "[[1]]"}) == []

@@ -14,7 +14,7 @@ from typing import Any
 
 from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
 from evaltui.engine.executor.ray.actors import NodesetActor
-from evaltui.engine.executor.ray.placement import ActorPlacement
+from evaltui.engine.executor.ray.placement import ActorPlacement, alive_nodes
 from evaltui.engine.executor.ray.replicas import RayReplicaNotes, replica_asks, replica_count
 from evaltui.engine.executor.ray.resources import (
     asked_text,
@@ -90,13 +90,25 @@ class RayHosts:
         replica count), pinned there as a one-GPU run's actors are: their memory is held
         in the cluster ledger already, so they ask Ray for nothing more."""
         ns = self.checked.graph.nodesets[name]
-        gpus = where.replica_gpus
+        alive = alive_nodes()
+        gpus = [g for g in where.replica_gpus if alive is None or g[0] in alive]
+        if not gpus:
+            raise ExecutorError(f"shared nodeset {name!r}: every node GPU reserved for its "
+                                "replicas left the Ray cluster")
         wanted = len(gpus) if ns.replicas == "per_gpu" else min(len(gpus), int(ns.replicas or 1))
         actors = self.replicas[name] = []
+        failed: ExecutorError | None = None
         for node_id, gpu, node in gpus[:wanted]:
             label = f"{node or 'node-' + node_id[:6]} GPU{gpu}"
-            actors.append(self._start_actor(name, asks, where, replica=True, label=label,
-                                            options=pinned_to(node_id, gpu, where.run_id)))
+            try:
+                actors.append(self._start_actor(name, asks, where, replica=True, label=label,
+                                                options=pinned_to(node_id, gpu, where.run_id)))
+            except ExecutorError as exc:  # its node is going: enough if min started
+                failed = exc
+                print(f"evaltui: replica of shared nodeset {name!r} on {label} cannot start "
+                      f"({exc})", file=sys.stderr, flush=True)
+        if failed is not None and len(actors) < max(1, min(ns.min_replicas, wanted)):
+            raise failed
 
     def _start_actor(self, name: str, asks: dict[str, Any], where: ActorPlacement,
                      replica: bool = False, label: str | None = None,

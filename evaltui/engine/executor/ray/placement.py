@@ -125,6 +125,10 @@ class ActorPlacement:
         print(f"evaltui: the run moved from node {self.node_id[:8]} to "
               f"{name or 'node ' + node_id[:8]} GPU{gpu} ({node_id[:8]})",
               file=sys.stderr, flush=True)
+        if self.replica_gpus:  # its first replica follows; those on the lost node are gone
+            lost = self.node_id
+            self.replica_gpus = [(node_id, gpu, name),
+                                 *(g for g in self.replica_gpus[1:] if g[0] != lost)]
         self.node_id, self.gpu = node_id, gpu
         self.options = pinned_to(node_id, gpu, self.run_id)
         self.lost_at, self.moved = None, True
