@@ -102,3 +102,19 @@ def test_the_executor_reads_the_node_gpus_and_its_first_replica_follows_a_move()
     # Not pinned (SPREAD), or a malformed list: no node GPUs (one replica as before).
     assert ActorPlacement({**env, NODE_ID_ENV: ""}).replica_gpus == []
     assert replica_gpus({REPLICA_GPUS_ENV: "[[1]]"}) == []
+
+
+def test_a_scheduler_adopting_a_run_with_replicas_takes_over_every_gpu_of_it() -> None:
+    ledger = LedgerActor()
+    gpus = [[A0.node_id, 0, 24 * GIB, "node-a"], [B0.node_id, 0, 24 * GIB, "node-b"]]
+    assert ledger.reserve_all("dead", "r", gpus, 16 * GIB, False) is None
+    first = next(e for e in ledger.entries() if e["run_id"] == "r")
+    ledger.sync("heir", [first])  # the restarted scheduler lists the run it adopted
+    owners = {e["run_id"]: e["scheduler"] for e in ledger.entries()}
+    assert owners == {"r": "heir", "r#1": "heir"}
+    ops = [(a["op"], a["run_id"]) for a in ledger.audit()]
+    assert ops[-4:] == [("handover", "r"), ("restore", "r"), ("handover", "r#1"),
+                        ("restore", "r#1")]
+    # Listed by the heir from then on, it stays; the dead scheduler's lease no longer counts.
+    ledger.sync("heir", ledger.entries(), lease_sec=10)
+    assert len(ledger.entries()) == 2

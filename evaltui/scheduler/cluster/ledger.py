@@ -14,7 +14,8 @@ live); the reservations of a scheduler whose lease expired (it died, or lost the
 cluster) are purged by the next call of anyone, as stale entries are on one machine.
 A scheduler that adopts a live run from one that died (``evaltui serve`` restarted) lists
 it in its next sync: the dead scheduler's entry for that run is handed over (op
-``handover`` then ``restore``) rather than counted twice until its lease runs out.
+``handover`` then ``restore``) rather than counted twice until its lease runs out; the
+further GPUs of a run with replicas go with it.
 Every admit, release, handover, restore and purge is kept in an in-actor audit list
 (``audit()``).
 """
@@ -23,11 +24,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from evaltui.engine.executor.ray.resources import LEDGER_NAME, LEDGER_NAMESPACE
-from evaltui.scheduler.admission.gpukey import NodeGpu, gpu_label, part_id
+from evaltui.scheduler.admission.gpukey import NodeGpu, base_run, gpu_label, part_id
 from evaltui.scheduler.cluster.keys import ClusterReservation
 
 NAMESPACE = LEDGER_NAMESPACE
@@ -69,6 +70,7 @@ class LedgerActor:
                 r = ClusterReservation.from_json({**raw, "scheduler": scheduler})
                 self._res[(scheduler, run_id)] = r
                 self._record("restore", r, now)
+                self._hand_over_parts(scheduler, run_id, now)
         self._purge(now)
         return [asdict(r) for r in self._res.values()]
 
@@ -119,6 +121,17 @@ class LedgerActor:
             return (f"needs {vram_mb / 1024:.1f} GiB; {label} has "
                     f"{max(0, left) / 1024:.1f} GiB free after reservations")
         return None
+
+    def _hand_over_parts(self, scheduler: str, run_id: str, now: float) -> None:
+        """The further GPUs (``RUN#i``) of a run with replicas adopted by ``scheduler``
+        are its now too (its next sync lists them: it learns them from this answer)."""
+        for key in [k for k in self._res if k[0] != scheduler and k[1] != run_id
+                    and base_run(k[1]) == run_id]:
+            part = self._res.pop(key)
+            self._record("handover", part, now)
+            moved = replace(part, scheduler=scheduler)
+            self._res[(scheduler, part.run_id)] = moved
+            self._record("restore", moved, now)
 
     def release(self, scheduler: str, run_ids: Iterable[str]) -> None:
         now = time.time()

@@ -193,6 +193,10 @@ class ClusterProbe:
             log.warning("cluster ledger: sync failed: %s", exc)
             return
         entries = [ClusterReservation.from_json(r) for r in raw]
+        for e in entries:  # further GPUs of an adopted run with replicas, handed over
+            if e.scheduler == self.scheduler_id and e.run_id not in self._held and \
+                    e.run_id not in self.unplaced and base_run(e.run_id) in self._held:
+                self._held[e.run_id] = e
         have = {(e.scheduler, e.run_id) for e in entries}
         self._entries = entries + [r for r in self._held.values() if r.at >= self._sync_sent
                                    and (self.scheduler_id, r.run_id) not in have]
