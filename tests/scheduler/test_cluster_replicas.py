@@ -118,3 +118,17 @@ def test_a_scheduler_adopting_a_run_with_replicas_takes_over_every_gpu_of_it() -
     # Listed by the heir from then on, it stays; the dead scheduler's lease no longer counts.
     ledger.sync("heir", ledger.entries(), lease_sec=10)
     assert len(ledger.entries()) == 2
+
+
+def test_an_exclusive_run_with_replicas_is_named_by_its_run_on_every_gpu() -> None:
+    from evaltui.scheduler.admission.resources import GpuSnapshot
+    from evaltui.scheduler.cluster.keys import ClusterReservation, cluster_views
+
+    ledger = LedgerActor()
+    gpus = [[A0.node_id, 0, 24 * GIB, "node-a"], [B0.node_id, 0, 24 * GIB, "node-b"]]
+    assert ledger.reserve_all("s1", "x", gpus, 4 * GIB, True) is None
+    assert ledger.reserve("s2", "y", B0.node_id, 0, GIB, False, 24 * GIB, "node-b") == \
+        "node-b GPU0 is in exclusive use by x"
+    snaps = [GpuSnapshot(k, "fake", 24 * GIB, 0, 24 * GIB, None, None) for k in (A0, B0)]
+    views = cluster_views(snaps, [ClusterReservation.from_json(e) for e in ledger.entries()])
+    assert [v.exclusive_run for v in views] == ["x", "x"]

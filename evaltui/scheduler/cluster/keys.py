@@ -86,7 +86,7 @@ def cluster_views(gpus: Iterable[Any], entries: Iterable[ClusterReservation]
                               for r in here)
             seen = sum(runs.get(base_run(r.run_id), 0) for r in here)
             foreign = 1 if g.used_mb - seen > idle else 0
-        holder = next((r.run_id for r in here if r.exclusive), None)
+        holder = next((base_run(r.run_id) for r in here if r.exclusive), None)
         views.append(GpuView(key, g.total_mb, g.free_mb, outstanding, len(here) + foreign,
                              foreign, holder))
     return tuple(views)

@@ -115,7 +115,7 @@ class LedgerActor:
             return f"{label} is in use ({len(here)} reservation(s)), not exclusive"
         held = next((r for r in here if r.exclusive), None)
         if held is not None:
-            return f"{label} is in exclusive use by {held.run_id}"
+            return f"{label} is in exclusive use by {base_run(held.run_id)}"
         left = free_mb - sum(r.vram_mb for r in here)
         if vram_mb > left:
             return (f"needs {vram_mb / 1024:.1f} GiB; {label} has "
