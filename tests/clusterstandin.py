@@ -75,6 +75,10 @@ class StandInCluster(ClusterProbe):
                 free_mb: int) -> str | None:
         return "the stand-in cluster admits nothing"
 
+    def reserve_all(self, run_id: str, gpus: Sequence[tuple[NodeGpu, int]], vram_mb: int,
+                    exclusive: bool) -> str | None:
+        return "the stand-in cluster admits nothing"
+
     def close(self) -> None:
         """Nothing to close: no Ray connection, no actor."""
 

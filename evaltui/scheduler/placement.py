@@ -9,8 +9,8 @@ or of a GPU key.
 
 A third placement (a Slurm allocation: its nodes' GPUs, pinned by ``srun`` variables,
 held for the allocation's lifetime) implements the same methods. Every method takes one
-GPU key per call, so a run spread over several GPUs (replicas, the next issue) is a run
-holding several keys: ``reserve`` each, ``pin`` the set, one ledger entry per key.
+GPU key per call, except ``reserve_all``/``pin_all``: a run spread over several GPUs
+(replicas) holds several keys, reserved together (all or none) and pinned as a set.
 """
 
 from __future__ import annotations
@@ -81,6 +81,12 @@ class GpuPlacement(Protocol):
         holds that)."""
         ...
 
+    def reserve_all(self, run_id: str, keys: Sequence[GpuKey], vram_mb: int, exclusive: bool,
+                    free_mb: Sequence[int]) -> str | None:
+        """``reserve`` every GPU of a run with replicas (``free_mb`` each one's measured
+        free) in one step, all or none; None when granted, else why not."""
+        ...
+
     def local_gpu(self, key: GpuKey | None) -> int | None:
         """The GPU of this machine behind ``key`` (what its ledger reserves, where a
         shared nodeset is hosted for the run), or None: the GPU is elsewhere."""
@@ -97,6 +103,11 @@ class GpuPlacement(Protocol):
 
     def pin(self, key: GpuKey | None, run_id: str) -> dict[str, str]:
         """Environment variables that put the run (its process, its actors) on ``key``."""
+        ...
+
+    def pin_all(self, keys: Sequence[GpuKey], run_id: str) -> dict[str, str]:
+        """Environment variables that put a run with replicas on ``keys`` (the first is
+        where the run's other actors go): one replica on each."""
         ...
 
     def adopt(self, run_id: str, held: ReservationRecord, exclusive: bool) -> int | None:
@@ -154,6 +165,10 @@ class LocalPlacement:
                 free_mb: int) -> str | None:
         return None
 
+    def reserve_all(self, run_id: str, keys: Sequence[GpuKey], vram_mb: int, exclusive: bool,
+                    free_mb: Sequence[int]) -> str | None:
+        return None  # the tick's transaction of this machine's ledger holds them all
+
     def local_gpu(self, key: GpuKey | None) -> int | None:
         assert key is None or isinstance(key, int)  # this machine keys GPUs by index
         return key
@@ -166,6 +181,10 @@ class LocalPlacement:
 
     def pin(self, key: GpuKey | None, run_id: str) -> dict[str, str]:
         return gpu_env(self.local_gpu(key), self.fake)
+
+    def pin_all(self, keys: Sequence[GpuKey], run_id: str) -> dict[str, str]:
+        local = [self.local_gpu(k) for k in keys]
+        return gpu_env([g for g in local if g is not None], self.fake)  # 0,2,3
 
     def adopt(self, run_id: str, held: ReservationRecord, exclusive: bool) -> int | None:
         # A run a cluster scheduler placed on a node: its GPU is not on this machine.

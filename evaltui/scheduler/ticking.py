@@ -182,15 +182,20 @@ class Ticker:
             return
         if admit.gpu is not None:
             est = item.estimate
-            refused = placement.reserve(item.run_id, admit.gpu, est.vram_mb if est else 0,
-                                        item.exclusive, views[admit.gpu].free_mb)
+            vram = est.vram_mb if est else 0
+            if len(admit.gpus) > 1:  # a run with replicas: every GPU or none
+                refused = placement.reserve_all(item.run_id, admit.gpus, vram, item.exclusive,
+                                                [views[k].free_mb for k in admit.gpus])
+            else:
+                refused = placement.reserve(item.run_id, admit.gpu, vram, item.exclusive,
+                                            views[admit.gpu].free_mb)
             if refused is not None:  # another scheduler took it first
                 c.set_wait(item, Wait(item.run_id, WaitKind.NO_NODE, refused))
                 return
         elif not views and item.candidate is not None and item.candidate.replicas is not None:
             say_one_replica(item)  # no GPU measured (not: one known to need no VRAM)
         spread = tuple(g for g in (placement.local_gpu(k) for k in admit.gpus) if g is not None)
-        self.starter.start(item, admit.gpu, txn, spread)
+        self.starter.start(item, admit.gpu, txn, spread, keys=admit.gpus)
         c.served.served(item)
 
     def _placeable_entries(self) -> list[Entry]:

@@ -44,6 +44,18 @@ def split_key(key: GpuKey | None) -> tuple[int | None, str | None]:
     return key, None
 
 
+def part_id(run_id: str, part: int) -> str:
+    """The id a run's ``part``-th GPU is reserved under where one id holds one GPU (the
+    cluster ledger): the run id for the first, ``RUN#part`` for the others (as the
+    machine's ledger keys a run with replicas)."""
+    return run_id if part == 0 else f"{run_id}#{part}"
+
+
+def base_run(reserved_id: str) -> str:
+    """The run a reservation id of :func:`part_id` belongs to."""
+    return reserved_id.split("#", 1)[0]
+
+
 def on_node(key: GpuKey) -> bool:
     """Whether ``key`` is a GPU of a cluster's node (not of this machine)."""
     return isinstance(key, NodeGpu)

@@ -13,13 +13,19 @@ use yet, as on one machine, and the run's measured peak calibrates its estimate.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaltui.engine.executor.ray.resources import NODE_GPU_ENV, NODE_ID_ENV, RUN_ID_ENV
+from evaltui.engine.executor.ray.resources import (
+    NODE_GPU_ENV,
+    NODE_ID_ENV,
+    REPLICA_GPUS_ENV,
+    RUN_ID_ENV,
+)
 from evaltui.scheduler.admission.accounting import IDLE_GPU_MB, GpuView
-from evaltui.scheduler.admission.gpukey import NodeGpu
+from evaltui.scheduler.admission.gpukey import NodeGpu, base_run
 
 NODE_NAME_ENV = "EVALTUI_NODE_NAME"
 """Optional, in a node's environment (its raylet's): the name shown for that node."""
@@ -29,6 +35,13 @@ def node_env(key: NodeGpu, run_id: str) -> dict[str, str]:
     """What a run placed on ``key`` needs: its executor pins its actors with it, and
     finds by ``run_id`` in the cluster ledger where it was moved if that node leaves."""
     return {NODE_ID_ENV: key.node_id, NODE_GPU_ENV: str(key.index), RUN_ID_ENV: run_id}
+
+
+def replicas_env(keys: Sequence[NodeGpu]) -> dict[str, str]:
+    """What a run with replicas placed on ``keys`` needs besides ``node_env`` of the
+    first: every node GPU, in the order chosen, where its executor starts one replica
+    actor each (JSON ``[[node id, GPU index, node name], ...]``)."""
+    return {REPLICA_GPUS_ENV: json.dumps([[k.node_id, k.index, k.node] for k in keys])}
 
 
 @dataclass(frozen=True)
@@ -68,10 +81,12 @@ def cluster_views(gpus: Iterable[Any], entries: Iterable[ClusterReservation]
             outstanding = sum(r.vram_mb for r in here)
             foreign = 1 if g.used_mb > idle and not here else 0
         else:
-            outstanding = sum(max(0, r.vram_mb - runs.get(r.run_id, 0)) for r in here)
-            seen = sum(runs.get(r.run_id, 0) for r in here)
+            # A run with replicas is attributed per GPU by its run id (parts: RUN#i).
+            outstanding = sum(max(0, r.vram_mb - runs.get(base_run(r.run_id), 0))
+                              for r in here)
+            seen = sum(runs.get(base_run(r.run_id), 0) for r in here)
             foreign = 1 if g.used_mb - seen > idle else 0
-        holder = next((r.run_id for r in here if r.exclusive), None)
+        holder = next((base_run(r.run_id) for r in here if r.exclusive), None)
         views.append(GpuView(key, g.total_mb, g.free_mb, outstanding, len(here) + foreign,
                              foreign, holder))
     return tuple(views)

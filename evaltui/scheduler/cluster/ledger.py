@@ -6,13 +6,16 @@ and the reservation are one actor call (:meth:`LedgerActor.reserve`), and an act
 its calls one at a time, so two schedulers that both decided to put a job on one GPU
 cannot both get it: the second is refused and its job waits another tick.
 
-Reservations are keyed by (scheduler id, run id). A scheduler renews its lease on every
+Reservations are keyed by (scheduler id, run id); a run with replicas holds one per GPU,
+the first under its run id and the others under ``RUN#1``, ``RUN#2``, ... (all taken in
+one call, :meth:`LedgerActor.reserve_all`: all or none). A scheduler renews its lease on every
 tick (:meth:`LedgerActor.sync`, which also drops its reservations of runs no longer
 live); the reservations of a scheduler whose lease expired (it died, or lost the
 cluster) are purged by the next call of anyone, as stale entries are on one machine.
 A scheduler that adopts a live run from one that died (``evaltui serve`` restarted) lists
 it in its next sync: the dead scheduler's entry for that run is handed over (op
-``handover`` then ``restore``) rather than counted twice until its lease runs out.
+``handover`` then ``restore``) rather than counted twice until its lease runs out; the
+further GPUs of a run with replicas go with it.
 Every admit, release, handover, restore and purge is kept in an in-actor audit list
 (``audit()``).
 """
@@ -21,11 +24,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from evaltui.engine.executor.ray.resources import LEDGER_NAME, LEDGER_NAMESPACE
-from evaltui.scheduler.admission.gpukey import NodeGpu, gpu_label
+from evaltui.scheduler.admission.gpukey import NodeGpu, base_run, gpu_label, part_id
 from evaltui.scheduler.cluster.keys import ClusterReservation
 
 NAMESPACE = LEDGER_NAMESPACE
@@ -67,6 +70,7 @@ class LedgerActor:
                 r = ClusterReservation.from_json({**raw, "scheduler": scheduler})
                 self._res[(scheduler, run_id)] = r
                 self._record("restore", r, now)
+                self._hand_over_parts(scheduler, run_id, now)
         self._purge(now)
         return [asdict(r) for r in self._res.values()]
 
@@ -75,28 +79,59 @@ class LedgerActor:
                 lease_sec: float = LEASE_SEC) -> str | None:
         """Reserve ``vram_mb`` on (node, GPU) if it fits in ``free_mb`` (measured) minus
         every reservation there, with the exclusivity rules; None, or why not."""
+        return self.reserve_all(scheduler, run_id, [[node_id, index, free_mb, name]],
+                                vram_mb, exclusive, lease_sec)
+
+    def reserve_all(self, scheduler: str, run_id: str, gpus: list[list[Any]], vram_mb: int,
+                    exclusive: bool, lease_sec: float = LEASE_SEC) -> str | None:
+        """Reserve ``vram_mb`` on every one of ``gpus`` ([node id, index, measured free,
+        name], a run with replicas: the first under ``run_id``, the others under
+        ``RUN#part``) in this one call, or on none: None, or why the first refused GPU
+        cannot take it."""
         now = time.time()
         self._lease[scheduler] = now + lease_sec
         self._purge(now)
+        ids = [part_id(run_id, part) for part in range(len(gpus))]
+        for rid, (node_id, index, free_mb, name) in zip(ids, gpus, strict=True):
+            refused = self._refusal((scheduler, rid), node_id, index, vram_mb, exclusive,
+                                    free_mb, name)
+            if refused is not None:
+                return refused
+        for rid, (node_id, index, _, name) in zip(ids, gpus, strict=True):
+            if (scheduler, rid) in self._res:  # moved: its node left the cluster
+                self._drop((scheduler, rid), "release", now)
+            r = ClusterReservation(scheduler, rid, node_id, index, vram_mb, exclusive, now,
+                                   name)
+            self._res[(scheduler, rid)] = r
+            self._record("admit", r, now)
+        return None
+
+    def _refusal(self, key: tuple[str, str], node_id: str, index: int, vram_mb: int,
+                 exclusive: bool, free_mb: int, name: str) -> str | None:
         here = [r for k, r in self._res.items()
-                if (r.node_id, r.index) == (node_id, index) and k != (scheduler, run_id)]
+                if (r.node_id, r.index) == (node_id, index) and k != key]
         label = gpu_label(NodeGpu(node_id, index, name))
         if exclusive and here:
             return f"{label} is in use ({len(here)} reservation(s)), not exclusive"
         held = next((r for r in here if r.exclusive), None)
         if held is not None:
-            return f"{label} is in exclusive use by {held.run_id}"
+            return f"{label} is in exclusive use by {base_run(held.run_id)}"
         left = free_mb - sum(r.vram_mb for r in here)
         if vram_mb > left:
             return (f"needs {vram_mb / 1024:.1f} GiB; {label} has "
                     f"{max(0, left) / 1024:.1f} GiB free after reservations")
-        if (scheduler, run_id) in self._res:  # moved: its node left the cluster
-            self._drop((scheduler, run_id), "release", now)
-        r = ClusterReservation(scheduler, run_id, node_id, index, vram_mb, exclusive, now,
-                               name)
-        self._res[(scheduler, run_id)] = r
-        self._record("admit", r, now)
         return None
+
+    def _hand_over_parts(self, scheduler: str, run_id: str, now: float) -> None:
+        """The further GPUs (``RUN#i``) of a run with replicas adopted by ``scheduler``
+        are its now too (its next sync lists them: it learns them from this answer)."""
+        for key in [k for k in self._res if k[0] != scheduler and k[1] != run_id
+                    and base_run(k[1]) == run_id]:
+            part = self._res.pop(key)
+            self._record("handover", part, now)
+            moved = replace(part, scheduler=scheduler)
+            self._res[(scheduler, part.run_id)] = moved
+            self._record("restore", moved, now)
 
     def release(self, scheduler: str, run_ids: Iterable[str]) -> None:
         now = time.time()

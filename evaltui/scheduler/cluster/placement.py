@@ -4,9 +4,12 @@ The GPUs are every alive node's (read by :class:`~evaltui.scheduler.cluster.prob
 ClusterProbe`), keyed by ``NodeGpu``; a run is pinned to one by the variables its Ray
 executor reads (``node_env``), and its reservation lives in the cluster-wide ledger
 actor, so schedulers on different machines never over-commit a GPU. This machine's
-ledger keeps only the run's host RAM. A node that leaves displaces the runs placed on
-it (``runs/moving.py`` places them again). Usage on another machine cannot be
-attributed to a run's processes unless the node groups it by run id (``cluster_views``).
+ledger keeps only the run's host RAM. A run with replicas holds one cluster reservation
+per node GPU, taken in one ledger call (all or none), and is pinned to the list of them
+(``replicas_env``): its executor starts one replica actor on each. A node that leaves
+displaces the runs placed on it (``runs/moving.py`` places them again). Usage on another
+machine cannot be attributed to a run's processes unless the node groups it by run id
+(``cluster_views``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,12 @@ from evaltui.records import ReservationRecord
 from evaltui.scheduler.admission.accounting import Accounting, GpuView, Usage
 from evaltui.scheduler.admission.gpukey import GpuKey, NodeGpu, split_key
 from evaltui.scheduler.admission.resources import GpuProbe, ResourceSnapshot
-from evaltui.scheduler.cluster.keys import ClusterReservation, cluster_views, node_env
+from evaltui.scheduler.cluster.keys import (
+    ClusterReservation,
+    cluster_views,
+    node_env,
+    replicas_env,
+)
 from evaltui.scheduler.cluster.probe import ClusterProbe
 from evaltui.scheduler.placement import Displaced, GpuPlacement, LocalPlacement
 from evaltui.views import LedgerEntry, NodeHost, NodeLost
@@ -71,6 +79,12 @@ class RayPlacement:
         assert isinstance(key, NodeGpu)  # candidates() offers node GPUs only
         return self.cluster.reserve(run_id, key, vram_mb, exclusive, free_mb)
 
+    def reserve_all(self, run_id: str, keys: Sequence[GpuKey], vram_mb: int, exclusive: bool,
+                    free_mb: Sequence[int]) -> str | None:
+        gpus = [(k, free) for k, free in zip(keys, free_mb, strict=True)
+                if isinstance(k, NodeGpu)]  # candidates() offers node GPUs only
+        return self.cluster.reserve_all(run_id, gpus, vram_mb, exclusive)
+
     def local_gpu(self, key: GpuKey | None) -> int | None:
         return None  # on another node: the cluster ledger holds it
 
@@ -88,6 +102,12 @@ class RayPlacement:
             return {}
         # The spec's ray_address still wins over RAY_ADDRESS in the run.
         return {**node_env(key, run_id), "RAY_ADDRESS": self.cluster.address}
+
+    def pin_all(self, keys: Sequence[GpuKey], run_id: str) -> dict[str, str]:
+        nodes = [k for k in keys if isinstance(k, NodeGpu)]
+        if not nodes:
+            return {}
+        return {**self.pin(nodes[0], run_id), **replicas_env(nodes)}
 
     def adopt(self, run_id: str, held: ReservationRecord, exclusive: bool) -> int | None:
         if held.node_id and held.gpu is not None:

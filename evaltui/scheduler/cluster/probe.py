@@ -29,12 +29,13 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 from evaltui.engine.executor.ray.liveness import NodeLiveness
 from evaltui.engine.executor.ray.resources import RUN_ID_ENV
-from evaltui.scheduler.admission.gpukey import NodeGpu
+from evaltui.scheduler.admission.gpukey import NodeGpu, base_run, part_id
 from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot, HostSnapshot
 from evaltui.scheduler.cluster.keys import NODE_NAME_ENV, ClusterReservation
 from evaltui.scheduler.cluster.ledger import LEASE_SEC, NAMESPACE, connect
@@ -164,8 +165,8 @@ class ClusterProbe:
         fetch every scheduler's reservations (once per tick)."""
         with self._lock:
             self._held = {k: r for k, r in self._held.items()
-                          if k in live or time.time() - r.at < 3.0}
-            self.unplaced = {k: r for k, r in self.unplaced.items() if k in live}
+                          if base_run(k) in live or time.time() - r.at < 3.0}
+            self.unplaced = {k: r for k, r in self.unplaced.items() if base_run(k) in live}
             if self._sync_ref is not None:
                 self._collect_sync(wait=0.0 if self._synced else 5.0)
             if self._sync_ref is None:
@@ -192,6 +193,10 @@ class ClusterProbe:
             log.warning("cluster ledger: sync failed: %s", exc)
             return
         entries = [ClusterReservation.from_json(r) for r in raw]
+        for e in entries:  # further GPUs of an adopted run with replicas, handed over
+            if e.scheduler == self.scheduler_id and e.run_id not in self._held and \
+                    e.run_id not in self.unplaced and base_run(e.run_id) in self._held:
+                self._held[e.run_id] = e
         have = {(e.scheduler, e.run_id) for e in entries}
         self._entries = entries + [r for r in self._held.values() if r.at >= self._sync_sent
                                    and (self.scheduler_id, r.run_id) not in have]
@@ -239,20 +244,30 @@ class ClusterProbe:
     def reserve(self, run_id: str, key: NodeGpu, vram_mb: int, exclusive: bool,
                 free_mb: int) -> str | None:
         """Check and reserve in one ledger call: None when granted, else why not."""
+        return self.reserve_all(run_id, [(key, free_mb)], vram_mb, exclusive)
+
+    def reserve_all(self, run_id: str, gpus: Sequence[tuple[NodeGpu, int]], vram_mb: int,
+                    exclusive: bool) -> str | None:
+        """Reserve ``vram_mb`` on every (GPU, measured free) of ``gpus`` in one ledger call
+        (a run with replicas: all or none; its parts under ``part_id``)."""
         try:
-            refused = self._ray.get(self.ledger.reserve.remote(
-                self.scheduler_id, run_id, key.node_id, key.index, vram_mb, exclusive,
-                free_mb, key.node, self.lease_sec), timeout=5)
+            refused = self._ray.get(self.ledger.reserve_all.remote(
+                self.scheduler_id, run_id,
+                [[k.node_id, k.index, free, k.node] for k, free in gpus], vram_mb,
+                exclusive, self.lease_sec), timeout=5)
         except Exception as exc:
             return f"cluster ledger unreachable: {exc}"
         if refused is None:
-            r = ClusterReservation(self.scheduler_id, run_id, key.node_id, key.index, vram_mb,
-                                   exclusive, time.time(), key.node)
+            now = time.time()
+            held = {part_id(run_id, part): ClusterReservation(
+                self.scheduler_id, part_id(run_id, part), k.node_id, k.index, vram_mb,
+                exclusive, now, k.node) for part, (k, _) in enumerate(gpus)}
             with self._lock:
-                self._held[run_id] = r
-                self.unplaced.pop(run_id, None)
-                self._entries = [e for e in self._entries if (e.scheduler, e.run_id) !=
-                                 (self.scheduler_id, run_id)] + [r]
+                self._held.update(held)
+                for rid in held:
+                    self.unplaced.pop(rid, None)
+                self._entries = [e for e in self._entries if (e.scheduler, e.run_id) not in
+                                 {(self.scheduler_id, rid) for rid in held}] + list(held.values())
         return refused
 
     # ---- reading ----------------------------------------------------------------------

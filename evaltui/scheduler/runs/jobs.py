@@ -26,6 +26,7 @@ from evaltui.launch import update_scheduler_record
 from evaltui.records import ReservationRecord, SchedulerRecord
 from evaltui.scheduler.admission.calibration import Estimate, NodesetPart
 from evaltui.scheduler.admission.decision import Candidate, Wait
+from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.spec import JobSpec
@@ -80,6 +81,9 @@ class Job:
     gpus: tuple[int, ...] = ()
     """A run with replicas: every GPU of this machine it was started on, the first
     first (empty: one GPU or none, as ``record.gpu`` says)."""
+    keys: tuple[GpuKey, ...] = ()
+    """A run with replicas: every GPU it was admitted on as admission keys it (this
+    machine's indexes, or node GPUs of a Ray cluster), the first first."""
     cancelling: bool = False
     shared: list[str] = field(default_factory=list)
     """Names of scheduler-hosted shared nodesets this run holds a reference to."""

@@ -10,6 +10,9 @@ GPU takes it and the placement reserves it there (the old reservation released, 
 audited), its record names the new place; the run reads the move from the cluster
 ledger (engine/executor/ray/placement.py). Otherwise its old reservation is released at
 once and the run is tried again at the next ticks, its record saying why it waits.
+A run with replicas moves only its first GPU (where its workers are) this way; a further
+GPU of it (``RUN#i`` in the cluster ledger) on a node that left is released, not moved:
+that replica's actor died with the node and the run goes on with the others.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from evaltui.records import ReservationRecord
 from evaltui.scheduler.admission.accounting import Accounting
 from evaltui.scheduler.admission.decision import Candidate, decide
+from evaltui.scheduler.admission.gpukey import base_run
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.placement import Displaced
 
@@ -31,6 +35,12 @@ def move_displaced(core: Core, displaced: list[Displaced], acct: Accounting) -> 
     placement = core.placement
     gpus = list(placement.candidates(acct.gpus) or ())
     for d in displaced:
+        if base_run(d.run_id) != d.run_id:  # one further GPU of a run with replicas
+            if placement.unplace(d.run_id):
+                log.warning("run %s: the node %s of one of its replicas left the cluster; "
+                            "its GPU is released, the run goes on with the others",
+                            base_run(d.run_id), d.lost)
+            continue
         with core.lock:
             job = core.running.get(d.run_id)
         if job is None:  # it ended meanwhile: the next sync forgets it

@@ -1,10 +1,13 @@
 """What a run with replicas keeps on record about its GPUs (DESIGN §12 "Replicas").
 
 A run with replicas admitted on GPUs of this machine (admission/spread.py) holds one
-ledger entry per GPU. Its scheduler.json says where it went: ``gpu`` the first (for readers
-that know one GPU), ``gpus`` every GPU's label in the order chosen (the order of its
-``CUDA_VISIBLE_DEVICES``), and ``reservation.gpus``/``each_mb`` what a restarted
-scheduler holds again for it. Runs on one GPU keep today's record exactly.
+ledger entry per GPU; one admitted on node GPUs of a Ray cluster holds one cluster
+ledger reservation per node GPU (``placement.reserve_all``) and here only its host RAM.
+Its scheduler.json says where it went: ``gpu`` the first (for readers that know one
+GPU), ``gpus`` every GPU's label in the order chosen ("GPU0", or "node-a GPU0" on a
+cluster; the order of its ``CUDA_VISIBLE_DEVICES``), and ``reservation.gpus``/``each_mb``
+what a restarted scheduler holds again for it (this machine's GPUs only). Runs on one
+GPU keep today's record exactly.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from typing import Any
 
 from evaltui.engine.graph.replicas import ReplicaAsk, replica_ask
 from evaltui.records import ReservationRecord
-from evaltui.scheduler.admission.gpukey import gpu_label
-from evaltui.scheduler.placement import GpuPlacement, LocalPlacement
+from evaltui.scheduler.admission.gpukey import GpuKey, gpu_label
+from evaltui.scheduler.placement import GpuPlacement
 from evaltui.scheduler.runs.jobs import Job
 
 log = logging.getLogger(__name__)
@@ -24,7 +27,7 @@ ONE_REPLICA_NOTE = "replicas: no GPU is measured here; one replica on the host"
 """Said once, in the run's warnings, when a run with replicas starts without GPUs."""
 
 
-def spread_record(gpus: Sequence[int]) -> dict[str, Any]:
+def spread_record(gpus: Sequence[GpuKey]) -> dict[str, Any]:
     """scheduler.json's ``gpus`` of a run with replicas (also on one GPU); nothing for a
     one-GPU job (``gpus`` is empty for it) or a run placed on no GPU."""
     return {"gpus": [gpu_label(g) for g in gpus]} if gpus else {}
@@ -49,8 +52,9 @@ def replicated_nodesets(graph: Any) -> set[str]:
 
 def replica_ask_here(job: Job, placement: GpuPlacement) -> ReplicaAsk | None:
     """The GPUs the job asks for as admission weighs it: a run with replicas spreads over
-    this machine's GPUs only (on a Ray cluster it is placed on one GPU, as before)."""
-    if job.spec is None or not isinstance(placement, LocalPlacement):
+    the GPUs ``placement`` offers, this machine's or a Ray cluster's node GPUs (keys of
+    either kind: admission/spread.py)."""
+    if job.spec is None:
         return None
     return replica_ask(job.spec.graph)
 

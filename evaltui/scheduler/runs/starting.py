@@ -21,7 +21,6 @@ from evaltui.scheduler.admission.decision import Wait, WaitKind
 from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.scheduler.admission.ledger import LedgerNotDurable, LedgerTxn
 from evaltui.scheduler.core import Core, Write
-from evaltui.scheduler.placement import gpu_env
 from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.runs.jobs import Job, Loading
 from evaltui.scheduler.runs.spreading import (
@@ -52,10 +51,12 @@ class Starter:
         self._spawner = spawner or default_spawner
 
     def start(self, job: Job, key: GpuKey | None, txn: LedgerTxn,
-              spread: tuple[int, ...] = ()) -> None:
+              spread: tuple[int, ...] = (), keys: tuple[GpuKey, ...] = ()) -> None:
         """Start an admitted job (ledger lock and core lock held); ``spread``: every GPU
         of this machine a run with replicas was admitted on (``key`` its first), each
-        held by a ledger entry of its own, all stored together or none.
+        held by a ledger entry of its own, all stored together or none; ``keys``: every
+        GPU it was admitted on (node GPUs of a cluster too: the placement reserved them,
+        all or none, and pins the run to them).
 
         If a shared nodeset it uses is not hosted yet, loading it may take minutes: that
         happens on a loader thread under a *pending* reservation held by this scheduler,
@@ -70,6 +71,7 @@ class Starter:
         est = job.estimate
         vram, ram = (est.vram_mb, est.ram_mb) if est else (0, 0)
         job.gpus = tuple(spread)
+        job.keys = tuple(keys)
         if key is not None and c.placement.local_gpu(key) is None:
             # A GPU on another machine: no shared nodeset is hosted here for it.
             self._spawn(job, key, vram, ram, txn, fresh=(),
@@ -186,7 +188,7 @@ class Starter:
                          reservation=spread_reservation(
                              c.placement.reservation(key, vram, ram), job.gpus, each),
                          waiting_reason=None, waiting_kind=None, scheduler_pid=os.getpid(),
-                         **c.placement.record(key), **spread_record(job.gpus))
+                         **c.placement.record(key), **spread_record(job.keys))
         except OSError as exc:  # its run dir's disk is full: stays queued, tried again
             for hold_key in hold_keys or ():
                 txn.unhold(hold_key)
@@ -197,8 +199,8 @@ class Starter:
             return
         env = c.run_env(None)
         env.update(c.placement.pin(key, job.run_id))
-        if len(job.gpus) > 1:
-            env.update(gpu_env(job.gpus, c.fake))  # CUDA_VISIBLE_DEVICES=0,2,3
+        if job.keys:  # CUDA_VISIBLE_DEVICES=0,2,3, or the node GPUs of a cluster
+            env.update(c.placement.pin_all(job.keys, job.run_id))
         try:
             proc = self._spawner(job.run_dir, env)
         except OSError as exc:

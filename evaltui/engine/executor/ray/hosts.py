@@ -14,11 +14,12 @@ from typing import Any
 
 from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
 from evaltui.engine.executor.ray.actors import NodesetActor
-from evaltui.engine.executor.ray.placement import ActorPlacement
+from evaltui.engine.executor.ray.placement import ActorPlacement, alive_nodes
 from evaltui.engine.executor.ray.replicas import RayReplicaNotes, replica_asks, replica_count
 from evaltui.engine.executor.ray.resources import (
     asked_text,
     host_resources,
+    pinned_to,
     place_timeout_sec,
     unplaceable,
 )
@@ -58,6 +59,9 @@ class RayHosts:
                 continue
             ns = self.checked.graph.nodesets[name]
             asks = host_resources(self.checked, [name], where.pinned)[name]
+            if ns.replicas is not None and where.replica_gpus:
+                self._start_pinned_replicas(name, asks, where)
+                continue
             if ns.replicas is None or where.pinned:
                 if ns.replicas is not None:  # the cluster scheduler placed it on one GPU
                     print(f"evaltui: shared nodeset {name!r} asks for replicas "
@@ -80,14 +84,41 @@ class RayHosts:
                     break
         self.notes.start()
 
+    def _start_pinned_replicas(self, name: str, asks: dict[str, Any], where: ActorPlacement
+                               ) -> None:
+        """One replica actor on each node GPU the cluster scheduler reserved (up to the
+        replica count), pinned there as a one-GPU run's actors are: their memory is held
+        in the cluster ledger already, so they ask Ray for nothing more."""
+        ns = self.checked.graph.nodesets[name]
+        alive = alive_nodes()
+        gpus = [g for g in where.replica_gpus if alive is None or g[0] in alive]
+        if not gpus:
+            raise ExecutorError(f"shared nodeset {name!r}: every node GPU reserved for its "
+                                "replicas left the Ray cluster")
+        wanted = len(gpus) if ns.replicas == "per_gpu" else min(len(gpus), int(ns.replicas or 1))
+        actors = self.replicas[name] = []
+        failed: ExecutorError | None = None
+        for node_id, gpu, node in gpus[:wanted]:
+            label = f"{node or 'node-' + node_id[:6]} GPU{gpu}"
+            try:
+                actors.append(self._start_actor(name, asks, where, replica=True, label=label,
+                                                options=pinned_to(node_id, gpu, where.run_id)))
+            except ExecutorError as exc:  # its node is going: enough if min started
+                failed = exc
+                print(f"evaltui: replica of shared nodeset {name!r} on {label} cannot start "
+                      f"({exc})", file=sys.stderr, flush=True)
+        if failed is not None and len(actors) < max(1, min(ns.min_replicas, wanted)):
+            raise failed
+
     def _start_actor(self, name: str, asks: dict[str, Any], where: ActorPlacement,
-                     replica: bool = False) -> Any:
+                     replica: bool = False, label: str | None = None,
+                     options: dict[str, Any] | None = None) -> Any:
         import ray
 
         ns = self.checked.graph.nodesets[name]
         actor: Any = ray.remote(NodesetActor).options(
             max_restarts=0, max_task_retries=0, max_concurrency=self.callers + 4,
-            name=None, **asks, **where.options).remote(
+            name=None, **asks, **(where.options if options is None else options)).remote(
                 ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
                 HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir)
         try:
@@ -100,8 +131,10 @@ class RayHosts:
             ray.kill(actor)
             raise NodesetBuildError(f"the shared nodeset {name!r} cannot start: {exc}") from exc
         gpu = f" (replica on GPU {','.join(info['gpu_ids'])})" if replica else ""
+        if label is not None:
+            gpu = f" (replica on {label})"
         if replica:
-            self.notes.add(name, actor, info)
+            self.notes.add(name, actor, info, label)
         print(f"evaltui: shared nodeset {name} is Ray actor pid {info['pid']} on node "
               f"{info['node_id'][:8]}, asking {asked_text(asks)}{gpu}", file=sys.stderr,
               flush=True)

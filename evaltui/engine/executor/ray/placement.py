@@ -7,11 +7,13 @@ reserves another GPU for the run in the cluster ledger (scheduler/replacing.py) 
 run reads it back from there (:meth:`ActorPlacement.usable`): its retried episodes and new
 actors go to the new node. Until then the run starts no actor; if no scheduler moves it
 within ``place_timeout_sec`` the run fails saying so. A run not placed by a scheduler
-(SPREAD) never waits here.
+(SPREAD) never waits here. A run with replicas is pinned to every node GPU reserved for
+it (``REPLICA_GPUS_ENV``): one replica actor on each, its other actors on the first.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -24,6 +26,7 @@ from evaltui.engine.executor.ray.resources import (
     LEDGER_NAMESPACE,
     NODE_GPU_ENV,
     NODE_ID_ENV,
+    REPLICA_GPUS_ENV,
     RUN_ID_ENV,
     node_placement,
     pinned_to,
@@ -44,6 +47,21 @@ def alive_nodes() -> set[str] | None:
         return None
 
 
+def replica_gpus(env: Mapping[str, str]) -> list[tuple[str, int, str]]:
+    """The node GPUs of ``REPLICA_GPUS_ENV`` (a run with replicas a cluster scheduler
+    placed); a malformed value is said once and read as none (the run then keeps one
+    replica on its pinned GPU)."""
+    raw = env.get(REPLICA_GPUS_ENV)
+    if not raw:
+        return []
+    try:
+        return [(str(node_id), int(gpu), str(name)) for node_id, gpu, name in json.loads(raw)]
+    except (ValueError, TypeError) as exc:
+        print(f"evaltui: ignoring {REPLICA_GPUS_ENV}={raw!r}: {exc}", file=sys.stderr,
+              flush=True)
+        return []
+
+
 class ActorPlacement:
     """The actor options of one run; see the module docstring."""
 
@@ -54,6 +72,9 @@ class ActorPlacement:
         self.node_id: str | None = env.get(NODE_ID_ENV) if pinned else None
         self.gpu: int | None = int(env[NODE_GPU_ENV]) if pinned else None
         self.run_id = env.get(RUN_ID_ENV)
+        self.replica_gpus = replica_gpus(env) if pinned else []
+        """A run with replicas: every (node id, GPU, node name) its scheduler reserved,
+        one replica actor to start on each (empty: the run is on one GPU, or SPREAD)."""
         self.lost_at: float | None = None
         """When the pinned node was found gone (monotonic); None while it is there."""
         self.moved = False
@@ -104,6 +125,10 @@ class ActorPlacement:
         print(f"evaltui: the run moved from node {self.node_id[:8]} to "
               f"{name or 'node ' + node_id[:8]} GPU{gpu} ({node_id[:8]})",
               file=sys.stderr, flush=True)
+        if self.replica_gpus:  # its first replica follows; those on the lost node are gone
+            lost = self.node_id
+            self.replica_gpus = [(node_id, gpu, name),
+                                 *(g for g in self.replica_gpus[1:] if g[0] != lost)]
         self.node_id, self.gpu = node_id, gpu
         self.options = pinned_to(node_id, gpu, self.run_id)
         self.lost_at, self.moved = None, True

@@ -5,7 +5,9 @@ Each replica actor asks for a whole logical GPU (``num_gpus=1``) besides its ``v
 share, so Ray puts no two replicas on one GPU and sets each one's
 ``CUDA_VISIBLE_DEVICES``. ``per_gpu`` is every GPU the cluster declares; ``N`` is at most
 that many; a cluster without GPUs gets one replica asking as any shared nodeset does
-(said once). Fewer GPUs than ``min_replicas`` fails the run; a replica that finds no
+(said once). A run a cluster scheduler admitted with replicas has one actor pinned to
+each node GPU it reserved (``ActorPlacement.replica_gpus``), asking Ray for nothing
+more. Fewer GPUs than ``min_replicas`` fails the run; a replica that finds no
 room within the placement timeout leaves the run to those placed, if they are at least
 ``min_replicas`` (:meth:`~evaltui.engine.executor.ray.hosts.RayHosts.start`).
 
@@ -111,11 +113,14 @@ class RayReplicaNotes:
         self._thread: threading.Thread | None = None
         self._sets: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
 
-    def add(self, name: str, actor: Any, info: Mapping[str, Any]) -> None:
-        """A replica actor as its ping described it (node, pid, GPU ids)."""
+    def add(self, name: str, actor: Any, info: Mapping[str, Any], label: str | None = None
+            ) -> None:
+        """A replica actor as its ping described it (node, pid, GPU ids), or on the node
+        GPU ``label`` it was pinned to (as its scheduler's record names it)."""
         node = str(info.get("node_name") or f"node-{str(info['node_id'])[:6]}")
         gpu = ",".join(info.get("gpu_ids") or []) or "?"
-        note = {"gpu": f"{node} GPU{gpu}", "pid": info["pid"], "requests": 0, "state": "up"}
+        note = {"gpu": label or f"{node} GPU{gpu}", "pid": info["pid"], "requests": 0,
+                "state": "up"}
         with self._lock:
             self._sets.setdefault(name, []).append((actor, note))
 

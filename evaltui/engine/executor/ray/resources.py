@@ -85,6 +85,10 @@ NODE_GPU_ENV = "EVALTUI_RAY_GPU"
 RUN_ID_ENV = "EVALTUI_RAY_RUN_ID"
 """Set with NODE_ID_ENV: the run's id in the cluster ledger, where a run whose node left
 the cluster finds the node its scheduler moved it to (ray_placement.py)."""
+REPLICA_GPUS_ENV = "EVALTUI_RAY_REPLICA_GPUS"
+"""Set with NODE_ID_ENV on a run with replicas: JSON ``[[node id, GPU, node name], ...]``,
+every node GPU its scheduler reserved for it, one replica actor on each (the first is
+NODE_ID_ENV/NODE_GPU_ENV)."""
 LEDGER_NAME = "evaltui-ledger"
 LEDGER_NAMESPACE = "evaltui"
 """The cluster ledger actor (scheduler/cluster/ledger.py), by name and namespace."""
