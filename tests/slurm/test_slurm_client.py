@@ -79,7 +79,9 @@ def test_pending_job_reads_queued_with_slurms_reason(
     hogs = [submit(full, batch(tmp_path, "sleep 300", tasks=1)) for _ in range(2)]
     waiting = submit(full, batch(tmp_path, "true"))
     try:
-        (pending,) = wait_until(lambda: queue(waiting), 10, "the job in squeue")
+        # Slurm gives a reason at its next scheduling pass; until then it reads "None".
+        (pending,) = wait_until(lambda: q if (q := queue(waiting)) and q[0].reason not in
+                                (None, "", "None") else None, 10, "the job's pending reason")
         assert pending.state is SlurmJobState.PENDING
         state, reason = pending.run_state()
         assert state is RunState.QUEUED

@@ -2,7 +2,7 @@
 
 A worker's client of a replicated nodeset holds a :class:`~evaltui.engine.hosting.proxy.
 RemoteNodeset` per replica URL and sends each request to one of them, chosen by a
-:class:`Spread`:
+:class:`ReplicaSpread`:
 
 - ``slot`` (:class:`SlotSpread`): worker slot ``i`` uses replica ``i % R``, so each
   replica batches the calls of a fixed K/R workers;
@@ -39,7 +39,7 @@ QUICK_DIAL_SEC = 0.2
 SPREADS = ("slot", "least_loaded")
 
 
-class Spread:
+class ReplicaSpread:
     """Which replica a worker's next request goes to; ``live`` is never empty."""
 
     def pick(self, live: list[int]) -> int:
@@ -54,7 +54,7 @@ class Spread:
         """Release what the spread holds (the board's map)."""
 
 
-class SlotSpread(Spread):
+class SlotSpread(ReplicaSpread):
     """Slot ``i`` sticks to live replica ``i % R``: all replicas up, replica ``i % R``; once
     some are lost, the slots deal themselves over the rest again, evenly."""
 
@@ -66,7 +66,7 @@ class SlotSpread(Spread):
         return live[self.slot % len(live)]
 
 
-class LeastLoadedSpread(Spread):
+class LeastLoadedSpread(ReplicaSpread):
     """The live replica with the fewest requests in flight on the board; ties go to the
     one nearest this slot's own (so idle replicas fill evenly)."""
 
@@ -92,7 +92,7 @@ class LeastLoadedSpread(Spread):
         self.board.close()
 
 
-def make_spread(endpoint: SharedEndpoint, slot: int) -> Spread:
+def make_spread(endpoint: SharedEndpoint, slot: int) -> ReplicaSpread:
     """The endpoint's spread for this worker slot (``slot`` when the board is out of reach)."""
     count = len(endpoint.urls)
     if endpoint.spread == "least_loaded" and endpoint.board:
