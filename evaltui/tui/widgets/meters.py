@@ -108,12 +108,20 @@ class ResourceMeters(Widget):
             line.no_wrap, line.overflow = True, "ellipsis"
             lines.append(line)
         if not cluster:
+            # A short screen: one line per set of GPUs holding the same runs, after them
+            # (a run on 8 GPUs would otherwise take 8 lines from the runs table).
+            grouped = self.app.size.height < PROCESS_MIN_HEIGHT
             for gpu in res.gpus:
                 self._add_gpu(grid, gpu, res.fake_gpus, bar_width)
-                processes = self._reservation_lines(gpu) + self._process_lines(gpu)
+                processes = ([] if grouped else self._reservation_lines(gpu)) + \
+                    self._process_lines(gpu)
                 if processes:  # free lines between two grids that line up
                     lines += [grid, *processes]
                     grid = _grid(bar_width)
+            shared = self._grouped_reservation_lines(res.gpus) if grouped else []
+            if shared:
+                lines += [grid, *shared]
+                grid = _grid(bar_width)
         else:
             hosts = {h.name: h for h in res.nodes}
             names = sorted(set(hosts) | {g.node or "" for g in res.gpus})
@@ -141,30 +149,46 @@ class ResourceMeters(Widget):
             for row in self._history_rows(gpu, width):
                 grid.add_row(*row)
 
-    def _reservation_lines(self, gpu: Gpu) -> list[Text]:
-        """``  rsv 20260115_090500 16.0 · 20260115_090512 8.0``: the GPU's reservations
-        by run, when a run holds several GPUs (replicas): which runs share it."""
+    def _by_run(self, gpu: Gpu) -> dict[str, int]:
+        """This user's reservations on ``gpu`` by run (MiB), while a run holds several
+        GPUs (replicas); empty otherwise (the process lines say whose memory it is)."""
         ledger = self.resources.ledger if self.resources else []
         gpus_of: dict[str, set[int | None]] = {}
         for entry in ledger:
             gpus_of.setdefault(entry.run_id, set()).add(entry.gpu)
         if not any(len(held) > 1 for held in gpus_of.values()):
-            return []  # one GPU per run: the process lines below say whose memory it is
+            return {}
         by_run: dict[str, int] = {}
         for entry in ledger:
             if entry.gpu == gpu.index and not entry.other_user:
                 by_run[entry.run_id] = by_run.get(entry.run_id, 0) + entry.vram_mb
-        if not by_run:
-            return []
+        return by_run
+
+    def _rsv_line(self, label: str, by_run: dict[str, int]) -> Text:
         app = self.app
-        line = Text("  rsv ", style=theme_style(app, "foreground-muted"), no_wrap=True,
-                    overflow="ellipsis")
+        muted = theme_style(app, "foreground-muted")
+        line = Text(f"  rsv {label}".rstrip(), style=muted, no_wrap=True, overflow="ellipsis")
         for n, (run_id, mb) in enumerate(by_run.items()):
-            if n:
-                line.append(" · ", style=theme_style(app, "foreground-muted"))
+            line.append(" · " if n else " ", style=muted)
             line.append(run_id, style=theme_style(app, "primary"))
             line.append(f" {gib(mb, unit=False)}", style=theme_style(app, "secondary"))
-        return [line]
+        return line
+
+    def _grouped_reservation_lines(self, gpus: list[Gpu]) -> list[Text]:
+        """``  rsv GPU1-3 20260115_090500 8.0``: GPUs holding the same runs, one line."""
+        groups: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        for gpu in gpus:
+            by_run = self._by_run(gpu)
+            if by_run:
+                groups.setdefault(tuple(by_run.items()), []).append(gpu.index)
+        return [self._rsv_line(gpu_span(indices), dict(runs))
+                for runs, indices in groups.items()]
+
+    def _reservation_lines(self, gpu: Gpu) -> list[Text]:
+        """``  rsv 20260115_090500 16.0 · 20260115_090512 8.0``: the GPU's reservations
+        by run, when a run holds several GPUs (replicas): which runs share it."""
+        by_run = self._by_run(gpu)
+        return [self._rsv_line("", by_run)] if by_run else []
 
     def _process_lines(self, gpu: Gpu) -> list[Text]:
         """``  ↳ 4321 alice  4,096 MiB  run 20260115_090500``: who holds the memory."""
@@ -294,3 +318,10 @@ def _grid(bar_width: int) -> Table:
 def _key(gpu: Gpu) -> int | tuple[str, int]:
     """A GPU's history key: its index, or (node, index) on a cluster (each has a GPU0)."""
     return gpu.index if gpu.node is None else (gpu.node, gpu.index)
+
+
+def gpu_span(indices: list[int]) -> str:
+    """``GPU1-3`` for consecutive indices, ``GPU0,2`` otherwise, ``GPU4`` for one."""
+    if len(indices) > 1 and indices == list(range(indices[0], indices[-1] + 1)):
+        return f"GPU{indices[0]}-{indices[-1]}"
+    return "GPU" + ",".join(map(str, indices))
