@@ -21,6 +21,7 @@ import orjson
 import psutil
 
 # The file names live with the records (evaltui.records); readers import them from here too.
+from evaltui.recordparse import parse_lenient
 from evaltui.records import (
     DONE_FILENAME,
     EPISODES_DIRNAME,
@@ -29,7 +30,6 @@ from evaltui.records import (
     SUMMARY_FILENAME,
     SchedulerRecord,
     SummaryHeader,
-    parse_lenient,
 )
 from evaltui.safeopen import LeavesRoot, NotAnObject, Root, read_object_inside
 from evaltui.settings import settings
@@ -355,7 +355,7 @@ DISK_FULL_NOTE = "disk full: {run_dir} (the run's writes found no room for longe
 def derive_state(scheduler: Mapping[str, Any] | None, summary: Mapping[str, Any] | None, *,
                  summary_exists: bool, done: bool) -> RunState:
     """The run's state (DESIGN §3) from its scheduler.json and summary.json as read (None:
-    absent or unreadable), parsed leniently (:func:`records.parse_lenient`): a field that
+    absent or unreadable), parsed leniently (:func:`recordparse.parse_lenient`): a field that
     does not fit reads as unset, except that a cancel request is one whatever its time."""
     sched, sched_bad = parse_lenient(SchedulerRecord, scheduler) if scheduler else (None, ())
     header = parse_lenient(SummaryHeader, summary)[0] if summary else None

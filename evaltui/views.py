@@ -15,12 +15,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaltui.recordparse import parse
 from evaltui.records import (
     SCHEDULER_FILENAME,
     SUMMARY_FILENAME,
     SchedulerRecord,
     SummaryHeader,
-    parse,
 )
 from evaltui.states import AdmitState, RunState
 

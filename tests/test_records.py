@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from evaltui import cli
 from evaltui.graphs import builtin_graph_path
 from evaltui.launch import spawn_run
+from evaltui.recordparse import parse_lenient
 from evaltui.records import (
     EPISODE_FILENAME,
     SCHEDULER_FILENAME,
@@ -24,7 +25,6 @@ from evaltui.records import (
     Summary,
     SummaryHeader,
     TrajectoryRecord,
-    parse_lenient,
 )
 from evaltui.results.runrows import load_run
 from evaltui.rundir import episode_dir, read_json

@@ -304,7 +304,8 @@ def _console() -> Console:
 
 def _header(summary: dict[str, Any] | None) -> SummaryHeader | None:
     """summary.json's header as its record (None if absent or not fitting the schema)."""
-    from evaltui.records import SUMMARY_FILENAME, SummaryHeader, parse
+    from evaltui.recordparse import parse
+    from evaltui.records import SUMMARY_FILENAME, SummaryHeader
 
     rows_left_out = {k: v for k, v in (summary or {}).items() if k != "episodes"}
     return parse(SummaryHeader, rows_left_out or None, SUMMARY_FILENAME)[0]
