@@ -137,18 +137,7 @@ class Lifecycle:
                 raise NotResumable(f"run {run_id} is {c.jobs[run_id].state.value}")
         if slurm_job_of(read_record(run_dir)):  # Slurm runs it: its job is submitted again
             return _resume_on_slurm(run_dir)
-        state = derive_run_state(run_dir)
-        if state not in RESUMABLE:
-            raise NotResumable(f"run {run_id} is {state.value}; only finished runs resume")
-        try:
-            spec_data = read_json(run_dir / SPEC_FILENAME)
-        except (OSError, ValueError) as exc:
-            raise SpecError(SPEC_FILENAME, f"cannot read the run's spec: {exc}") from None
-        _importable_workspace(spec_data)
-        checked = validate_spec(spec_data)
-        left = [i for i in checked.episode_indices if not _episode_ok(run_dir, i)]
-        if not left:
-            raise NotResumable(f"run {run_id}: every selected episode is ok already")
+        checked, left = _resumable(run_dir, derive_run_state(run_dir))
         estimate = c.calibration.estimate(checked.spec, nodeset_parts(checked.spec),
                                           c.shared_keys())
         with scheduler_record_lock(run_dir):
@@ -327,6 +316,23 @@ def _submit_to_slurm(spec: JobSpec | Mapping[str, Any], outputs: Path) -> Submit
     return Submitted(submitted.run_dir.name, RunState.QUEUED, submitted.checked.warnings)
 
 
+def _resumable(run_dir: Path, state: RunState) -> tuple[Any, list[int]]:
+    """The checked spec of a run that may resume from ``state`` and its episodes not yet
+    ``ok``; NotResumable (or SpecError) why not."""
+    if state not in RESUMABLE:
+        raise NotResumable(f"run {run_dir.name} is {state.value}; only finished runs resume")
+    try:
+        spec_data = read_json(run_dir / SPEC_FILENAME)
+    except (OSError, ValueError) as exc:
+        raise SpecError(SPEC_FILENAME, f"cannot read the run's spec: {exc}") from None
+    _importable_workspace(spec_data)
+    checked = validate_spec(spec_data)
+    left = [i for i in checked.episode_indices if not _episode_ok(run_dir, i)]
+    if not left:
+        raise NotResumable(f"run {run_dir.name}: every selected episode is ok already")
+    return checked, left
+
+
 def _resume_on_slurm(run_dir: Path) -> RunState:
     """A finished Slurm run (its state as followed: Slurm's word where the run dir has
     none) resumed as a new job into the same run dir (``slurm/runsubmit.py``)."""
@@ -336,16 +342,7 @@ def _resume_on_slurm(run_dir: Path) -> RunState:
     from evaltui.slurm.runsubmit import resubmit_run
 
     state = follow_status(run_dir, read_run_status(run_dir)).state
-    if state not in RESUMABLE:
-        raise NotResumable(f"run {run_dir.name} is {state.value}; only finished runs resume")
-    try:
-        spec_data = read_json(run_dir / SPEC_FILENAME)
-    except (OSError, ValueError) as exc:
-        raise SpecError(SPEC_FILENAME, f"cannot read the run's spec: {exc}") from None
-    _importable_workspace(spec_data)
-    checked = validate_spec(spec_data)
-    if not [i for i in checked.episode_indices if not _episode_ok(run_dir, i)]:
-        raise NotResumable(f"run {run_dir.name}: every selected episode is ok already")
+    checked, _left = _resumable(run_dir, state)
     try:
         resubmit_run(run_dir, checked, state.value)
     except SlurmError as exc:
