@@ -6,15 +6,13 @@ import sys
 
 import pytest
 from textual.widgets import Input, Select
-from tuihelpers import SIZE, wait_for
+from tuihelpers import SIZE, open_submit, wait_for
 
 from evaltui.rundir import read_json, runs_root
 from evaltui.tui.screens.queue import QueueScreen
 from evaltui.tui.screens.submit import SubmitScreen
-from evaltui.tui.widgets.runs_table import RunsTable
 
 pytestmark = pytest.mark.anyio
-ALL_RUNS = 9
 
 
 class BlockRay:
@@ -25,21 +23,12 @@ class BlockRay:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
-async def open_form(pilot) -> SubmitScreen:
-    app = pilot.app
-    await wait_for(lambda: isinstance(app.screen, QueueScreen) and
-                   app.screen.query_one(RunsTable).row_count == ALL_RUNS, what="all runs")
-    await pilot.press("s")
-    await wait_for(lambda: isinstance(app.screen, SubmitScreen))
-    return app.screen
-
-
 async def test_choosing_ray_puts_the_executor_and_address_into_the_spec(
         runs, make_backend, app_factory, outputs) -> None:
     pytest.importorskip("ray")
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        form = await open_form(pilot)
+        form = await open_submit(pilot)
         form.query_one("#episodes", Input).value = "2"
         form.query_one("#executor", Select).value = "ray"
         form.query_one("#ray_address", Input).value = "10.0.0.5:6379"
@@ -63,7 +52,7 @@ async def test_without_ray_the_form_says_install_inline(
     monkeypatch.setattr(sys, "meta_path", [BlockRay(), *sys.meta_path])
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        form = await open_form(pilot)
+        form = await open_submit(pilot)
         form.query_one("#executor", Select).value = "ray"
         error = form.query_one("#executor-error")
         await wait_for(lambda: error.display, what="the inline install hint")

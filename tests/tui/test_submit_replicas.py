@@ -5,30 +5,18 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import Input, Label
-from tuihelpers import SIZE, wait_for
+from tuihelpers import SIZE, open_submit, wait_for
 
-from evaltui.tui.screens.queue import QueueScreen
 from evaltui.tui.screens.submit import SubmitScreen
-from evaltui.tui.widgets.runs_table import RunsTable
 
 pytestmark = pytest.mark.anyio
-ALL_RUNS = 9
-
-
-async def open_form(pilot) -> SubmitScreen:
-    app = pilot.app
-    await wait_for(lambda: isinstance(app.screen, QueueScreen) and
-                   app.screen.query_one(RunsTable).row_count == ALL_RUNS, what="all runs")
-    await pilot.press("s")
-    await wait_for(lambda: isinstance(app.screen, SubmitScreen))
-    return app.screen
 
 
 async def test_replicas_go_on_every_shared_nodeset_and_a_bad_one_is_said_there(
         runs, make_backend, app_factory) -> None:
     app = app_factory(make_backend())
     async with app.run_test(size=SIZE) as pilot:
-        form = await open_form(pilot)
+        form = await open_submit(pilot)
         form.query_one("#graph", Input).value = "model"
         form.query_one("#replicas", Input).value = "per_gpu"
         await pilot.pause()

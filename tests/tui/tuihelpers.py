@@ -50,11 +50,12 @@ async def select_run(pilot: Pilot[Any], run_id: str) -> None:
     await pilot.pause()
 
 
-async def open_submit(pilot: Pilot[Any]) -> None:
-    """From a ready queue screen, press s and wait for the submit form."""
+async def open_submit(pilot: Pilot[Any]) -> SubmitScreen:
+    """From a ready queue screen, press s and wait for the submit form (returned)."""
     await queue_ready(pilot.app)
     await pilot.press("s")
     await wait_for(lambda: isinstance(pilot.app.screen, SubmitScreen), what="the submit form")
+    return pilot.app.screen  # type: ignore[return-value]
 
 
 async def replay_opened(app: App[Any]) -> ReplayScreen:
