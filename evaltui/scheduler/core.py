@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui import fakegpu
+from evaltui.gpuenv import gpu_env
 from evaltui.process import terminate_group
 from evaltui.records import SchedulerRecord
 from evaltui.rundir import PidRef, is_run_id, outputs_root, runs_root
@@ -44,7 +45,6 @@ from evaltui.scheduler.admission.resources import (
 from evaltui.scheduler.cluster.placement import placement_for
 from evaltui.scheduler.events import Listeners, NodesetsChanged, RunStateChanged, SchedulerEvent
 from evaltui.scheduler.lock import InteractiveLock
-from evaltui.scheduler.placement import gpu_env
 from evaltui.scheduler.runs.episodes import EpisodeWatcher
 from evaltui.scheduler.runs.fairshare import ServedClock
 from evaltui.scheduler.runs.jobs import Job, JobQueue, RecordWriter

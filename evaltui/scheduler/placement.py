@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from evaltui import fakegpu
+from evaltui.gpuenv import gpu_env
 from evaltui.records import ReservationRecord
 from evaltui.scheduler.admission.accounting import Accounting, GpuView
 from evaltui.scheduler.admission.gpukey import GpuKey
@@ -201,18 +201,3 @@ class LocalPlacement:
 
     def nodes_lost(self) -> list[NodeLost]:
         return []
-
-
-def gpu_env(gpu: int | Sequence[int] | None, fake: bool) -> dict[str, str]:
-    """Variables that put a process on this machine's ``gpu`` (none for no GPU), or on
-    several GPUs: a run with replicas gets them comma-separated, ``0,2,3`` in the order
-    chosen (DESIGN §12 "Replicas": its run process hosts one replica on each)."""
-    if gpu is None:
-        return {}
-    listed = str(gpu) if isinstance(gpu, int) else ",".join(str(g) for g in gpu)
-    env = {"CUDA_VISIBLE_DEVICES": listed}
-    if fake:
-        env[fakegpu.FAKE_GPU_INDEX_ENV] = listed
-    else:
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # NVML numbers GPUs in PCI order
-    return env

@@ -47,6 +47,15 @@ def test_the_run_takes_the_gpus_its_environment_gives(monkeypatch: pytest.Monkey
     assert run_gpus() == []
 
 
+def test_a_replica_host_on_a_real_gpu_counts_gpus_as_nvml_does() -> None:
+    """CUDA numbers GPUs fastest first unless told PCI order; NVML (the scheduler's
+    measure) numbers them in PCI order: without CUDA_DEVICE_ORDER a host of GPU1 on a
+    mixed box could open another card than the one measured."""
+    assert RunGpu("1").env() == {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert RunGpu("2", fake=True).env() == {"CUDA_VISIBLE_DEVICES": "2",
+                                            "EVALTUI_FAKE_GPU_INDEX": "2"}
+
+
 def test_slot_spread_binds_slots_and_redeals_them_when_a_replica_is_lost() -> None:
     assert [SlotSpread(i, 4).pick([0, 1, 2, 3]) for i in range(8)] == [0, 1, 2, 3] * 2
     # Replica 1 lost: the six slots spread over the three left, two each.

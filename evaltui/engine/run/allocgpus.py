@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
 from evaltui.fakegpu import FAKE_GPU_INDEX_ENV, charges_dir, fake_gpus, parse_charge_filename
+from evaltui.gpuenv import gpu_env
 from evaltui.rundir import read_json
 from evaltui.settings import reset_settings
 
@@ -66,10 +67,7 @@ def host_gpu_env(visible: Sequence[str],
     gpu = most_free(visible, free_mb or measured_free_mb)
     if gpu is None:
         return {}
-    env = {CUDA_ENV: gpu}
-    if fake_gpus() is not None:
-        env[FAKE_GPU_INDEX_ENV] = gpu
-    return env
+    return gpu_env(gpu, fake_gpus() is not None)
 
 
 def most_free(visible: Sequence[str], free_mb: Callable[[str], int | None]) -> str | None:

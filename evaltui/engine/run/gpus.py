@@ -12,7 +12,8 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from evaltui.fakegpu import FAKE_GPU_INDEX_ENV, fake_gpus
+from evaltui.fakegpu import fake_gpus
+from evaltui.gpuenv import gpu_env
 from evaltui.settings import settings
 
 
@@ -32,10 +33,7 @@ class RunGpu:
 
     def env(self) -> dict[str, str]:
         """What a host on this GPU gets in its environment."""
-        env = {"CUDA_VISIBLE_DEVICES": self.device}
-        if self.fake:
-            env[FAKE_GPU_INDEX_ENV] = self.device
-        return env
+        return gpu_env(self.device, self.fake)
 
 
 def run_gpus() -> list[RunGpu]:

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
+from evaltui.gpuenv import gpu_env
 from evaltui.rundir import PidRef, state_dir, write_json_atomic
 from evaltui.scheduler.admission.decision import Candidate, Wait
-from evaltui.scheduler.placement import gpu_env
 from evaltui.states import AdmitState
 from evaltui.views import Admit
 
