@@ -32,6 +32,11 @@ GRAPH_FILENAME = "graph.json"
 """The run-level graph snapshot, resolved with defaults (run subprocess)."""
 SUMMARY_FILENAME = "summary.json"
 """The run's running snapshot and terminal status (:class:`Summary`)."""
+ROWS_FILENAME = "rows.jsonl"
+"""While a run runs: its episode rows, one JSON object a line, appended as episodes end
+(a row of the same index later in the file replaces the earlier one). The running
+summary.json holds aggregates only (``rows_file`` names this file); the final one holds
+every row and this file is removed."""
 DONE_FILENAME = "_DONE"
 """Touched last by the run subprocess on a clean exit (absent: aborted)."""
 RUN_LOG_FILENAME = "run.log"
@@ -349,6 +354,10 @@ class SummaryHeader(_Record):
     """When the run process finished; None while running."""
     elapsed_sec: float | None = None
     """Run time so far."""
+    rows_file: str | None = None
+    """A running snapshot's rows are not in it but in this file beside it (``rows.jsonl``,
+    :data:`ROWS_FILENAME`), and in the episode dirs; None in a final summary (and in those
+    of earlier versions), whose ``episodes`` hold every row."""
     disk_wait: DiskWaitNote | None = None
     """Set once a write of the run had to wait for room on a full disk; None otherwise."""
     replicas: dict[str, list[ReplicaNote]] | None = None
@@ -362,7 +371,8 @@ class Summary(SummaryHeader):
     """summary.json: the header plus every finished episode's row, in episode order."""
 
     episodes: list[EpisodeRow] = Field(default_factory=list)
-    """The rows as of this write (episode.json of episodes finished since are newer)."""
+    """The rows as of this write (episode.json of episodes finished since are newer); in a
+    running snapshot (``rows_file`` set) none: they are in that file."""
 
 
 # ---- reading ------------------------------------------------------------------------------

@@ -168,16 +168,25 @@ def write_json_atomic(path: Path, obj: Any, *, durable: bool = True, mode: int =
     ``mode`` is the new file's (before the umask): :data:`PRIVATE_MODE` for the state
     dir's files. ``compact`` leaves out the indentation.
     """
-    path = Path(path)
     options = _JSON_OPTS & ~orjson.OPT_INDENT_2 if compact else _JSON_OPTS
     data = orjson.dumps(obj, option=options)  # before touching the disk: may raise
+    write_bytes_atomic(path, (data,), durable=durable, mode=mode)
+
+
+def write_bytes_atomic(path: Path, chunks: Iterable[bytes], *, durable: bool = True,
+                       mode: int = 0o666) -> None:
+    """Write the concatenated ``chunks`` as :func:`write_json_atomic` writes its JSON (a
+    reader sees the old file or the new one): a file too big to hold in memory at once,
+    such as a long run's final summary.json, is streamed."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            for data in chunks:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
             if durable:
                 os.fsync(fd)
         finally:

@@ -207,6 +207,19 @@ def mean_ci(name: str, xs: Sequence[float]) -> tuple[float, list[float] | None]:
     return mean, [max(mean - half, low), min(mean + half, high)]
 
 
+def mean_ci_of_sums(name: str, n: int, total: float, total_sq: float
+                    ) -> tuple[float, list[float] | None]:
+    """:func:`mean_ci` from a metric's running count, sum and sum of squares (a running
+    run's snapshot, kept without its values; equal to it up to rounding)."""
+    mean = total / n
+    if n < 2:
+        return mean, None
+    var = max(0.0, (total_sq - total * mean) / (n - 1))
+    half = t_quantile_975(n - 1) * math.sqrt(var) / math.sqrt(n)
+    low, high = METRIC_RANGES.get(name, (-math.inf, math.inf))
+    return mean, [max(mean - half, low), min(mean + half, high)]
+
+
 def aggregate(rows: Iterable[Mapping], *, ok_only: bool = False) -> Aggregate:
     """Mean, 95% CI and n of each metric over a run's episode rows.
 

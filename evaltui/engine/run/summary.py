@@ -1,32 +1,39 @@
 """SummaryWriter: the run's summary.json, rewritten at most about once a second.
 
-Episode rows arrive as episodes finish; the writer keeps them in memory and rewrites
-summary.json from a background thread when something changed and a second has passed,
-so 5,000 episodes cost at most one rewrite a second, not one per episode. The file is
-:class:`evaltui.records.Summary`: each row is an ``EpisodeRow`` (validated once, when it
-arrives, and kept as its JSON form), the rest a ``SummaryHeader`` built per write.
+Episode rows arrive as episodes finish. Each is appended once to rows.jsonl beside
+summary.json (:class:`~evaltui.engine.run.rowspool.RowSpool`) and counted into running
+totals (:class:`~evaltui.engine.run.runtotals.RunTotals`); a background thread rewrites
+summary.json when something changed and a second has passed, with those aggregates only
+(``rows_file`` names where the rows are). So an episode costs the same at 50,000 as at
+1: no rewrite of every row each second, no aggregate over every row, and no row held in
+memory. The final write streams every row, in episode order, into summary.json
+(:class:`evaltui.records.Summary`, computed from the rows as ever) and removes rows.jsonl.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from evaltui.diskfull import DISK
-from evaltui.engine.episode.metrics import aggregate
+from evaltui.engine.episode.metrics import Aggregate, aggregate
+from evaltui.engine.run.rowspool import RowSpool, summary_chunks
+from evaltui.engine.run.runtotals import FAILED, RunTotals
 from evaltui.records import (
+    ROWS_FILENAME,
     SUMMARY_FILENAME,
     DiskWaitNote,
     EpisodeRow,
     FirstError,
     SummaryHeader,
 )
-from evaltui.rundir import now_iso, sync_files, write_json_atomic
+from evaltui.rundir import now_iso, sync_files, write_bytes_atomic, write_json_atomic
 from evaltui.states import EpisodeStatus, SummaryStatus
 
 SYNC_EVERY_SEC = 0.2
@@ -34,8 +41,6 @@ SYNC_EVERY_SEC = 0.2
 writes), so that a short run's final write does not fsync every file of its last
 second."""
 
-_FAILED = frozenset({EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT})
-_SCORED = _FAILED | {EpisodeStatus.OK}
 
 
 def one_line(error: str | None, limit: int = 300) -> str:
@@ -49,7 +54,7 @@ def one_line(error: str | None, limit: int = 300) -> str:
 
 def first_error(rows: Sequence[Mapping[str, Any]]) -> FirstError | None:
     """The lowest-index failed row (of rows in their JSON form), or None."""
-    failed = [r for r in rows if r["status"] in _FAILED]
+    failed = [r for r in rows if r["status"] in FAILED]
     if not failed:
         return None
     row = min(failed, key=lambda r: int(r["episode_index"]))
@@ -102,7 +107,11 @@ class SummaryWriter:
         self.started_at = now_iso()
         self.finished_at: str | None = None
         self._t0 = time.monotonic()
-        self._rows: dict[int, dict[str, Any]] = {}
+        self._spool = RowSpool(run_dir)
+        self._spool.open()
+        self._totals = RunTotals()
+        self.bytes_written = 0
+        """summary.json and rows.jsonl bytes this writer has written (the rows once each)."""
         self._unsynced: list[Path] = []
         self._lock = threading.Lock()
         self._dirty = threading.Event()
@@ -123,22 +132,27 @@ class SummaryWriter:
         """A finished episode's row; ``unsynced``: its files, written without fsync.
 
         Such files are fsynced in batches by the flusher, every :data:`SYNC_EVERY_SEC`
-        while rows come, and in any case before the next summary.json write lists their
-        row: a power cut never loses an episode.json that summary.json lists, and the
-        final write (on a run's critical path) has only the last batch left to sync.
+        while rows come, and in any case before the next write puts their row in
+        rows.jsonl: a power cut never loses an episode.json that the run's rows list, and
+        the final write (on a run's critical path) has only the last batch left to sync.
         """
-        data = row_json(row)
+        self._keep(row_json(row))
         with self._lock:
-            self._rows[data["episode_index"]] = data
             self._unsynced.extend(unsynced)
         self._dirty.set()
 
     def preload(self, rows: Iterable[EpisodeRow | Mapping[str, Any]]) -> None:
         """Rows kept from an earlier attempt at this run (resume)."""
+        for row in rows:
+            self._keep(row_json(row))
+
+    def _keep(self, data: dict[str, Any]) -> None:
+        line = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
         with self._lock:
-            for row in rows:
-                data = row_json(row)
-                self._rows[data["episode_index"]] = data
+            replaced = self._spool.add(int(data["episode_index"]), line)
+            if replaced is not None:
+                self._totals.remove(orjson.loads(replaced))
+            self._totals.add(data)
 
     def finish(self, status: SummaryStatus, error: str | None = None, *,
                wait_for_room: bool = True) -> None:
@@ -151,58 +165,87 @@ class SummaryWriter:
         self.status, self.error = status, error
         self.finished_at = now_iso()
         self.write(wait_for_room=wait_for_room)
+        self._spool.close(remove=True)  # every row is in summary.json now
 
-    def snapshot(self, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        if rows is None:
-            with self._lock:
-                rows = [self._rows[i] for i in sorted(self._rows)]
-        overall, ok_only = aggregate(rows), aggregate(rows, ok_only=True)
-        errors = [r for r in rows if r["status"] in _FAILED]
-        scored = sum(1 for r in rows if r["status"] in _SCORED)
+    def snapshot(self) -> dict[str, Any]:
+        """The running summary.json: the header, from the running totals, and no rows."""
+        with self._lock:
+            overall = self._totals.aggregate()
+            ok_only = self._totals.aggregate(ok_only=True)
+            first = self._totals.first_failed(self._spool.rows)
+            data = self._header(overall, ok_only, first)
+        data["rows_file"] = ROWS_FILENAME
+        return data
+
+    def final_snapshot(self) -> dict[str, Any]:
+        """The final summary.json's header: the metrics computed from every row (in
+        episode order, read back from rows.jsonl), as :func:`metrics.aggregate` does."""
+        overall = aggregate(self._spool.rows())
+        ok_only = aggregate(self._spool.rows(), ok_only=True)
+        with self._lock:
+            first = self._totals.first_failed(self._spool.rows)
+            return self._header(overall, ok_only, first)
+
+    def _header(self, overall: Aggregate, ok_only: Aggregate,
+                first: Mapping[str, Any] | None) -> dict[str, Any]:
+        totals = self._totals
+        errors, scored = totals.errors, totals.scored
         header = SummaryHeader(
             **self.header, status=self.status, error=self.error,
-            episodes_total=self.episodes_total, episodes_finished=len(rows),
-            counts_by_status=dict(Counter(r["status"] for r in rows)),
+            episodes_total=self.episodes_total, episodes_finished=totals.finished,
+            counts_by_status=dict(totals.counts),
             metrics=overall.means, metrics_ci95=_pairs(overall.ci95), metrics_n=overall.n,
             metrics_ok_only=ok_only.means, metrics_ok_only_ci95=_pairs(ok_only.ci95),
-            metrics_ok_only_n=ok_only.n, error_count=len(errors),
-            first_error=first_error(errors), max_error_rate=self.max_error_rate,
-            error_rate_exceeded=bool(scored) and len(errors) / scored > self.max_error_rate,
+            metrics_ok_only_n=ok_only.n, error_count=errors,
+            first_error=first_error([first] if first is not None else []),
+            max_error_rate=self.max_error_rate,
+            error_rate_exceeded=bool(scored) and errors / scored > self.max_error_rate,
             started_at=self.started_at, updated_at=now_iso(), finished_at=self.finished_at,
             elapsed_sec=round(time.monotonic() - self._t0, 3), disk_wait=disk_wait_note(),
             replicas=self.replicas() if self.replicas is not None else None)
-        # The rows are in JSON form already: dumping 5,000 models a second would cost more
-        # than the whole write. summary_unreadable is a reader's note, never written here.
-        data = header.model_dump(mode="json", exclude={"summary_unreadable"})
-        data["episodes"] = rows
-        return data
+        # summary_unreadable is a reader's note, never written here.
+        return header.model_dump(mode="json", exclude={"summary_unreadable"})
 
     def every_episode_errored(self) -> str | None:
         """The run's error message when every episode it ran ended error/timeout, else None."""
         with self._lock:
-            rows = [self._rows[i] for i in sorted(self._rows)]
-        scored = [r for r in rows if r["status"] in _SCORED]
-        if not scored or any(r["status"] == EpisodeStatus.OK for r in scored):
-            return None
-        first = first_error(scored)
+            scored = self._totals.scored
+            if not scored or self._totals.counts[EpisodeStatus.OK]:
+                return None
+            failed = self._totals.first_failed(self._spool.rows)
+        assert failed is not None  # rows were scored and none was ok
+        first = first_error([failed])
         assert first is not None
-        return (f"all {len(scored)} episodes failed; first error (episode "
+        return (f"all {scored} episodes failed; first error (episode "
                 f"{first.episode_index}, {first.episode_id}): {first.message}")
 
     def write(self, *, wait_for_room: bool = True) -> None:
         self._dirty.clear()
         with self._lock:
             unsynced, self._unsynced = self._unsynced, []
-            rows = [self._rows[i] for i in sorted(self._rows)]
+        final = self.status is not SummaryStatus.RUNNING
 
         def store() -> None:
             sync_files(unsynced)  # every row listed below is durable before the summary is
-            write_json_atomic(self.path, self.snapshot(rows))
+            before = self._spool.bytes_written
+            self._spool.append()
+            self.bytes_written += self._spool.bytes_written - before
+            if final:
+                chunks = summary_chunks(self.final_snapshot(), self._spool.lines())
+                write_bytes_atomic(self.path, self._counted(chunks))
+            else:
+                write_json_atomic(self.path, self.snapshot())
+                self.bytes_written += self.path.stat().st_size
 
         if wait_for_room:
             DISK.retry(self.path, store)
         else:
             store()
+
+    def _counted(self, chunks: Iterable[bytes]) -> Iterable[bytes]:
+        for chunk in chunks:
+            self.bytes_written += len(chunk)
+            yield chunk
 
     @property
     def unsynced_count(self) -> int:
