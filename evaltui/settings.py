@@ -75,6 +75,13 @@ class Settings(BaseSettings):
     replica_spread: str | None = None
     """``EVALTUI_REPLICA_SPREAD``: how workers spread over a nodeset's replicas, ``slot``
     (worker i on replica i % R) or ``least_loaded`` (per request); default: the faster."""
+    cpus: str | None = None
+    """``EVALTUI_CPUS``: the CPU cores admission counts on this machine, instead of the
+    probe (the cgroup's CPU limit, else the CPUs this process may run on); tests and
+    containers set it (:mod:`evaltui.scheduler.admission.cores`)."""
+    cpu_oversubscribe: str | None = None
+    """``EVALTUI_CPU_OVERSUBSCRIBE``: how many cores' worth of reservations admission lets
+    each core carry (default 1.0: no oversubscription)."""
     cuda_visible_devices: str | None = Field(
         default=None, validation_alias=AliasChoices("CUDA_VISIBLE_DEVICES"))
     """``CUDA_VISIBLE_DEVICES``: kept verbatim, since an empty value means "no GPU"."""

@@ -118,6 +118,12 @@ class SchedulingSection(BaseModel):
     priority: int = Field(default=0, ge=-100, le=100)
     tie_to_backend: bool = False
     """Kill the run when the backend that spawned it dies (PR_SET_PDEATHSIG)."""
+    cpus_per_worker: float | None = Field(default=None, gt=0, le=256)
+    """CPU cores each worker needs, when no earlier run of the graph was measured
+    (default 1); admission reserves workers x this (docs/scheduler.md, "CPU cores")."""
+    host_mem_mb: int | None = Field(default=None, ge=0)
+    """Declared host memory of the whole run (MiB), when its nodesets were never
+    measured (default 256 per process: the run and each worker)."""
     set_id: str | None = None
     """The experiment set this run is a member of (``evaltui set run``): at equal
     priority the queue takes sets and lone runs in turn (fair share)."""

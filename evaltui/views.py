@@ -199,6 +199,9 @@ class LedgerEntry(_View):
     other_user: bool = False
     """Made by another Unix user's scheduler (the machine-wide ledger): counted, never
     released from here."""
+    cpus: float = 0.0
+    """CPU cores reserved (a run's workers x cores per worker; 0: none counted, as in
+    entries of earlier versions)."""
     part: int = 0
     """Which GPU of a run with replicas it holds (0: the first, or a run's only one); a
     run on several GPUs holds one entry per GPU, all with the same holder."""

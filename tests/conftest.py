@@ -23,6 +23,10 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     # Never the machine's shared reservation ledger (/var/lib/evaltui/ledger, if set up).
     monkeypatch.setenv("EVALTUI_LEDGER_DIR", "per-user")
     monkeypatch.delenv("EVALTUI_FAKE_GPUS", raising=False)
+    # CPU cores are admitted like memory (issue 34): tests of the other rules start many
+    # small runs at once on a 2-core box, so they count on a big machine; the tests of
+    # CPU admission set their own EVALTUI_CPUS.
+    monkeypatch.setenv("EVALTUI_CPUS", "1024")
     return {"state": Path(state), "outputs": Path(outputs)}
 
 

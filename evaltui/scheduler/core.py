@@ -224,13 +224,13 @@ class Core:
 
     def ledger_entry(self, run_id: str, holder: PidRef, *, gpu: int | None, vram_mb: int,
                      ram_mb: int = 0, exclusive: bool = False, pending: bool = False,
-                     part: int = 0) -> LedgerEntry:
+                     part: int = 0, cpus: float = 0.0) -> LedgerEntry:
         """A reservation this scheduler makes now for ``run_id``, held by ``holder``."""
         return LedgerEntry(run_id=run_id, holder_pid=holder.pid,
                            holder_create_time=holder.create_time, scheduler_pid=os.getpid(),
                            outputs=str(self.outputs), gpu=gpu, vram_mb=vram_mb, ram_mb=ram_mb,
                            exclusive=exclusive, admitted_at=time.time(), pending=pending,
-                           uid=os.getuid(), part=part)
+                           uid=os.getuid(), part=part, cpus=cpus)
 
     def run_dir(self, run_id: str) -> Path:
         if not is_run_id(run_id):

@@ -112,3 +112,22 @@ def _psutil_tree_rss_mb(pid: int) -> float:
         except psutil.Error:
             continue
     return total / (1 << 20)
+
+
+def tree_cpu_sec(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and all its descendants, with those of the
+    children each has reaped (0 if it is gone): a run's CPU use between two readings."""
+    total = 0.0
+    stack, seen = [pid], set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            times = psutil.Process(p).cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+        stack.extend(children(p))
+    return total

@@ -158,6 +158,8 @@ class Ticker:
                 else:
                     self.admits.set_wait(item, wait)
             for done, admit in enumerate(admits):
+                if admit.note is not None:  # once: where it starts
+                    log.warning("%s %s", admit.run_id, admit.note)
                 try:
                     self._admit(admit, by_id[admit.run_id], views, txn)
                 except LedgerNotDurable as exc:  # fail closed: this one and the rest wait
@@ -229,5 +231,5 @@ class Ticker:
             job.candidate = Candidate(
                 job.run_id, est.vram_mb if est else 0, est.ram_mb if est else 0, job.exclusive,
                 est.needs_gpu if est else False, job.queued_epoch,
-                replicas=replica_ask_here(job, c.placement))
+                replicas=replica_ask_here(job, c.placement), cpus=est.cpus if est else 0.0)
         return job.candidate

@@ -145,3 +145,51 @@ def test_queue_order_decides_who_gets_scarce_memory() -> None:
     gpus = [gpu(0, 10)]
     admits, _ = decide([job("first", 8), job("second", 8)], gpus, HOST)
     assert admits == [Admission("first", 0)]
+
+
+# ---- CPU cores (issue 34) ----------------------------------------------------------------
+
+
+def on_cores(total: float, reserved: float = 0.0) -> HostView:
+    return HostView(ram_total_mb=64 * GIB, ram_available_mb=60 * GIB, outstanding_mb=0,
+                    cpu_total=total, cpu_reserved=reserved)
+
+
+def cpu_job(run_id: str, cpus: float, since: float = 0.0) -> Candidate:
+    return Candidate(run_id, 0, GIB, needs_gpu=False, waiting_since=since, cpus=cpus)
+
+
+def test_cores_are_charged_like_memory_and_the_wait_says_how_many() -> None:
+    admits, waits = decide([cpu_job("a", 2), cpu_job("b", 4), cpu_job("c", 1)], None,
+                           on_cores(4, reserved=1))
+    assert [a.run_id for a in admits] == ["a", "c"]
+    assert waits["b"].kind is WaitKind.CPU
+    assert waits["b"].reason == "needs 4 cores, 1 core free after reservations"
+
+
+def test_a_lone_run_needing_more_cores_than_the_machine_starts_and_says_so() -> None:
+    admits, waits = decide([cpu_job("k4", 4), cpu_job("next", 1)], None, on_cores(2))
+    assert [a.run_id for a in admits] == ["k4"]
+    assert admits[0].note == "needs 4 cores, more than the machine's 2 cores: started alone, " \
+                             "oversubscribed"
+    assert waits["next"].reason == "needs 1 core, 0 cores free after reservations"
+    # Not alone: it waits like any other.
+    admits, waits = decide([cpu_job("k4", 4)], None, on_cores(2, reserved=0.5))
+    assert admits == [] and waits["k4"].kind is WaitKind.CPU
+
+
+def test_a_long_cpu_wait_holds_cores_back_from_jobs_behind_it() -> None:
+    admits, waits = decide([cpu_job("big", 3, since=0.0), cpu_job("small", 1)], None,
+                           on_cores(4, reserved=2), now=500.0, claim_after_sec=120.0)
+    assert admits == [] and waits["small"].kind is WaitKind.BEHIND
+    admits, _ = decide([cpu_job("big", 3, since=450.0), cpu_job("small", 1)], None,
+                       on_cores(4, reserved=2), now=500.0, claim_after_sec=120.0)
+    assert [a.run_id for a in admits] == ["small"]  # not waited long: small ones backfill
+
+
+def test_cores_gate_gpu_jobs_too_and_unmeasured_cores_gate_nothing() -> None:
+    gpu_jobs = [Candidate("g1", GIB, GIB, cpus=2), Candidate("g2", GIB, GIB, cpus=2)]
+    admits, waits = decide(gpu_jobs, [gpu(0, 24)], on_cores(3))
+    assert [a.run_id for a in admits] == ["g1"] and waits["g2"].kind is WaitKind.CPU
+    admits, _ = decide(gpu_jobs, [gpu(0, 24)], HOST)  # cpu_total 0: not measured
+    assert len(admits) == 2

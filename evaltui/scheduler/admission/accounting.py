@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaltui.scheduler import procs
+from evaltui.scheduler.admission.cores import oversubscription
 from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.scheduler.admission.resources import GpuSnapshot, ResourceSnapshot
 from evaltui.views import LedgerEntry
@@ -56,6 +57,12 @@ class HostView:
     ram_total_mb: int
     ram_available_mb: int
     outstanding_mb: int
+    cpu_total: float = 0.0
+    """Cores reservations may add up to (the machine's x the oversubscription factor);
+    0: cores are not admitted on."""
+    cpu_reserved: float = 0.0
+    """Cores the ledger's reservations hold (whole: a run's cores are not set against its
+    measured use)."""
 
     @property
     def available_mb(self) -> int:
@@ -127,7 +134,10 @@ def account(entries: Sequence[LedgerEntry], snap: ResourceSnapshot, rss: RssCach
         by_gpu = {(r.holder_pid, r.gpu): r for r in entries if not r.pending}
         gpus = tuple(_gpu_view(g, entries, by_holder, by_gpu, usage) for g in snap.gpu.gpus)
     ram_outstanding = sum(max(0, r.ram_mb - int(usage[r.key].ram_mb)) for r in entries)
-    host = HostView(snap.host.ram_total_mb, snap.host.ram_available_mb, ram_outstanding)
+    cores = snap.host.cpu_cores
+    host = HostView(snap.host.ram_total_mb, snap.host.ram_available_mb, ram_outstanding,
+                    cpu_total=cores * oversubscription() if cores else 0.0,
+                    cpu_reserved=sum(r.cpus for r in entries))
     return Accounting(gpus, host, usage, snap.taken_at)
 
 

@@ -30,9 +30,11 @@ import orjson
 
 from evaltui.engine.graph.definition import GraphDefinition, GraphError
 from evaltui.rundir import PRIVATE_MODE, state_dir, write_json_atomic
+from evaltui.scheduler.admission.cores import run_cores
 from evaltui.spec import JobSpec
 
-Resource = Literal["vram", "ram"]
+Resource = Literal["vram", "ram", "cpu"]
+"""``cpu``: millicores per worker, learnt per graph (:func:`graph_key`), not per nodeset."""
 CALIBRATION_FILENAME = "calibration.json"
 SAMPLES_KEPT = 5
 RAM_FALLBACK_MB_PER_PROCESS = 256
@@ -47,6 +49,12 @@ def nodeset_key(impl: str, params: dict[str, Any]) -> str:
     blob = orjson.dumps({"impl": impl, "params": params},
                         option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     return hashlib.sha1(blob).hexdigest()[:16]
+
+
+def graph_key(spec: JobSpec) -> str:
+    """The calibration key of a job's graph (with its selectors): what its CPU use per
+    worker is learnt under."""
+    return nodeset_key("graph", {"graph": spec.graph, "selectors": spec.eval.selectors})
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,8 @@ class Estimate:
     needs_gpu: bool
     """False only when calibration shows the job uses no VRAM: it is then not put on a GPU."""
     per_nodeset_mb: dict[str, int]
+    cpus: float = 0.0
+    """CPU cores: workers x cores per worker (measured, else declared, else 1; cores.py)."""
 
 
 class Calibration:
@@ -144,11 +154,22 @@ class Calibration:
             vram, source = max(vram_known, declared), "partly calibrated"
         else:
             vram, source = declared, "declared"
-        fallback_ram = RAM_FALLBACK_MB_PER_PROCESS * (1 + spec.eval.worker_count)
+        fallback_ram = spec.scheduling.host_mem_mb
+        if fallback_ram is None:
+            fallback_ram = RAM_FALLBACK_MB_PER_PROCESS * (1 + spec.eval.worker_count)
         ram = ram_known if (parts and not ram_missing) else max(ram_known, fallback_ram)
+        millicores = self.peak("cpu", graph_key(spec))
+        cpus = run_cores(spec.eval.worker_count, spec.scheduling.cpus_per_worker,
+                         millicores / 1000 if millicores is not None else None)
         return Estimate(vram_mb=int(vram), ram_mb=int(ram), source=source,
                         needs_gpu=source != "calibrated" or vram > 0,
-                        per_nodeset_mb=per_nodeset)
+                        per_nodeset_mb=per_nodeset, cpus=cpus)
+
+    def record_cores(self, spec: JobSpec, cores_per_worker: float) -> None:
+        """Store a finished run's measured CPU use per worker under its graph."""
+        part = NodesetPart("graph", graph_key(spec), "graph", {}, "graph", 1)
+        with self._locked() as data:
+            _add_sample(data, part, "cpu", max(1.0, cores_per_worker * 1000))
 
     # ---- learning -------------------------------------------------------------------------
     def record_run(self, resource: Resource, parts: Sequence[NodesetPart],

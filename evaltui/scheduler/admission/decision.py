@@ -14,6 +14,12 @@ Jobs are taken in queue order (priority, then age; DESIGN §6). For each:
 A run with replicas (``Candidate.replicas``) takes several GPUs at once, one replica on
 each, under the same rules per GPU (spread.py).
 
+CPU cores are admitted like memory (cores.py): a job whose cores do not fit in the
+host's cores minus reservations waits ("needs 4 cores, 1 free after reservations"). Cores
+bound how many jobs share the machine, not whether a lone one starts: a job needing more
+cores than the machine has is admitted when nothing else holds cores, with a ``note``
+saying it oversubscribes.
+
 A non-exclusive job goes on the GPU where it fits most tightly (best fit), which keeps
 whole GPUs free for big and exclusive jobs. Within one tick, each admission is charged
 against the views, so a tick never over-admits. Nothing here touches processes or files.
@@ -22,12 +28,13 @@ against the views, so a tick never over-admits. Nothing here touches processes o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
 from evaltui.engine.graph.replicas import ReplicaAsk
 from evaltui.scheduler.admission.accounting import GpuView, HostView
+from evaltui.scheduler.admission.cores import cores_text
 from evaltui.scheduler.admission.gpukey import GpuKey, gpu_label, on_node
 from evaltui.scheduler.admission.spread import TickViews, choose, claim_targets, too_big
 from evaltui.units import gib
@@ -40,6 +47,8 @@ class WaitKind(StrEnum):
     """The interactive lock is held."""
     HOST_RAM = "host_ram"
     """Not enough host RAM after reservations."""
+    CPU = "cpu"
+    """Not enough CPU cores after reservations."""
     GPU_MEMORY = "gpu_memory"
     """No GPU has enough memory after reservations."""
     EXCLUSIVE = "exclusive"
@@ -74,6 +83,8 @@ class Candidate:
     replicas: ReplicaAsk | None = None
     """A run with replicas: one replica per GPU on several GPUs (spread.py); ``vram_mb``
     is then what each GPU must fit. None: one GPU, as ever."""
+    cpus: float = 0.0
+    """CPU cores it reserves (workers x cores per worker; 0: none counted)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,8 @@ class Admission:
     gpus: tuple[GpuKey, ...] = ()
     """A run with replicas: every GPU it starts on, in the order chosen (``gpu`` is the
     first); empty for a one-GPU job."""
+    note: str | None = None
+    """Said once where it starts: it alone needs more cores than the machine has."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +131,20 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
     usable: list[GpuKey] = []
     blocked: Wait | None = None
     views = TickViews(gpu_list, free, runs, holder, claims)
+    cores = _Cores(host, now, claim_after_sec)
+    counted = 0  # admissions already charged to ``cores``
+    last: Candidate | None = None
 
     for c in candidates:
+        if len(admits) > counted:  # the candidate before this one was admitted
+            assert last is not None
+            cores.take(last)
+            counted = len(admits)
+        last = c
+        cpu_wait = cores.wait(c)
+        if cpu_wait is not None:
+            waits[c.run_id] = cpu_wait
+            continue
         if c.ram_mb > host.ram_total_mb:
             waits[c.run_id] = Wait(c.run_id, WaitKind.TOO_BIG, f"needs {gib(c.ram_mb)} host RAM, "
                                    f"more than the host has ({gib(host.ram_total_mb)})")
@@ -193,7 +218,45 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
             stale = True
             views.changed()
         waits[c.run_id] = _memory_wait(c, target, free[target])
-    return admits, waits
+    return [cores.noted(a) for a in admits], waits
+
+
+class _Cores:
+    """The host's cores within one decision: what the reservations and this tick's
+    admissions hold."""
+
+    def __init__(self, host: HostView, now: float, claim_after_sec: float) -> None:
+        self.total = host.cpu_total
+        self.held = host.cpu_reserved
+        self.now, self.claim_after_sec = now, claim_after_sec
+        self.over: dict[str, str] = {}
+        self.claimant: str | None = None
+        """A job that waited for cores past ``claim_after_sec``: jobs behind it take no
+        cores until it starts (so a stream of small jobs cannot starve it)."""
+
+    def wait(self, c: Candidate) -> Wait | None:
+        """Why ``c`` waits for cores, or None (it fits, or nothing else holds cores)."""
+        if self.total <= 0 or c.cpus <= 0:
+            return None
+        if self.claimant is not None:
+            return Wait(c.run_id, WaitKind.BEHIND, _behind(self.claimant, False))
+        if c.cpus <= self.total - self.held + 1e-9:
+            return None
+        if self.held <= 1e-9:  # alone on the machine: cores bound sharing, not starting
+            self.over[c.run_id] = (f"needs {cores_text(c.cpus)}, more than the machine's "
+                                   f"{cores_text(self.total)}: started alone, oversubscribed")
+            return None
+        if self.now - c.waiting_since >= self.claim_after_sec:
+            self.claimant = c.run_id
+        return Wait(c.run_id, WaitKind.CPU, f"needs {cores_text(c.cpus)}, "
+                    f"{cores_text(max(0.0, self.total - self.held))} free after reservations")
+
+    def take(self, c: Candidate) -> None:
+        self.held += c.cpus
+
+    def noted(self, admission: Admission) -> Admission:
+        note = self.over.get(admission.run_id)
+        return replace(admission, note=note) if note is not None else admission
 
 
 def _spread(c: Candidate, views: TickViews, host_free: int, waited: bool

@@ -261,7 +261,8 @@ class Ledger:
             totals[str(r.gpu)] = totals.get(str(r.gpu), 0) + r.vram_mb
         lines = b"".join(
             orjson.dumps({"t": now, "op": op, "key": r.key, "run_id": r.run_id, "gpu": r.gpu,
-                          "vram_mb": r.vram_mb, "ram_mb": r.ram_mb, "exclusive": r.exclusive,
+                          "vram_mb": r.vram_mb, "ram_mb": r.ram_mb, "cpus": r.cpus,
+                          "exclusive": r.exclusive,
                           "scheduler_pid": r.scheduler_pid, "uid": r.uid,
                           "reserved_after_txn": totals}) + b"\n"
             for op, r in txn.changes if op not in UNAUDITED_OPS

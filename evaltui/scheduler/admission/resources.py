@@ -22,6 +22,7 @@ import psutil
 
 from evaltui import fakegpu
 from evaltui.scheduler import procs
+from evaltui.scheduler.admission.cores import machine_cores
 from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.settings import settings
 
@@ -75,6 +76,9 @@ class HostSnapshot:
     cpu_percent: float
     cpu_count: int
     load_avg_1m: float | None
+    cpu_cores: float | None = None
+    """The cores admission counts on (cores.py: ``EVALTUI_CPUS``, the cgroup limit, the
+    affinity); None where not probed: CPU cores are then not admitted on."""
 
 
 @dataclass(frozen=True)
@@ -280,7 +284,7 @@ class HostProbe:
         return HostSnapshot(
             ram_total_mb=int(vm.total // MIB), ram_available_mb=int(vm.available // MIB),
             cpu_percent=float(psutil.cpu_percent(interval=None)),
-            cpu_count=psutil.cpu_count() or 1, load_avg_1m=load,
+            cpu_count=psutil.cpu_count() or 1, load_avg_1m=load, cpu_cores=machine_cores(),
         )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+from evaltui.scheduler import procs
 from evaltui.scheduler.admission.accounting import Accounting, account
 from evaltui.scheduler.admission.calibration import NodesetPart
 from evaltui.scheduler.admission.resources import ResourceSnapshot
@@ -17,6 +18,8 @@ from evaltui.views import LedgerEntry, holder_key
 
 MIN_CALIBRATION_SAMPLES = 5
 """Usage readings a run must have had while running before its peak calibrates."""
+MIN_CPU_SPAN_SEC = 3.0
+"""Seconds between a run's first and last CPU readings before its CPU use calibrates."""
 
 
 class Sampler:
@@ -68,6 +71,10 @@ class Sampler:
                 if job.state is RunState.RUNNING and acct.taken_at != job.last_sample_at:
                     job.samples += 1
                     job.last_sample_at = acct.taken_at
+                    if job.handle is not None:
+                        reading = (time.monotonic(), procs.tree_cpu_sec(job.handle.ref.pid))
+                        job.cpu_first = job.cpu_first or reading
+                        job.cpu_last = reading
                 changed = False
                 if usage.vram_mb is not None and usage.vram_mb > (job.peak_vram_mb or -1):
                     job.peak_vram_mb, changed = usage.vram_mb, True
@@ -96,6 +103,12 @@ class Sampler:
             self.core.calibration.record_run("vram", in_run, job.peak_vram_mb)
         if job.peak_ram_mb > 0:
             self.core.calibration.record_run("ram", in_run, job.peak_ram_mb)
+        if job.spec is not None and job.cpu_first and job.cpu_last:
+            span = job.cpu_last[0] - job.cpu_first[0]
+            if span >= MIN_CPU_SPAN_SEC:  # its mean CPU use, per worker
+                cores = (job.cpu_last[1] - job.cpu_first[1]) / span
+                self.core.calibration.record_cores(job.spec,
+                                                   cores / job.spec.eval.worker_count)
 
     def learn_host(self, ns: SharedNodeset) -> None:
         """A host ran one nodeset alone: its measured peak is that nodeset's, exactly."""

@@ -26,7 +26,7 @@ from evaltui.rundir import PidRef, abort_note, derive_run_state, read_json, writ
 from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
-from evaltui.scheduler.runs.jobs import Job, parse_iso
+from evaltui.scheduler.runs.jobs import Job, job_cores, parse_iso
 from evaltui.scheduler.runs.ownership import owner_alive
 from evaltui.scheduler.runs.restore import (
     Claimed,
@@ -208,7 +208,8 @@ class Claims:
         key = holder_key(ref.pid, ref.create_time, job.run_id)
         if txn.get(key) is None:
             txn.add(self.core.ledger_entry(job.run_id, ref, gpu=gpu, vram_mb=res.mb,
-                                           ram_mb=res.ram_mb, exclusive=job.exclusive))
+                                           ram_mb=res.ram_mb, exclusive=job.exclusive,
+                                           cpus=job_cores(job)))
         if gpu is None or len(res.gpus) < 2:
             return
         # A run with replicas: every further GPU it holds, one entry each, as at its start.

@@ -25,6 +25,7 @@ from typing import Any
 from evaltui.launch import update_scheduler_record
 from evaltui.records import ReservationRecord, SchedulerRecord
 from evaltui.scheduler.admission.calibration import Estimate, NodesetPart
+from evaltui.scheduler.admission.cores import run_cores
 from evaltui.scheduler.admission.decision import Candidate, Wait
 from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.scheduler.runs.handles import RunHandle
@@ -95,6 +96,10 @@ class Job:
     samples: int = 0
     """Distinct usage readings taken while the run was running."""
     last_sample_at: float = 0.0
+    cpu_first: tuple[float, float] | None = None
+    """(time, CPU seconds of its process tree) at its first sample while running."""
+    cpu_last: tuple[float, float] | None = None
+    """The same at its latest sample: the run's mean CPU use is what lies between."""
     write_lock: threading.Lock = field(default_factory=threading.Lock)
     dirty: set[str] = field(default_factory=set)
     """Record fields changed since they were last written."""
@@ -249,3 +254,12 @@ class RecordWriter:
             log.warning("cannot write %s/scheduler.json (%s); retrying", job.run_dir,
                         refused.strerror or refused)
         return refused
+
+
+def job_cores(job: Job) -> float:
+    """The CPU cores ``job`` reserves: its estimate's, else what its spec declares."""
+    if job.estimate is not None:
+        return job.estimate.cpus
+    if job.spec is None:
+        return 0.0
+    return run_cores(job.spec.eval.worker_count, job.spec.scheduling.cpus_per_worker, None)

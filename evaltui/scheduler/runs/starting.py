@@ -22,7 +22,7 @@ from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.scheduler.admission.ledger import LedgerNotDurable, LedgerTxn
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
-from evaltui.scheduler.runs.jobs import Job, Loading
+from evaltui.scheduler.runs.jobs import Job, Loading, job_cores
 from evaltui.scheduler.runs.spreading import (
     replicated_nodesets,
     spread_record,
@@ -212,7 +212,7 @@ class Starter:
         for hold_key in hold_keys or ():
             txn.unhold(hold_key)  # replaced by the run's own, in the same store
         txn.add(c.ledger_entry(job.run_id, ref, gpu=gpu, vram_mb=vram, ram_mb=ram,
-                               exclusive=job.exclusive))
+                               exclusive=job.exclusive, cpus=job_cores(job)))
         for part, other in enumerate(job.gpus[1:], start=1):
             txn.add(c.ledger_entry(job.run_id, ref, gpu=other, vram_mb=each,
                                    exclusive=job.exclusive, part=part))
@@ -236,7 +236,7 @@ class Starter:
         me = c.me
         gpu = c.placement.local_gpu(key)
         holds = [c.ledger_entry(job.run_id, me, gpu=gpu, vram_mb=vram, ram_mb=ram,
-                                exclusive=job.exclusive, pending=True)]
+                                exclusive=job.exclusive, pending=True, cpus=job_cores(job))]
         holds += [c.ledger_entry(job.run_id, me, gpu=other, vram_mb=vram,
                                  exclusive=job.exclusive, pending=True, part=part)
                   for part, other in enumerate(job.gpus[1:], start=1)]
