@@ -163,13 +163,15 @@ class ApiClient:
     # ---- sets ---------------------------------------------------------------------------
     def create_set(self, data: dict[str, Any] | str, *, base_dir: str | Path | None = None,
                    retries: int = 0, retry_backoff: float = 2.0,
-                   max_error_rate: float | None = None) -> dict[str, Any]:
+                   max_error_rate: float | None = None,
+                   max_parallel: int | None = None) -> dict[str, Any]:
         """Check a set file (a mapping, or YAML text) and run it on the backend:
         ``{set_id, name, set_dir, warnings, members}``; InvalidRequest names the set
         file's field at fault, Conflict if the set is running already."""
         params = _params(base_dir=str(base_dir) if base_dir is not None else None,
                          retries=retries or None, max_error_rate=max_error_rate,
-                         retry_backoff=retry_backoff if retry_backoff != 2.0 else None)
+                         retry_backoff=retry_backoff if retry_backoff != 2.0 else None,
+                         max_parallel=max_parallel)
         if isinstance(data, str):
             return self._call("POST", "/sets", dict[str, Any], params=params,
                               content=data.encode(), headers={"Content-Type": "text/yaml"})
@@ -194,11 +196,13 @@ class ApiClient:
         return self._call("POST", f"/sets/{_seg(set_id)}/cancel", dict[str, Any])
 
     def resume_set(self, set_id: str, *, retries: int = 0,
-                   max_error_rate: float | None = None) -> dict[str, Any]:
+                   max_error_rate: float | None = None,
+                   max_parallel: int | None = None) -> dict[str, Any]:
         """Continue a set from its set.json on the backend (Conflict if it runs)."""
         return self._call("POST", f"/sets/{_seg(set_id)}/resume", dict[str, Any],
                           params=_params(retries=retries or None,
-                                         max_error_rate=max_error_rate))
+                                         max_error_rate=max_error_rate,
+                                         max_parallel=max_parallel))
 
     # ---- machine ------------------------------------------------------------------------
     def queue(self) -> list[QueueEntry]:

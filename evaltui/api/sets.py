@@ -47,14 +47,14 @@ async def create(request: Request, ctx: Ctx,
                  base_dir: Annotated[str | None, Query(max_length=4096)] = None,
                  retries: Annotated[int, Query(ge=0, le=100)] = 0,
                  retry_backoff: Annotated[float, Query(ge=0, le=3600)] = 2.0,
-                 max_error_rate: Annotated[float | None, Query(ge=0, le=1)] = None
-                 ) -> Response:
+                 max_error_rate: Annotated[float | None, Query(ge=0, le=1)] = None,
+                 max_parallel: Annotated[int | None, Query(ge=1)] = None) -> Response:
     """Check a set file and run it: the members are submitted to this backend's queue
     (again for an existing set: ``done`` members are reused, the rest continue)."""
     data = _parse_body(await request.body(), request.headers.get("content-type", ""))
     base = _base_dir(base_dir)
     options = RunnerOptions(retries=retries, max_error_rate=max_error_rate,
-                            backoff_sec=retry_backoff)
+                            backoff_sec=retry_backoff, max_parallel=max_parallel)
     from starlette.concurrency import run_in_threadpool
 
     # Checking imports the graphs' nodesets and the first step submits: off the loop.
@@ -144,13 +144,15 @@ def cancel(set_id: SetId, ctx: Ctx) -> Response:
 @router.post("/sets/{set_id}/resume", responses=errors(404, 409))
 def resume(set_id: SetId, ctx: Ctx, retries: Annotated[int, Query(ge=0, le=100)] = 0,
            retry_backoff: Annotated[float, Query(ge=0, le=3600)] = 2.0,
-           max_error_rate: Annotated[float | None, Query(ge=0, le=1)] = None) -> Response:
+           max_error_rate: Annotated[float | None, Query(ge=0, le=1)] = None,
+           max_parallel: Annotated[int | None, Query(ge=1)] = None) -> Response:
     """Continue a set from its set.json: resume incomplete members, retry failed ones."""
     record = _record(ctx, set_id)
     plan = _plan_of(ctx, record, check=True)
     _not_an_array(plan)
     driver = _start(ctx, plan, RunnerOptions(retries=retries, max_error_rate=max_error_rate,
-                                             backoff_sec=retry_backoff))
+                                             backoff_sec=retry_backoff,
+                                             max_parallel=max_parallel))
     assert driver.runner.record is not None
     return json_response({"set_id": set_id, "name": record.name, "set_dir": str(plan.path),
                           "members": [_member_brief(m) for m in driver.runner.record.members]})

@@ -43,10 +43,12 @@ def run_remote(args: argparse.Namespace, kind: str, url: str, options: Any) -> i
                 made = client.create_set(data, base_dir=Path(args.file).resolve().parent,
                                          retries=options.retries,
                                          retry_backoff=options.backoff_sec,
-                                         max_error_rate=options.max_error_rate)
+                                         max_error_rate=options.max_error_rate,
+                                         max_parallel=options.max_parallel)
             else:
                 made = client.resume_set(set_ref(args.set), retries=options.retries,
-                                         max_error_rate=options.max_error_rate)
+                                         max_error_rate=options.max_error_rate,
+                                         max_parallel=options.max_parallel)
         except SetFileError as exc:
             return error(str(exc))
         except InvalidRequest as exc:

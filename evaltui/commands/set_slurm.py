@@ -111,6 +111,9 @@ def run_command(args: argparse.Namespace, kind: str, options: Any) -> int:
             raise SetFileError("--retries" if options.retries else "--max-error-rate",
                                "not with --executor slurm (`evaltui set resume` submits "
                                "the members that did not end done again)")
+        if options.max_parallel is not None:
+            raise SetFileError("--max-parallel", "not with --executor slurm (use "
+                               "--slurm-array-parallelism)")
         data, base_dir = _file_and_dir(args, kind)
         plan = plan_data(_with_options(data, args), base_dir, args.outputs, check=True)
         parallelism = plan.setfile.base.slurm_array_parallelism or DEFAULT_ARRAY_PARALLELISM

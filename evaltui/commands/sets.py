@@ -63,6 +63,9 @@ def _runner_options(p: argparse.ArgumentParser) -> None:
                    help="wait before a member's first retry, doubled for each further one")
     p.add_argument("--max-error-rate", type=float, default=None, metavar="F",
                    help="stop submitting once more than this share of the members failed")
+    p.add_argument("--max-parallel", type=int, default=None, metavar="N",
+                   help="members queued or running at once, at most (default: as many as "
+                   "the scheduler admits by memory and CPU cores)")
     p.add_argument("--detach", action="store_true", help="submit and return at once")
     p.add_argument("--json", action="store_true", help="print the final table as JSON")
     p.add_argument("--metrics", help="metrics of the final table, comma separated")
@@ -79,8 +82,11 @@ def runner_options(args: argparse.Namespace) -> Any:
     rate = args.max_error_rate
     if rate is not None and not 0 <= rate <= 1:
         raise SetFileError("--max-error-rate", f"must be in [0, 1], got {rate}")
+    cap = args.max_parallel
+    if cap is not None and cap < 1:
+        raise SetFileError("--max-parallel", f"must be >= 1, got {cap}")
     return RunnerOptions(retries=args.retries, max_error_rate=rate,
-                         backoff_sec=max(0.0, args.retry_backoff))
+                         backoff_sec=max(0.0, args.retry_backoff), max_parallel=cap)
 
 
 def _backend_url(args: argparse.Namespace) -> str | None:

@@ -11,7 +11,10 @@ member is known by its key): ``done`` members are reused, members new to the fil
   scheduler re-runs only the episodes that are not ok, into the same run dir -- or
   submitted afresh when there is nothing to resume, after a back-off that doubles per
   attempt, at most ``retries`` times after its first attempt of this call;
-- a member cancelled while this call follows it stays cancelled (``set cancel``).
+- a member cancelled while this call follows it stays cancelled (``set cancel``);
+- with ``max_parallel`` (``set run --max-parallel N``), a pending or due member waits
+  while N members are queued, starting or running: a cap on top of the scheduler's own
+  admission (which already bounds what shares the machine by its memory and cores).
 
 set.json is written after every step that changed something, and every half second
 while a step submits, so a crash loses at most that half second of submissions.
@@ -48,6 +51,8 @@ class RunnerOptions:
     backoff_sec: float = 2.0
     """Wait before the first retry of a member; doubled for each further one."""
     poll_sec: float = 0.5
+    max_parallel: int | None = None
+    """Members in flight (queued, starting, running) at most (None: no cap)."""
 
 
 @dataclass
@@ -219,7 +224,7 @@ class SetRunner:
                 live.note = (f"held back: {self._failed()} of {len(self._members())} members "
                              f"failed (--max-error-rate {self.options.max_error_rate:g})")
                 return False
-            return self._submit(rec, turn)
+            return False if self._capped(live) else self._submit(rec, turn)
         if not rec.state.finished or rec.state is MemberState.DONE or turn.final:
             return False
         if self._error_rate_reached():
@@ -231,7 +236,19 @@ class SetRunner:
         if turn.retry_at is not None and time.monotonic() < turn.retry_at:
             live.note = f"retrying in {turn.retry_at - time.monotonic():.0f} s"
             return False
-        return self._retry(rec, turn)
+        return False if self._capped(live) else self._retry(rec, turn)
+
+    def _capped(self, live: MemberLive) -> bool:
+        """Whether ``max_parallel`` members are in flight (``live`` then says so)."""
+        cap = self.options.max_parallel
+        if cap is None:
+            return False
+        flying = sum(1 for r in self._members()
+                     if r.state is not MemberState.PENDING and not r.state.finished)
+        if flying < cap:
+            return False
+        live.note = f"waits: {flying} members in flight (--max-parallel {cap})"
+        return True
 
     def _submit(self, rec: SetMemberRecord, turn: _Turn) -> bool:
         member = self._specs[rec.key]
