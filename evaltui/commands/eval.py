@@ -55,7 +55,8 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--episodes", type=int, help="number of episodes (default: all)")
     p.add_argument("--start", type=int, help="first episode index (default 0)")
     p.add_argument("--indices", help="explicit episode indices, comma separated")
-    p.add_argument("--workers", type=int, help="worker count K")
+    p.add_argument("--workers", type=_workers, help="worker count K, or 'auto': as many as "
+                   "the CPU cores free of other runs' reservations (at least 1)")
     budget = p.add_argument(
         "--step-budget", type=int,
         help="max steps per episode (default: the env's own limit -- BabyAI's max_steps, 64 "
@@ -125,13 +126,34 @@ class _SpecDefaultBudget:
         return str(DEFAULT_STEP_BUDGET)
 
 
+def _workers(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {value!r}") from None
+
+
+def auto_workers() -> int:
+    """``--workers auto``: K from the cores the machine-wide ledger leaves free."""
+    from evaltui.scheduler import procs
+    from evaltui.scheduler.admission.cores import auto_workers as from_cores
+    from evaltui.scheduler.admission.ledger import Ledger
+
+    held = sum(r.cpus for r in Ledger().entries()
+               if procs.alive(r.holder_pid, r.holder_create_time))
+    return from_cores(held)
+
+
 def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The JobSpec dict that ``eval``/``submit`` options describe."""
     from evaltui.specbuild import build_spec
 
     return build_spec(args.target, demo=args.demo, dataset=args.dataset, split=args.split,
                       episodes=args.episodes, start=args.start, indices=args.indices,
-                      workers=args.workers, step_budget=args.step_budget,
+                      workers=auto_workers() if args.workers == "auto" else args.workers,
+                      step_budget=args.step_budget,
                       step_timeout=args.step_timeout, max_error_rate=args.max_error_rate,
                       executor=args.executor, ray_address=args.ray_address,
                       slurm=slurm_from_args(args), sets=args.set, workspace=args.workspace,

@@ -90,3 +90,10 @@ def cores_text(cores: float) -> str:
     """``4 cores``, ``1 core``, ``0.5 cores``."""
     shown = f"{cores:.1f}".rstrip("0").rstrip(".") if cores % 1 else f"{int(cores)}"
     return f"{shown} core" + ("" if shown == "1" else "s")
+
+
+def auto_workers(held: float, per_worker: float = DEFAULT_CPUS_PER_WORKER) -> int:
+    """``--workers auto``: as many workers as the cores free of ``held`` (what the
+    ledger's live reservations hold) carry, at least 1."""
+    free = machine_cores() * oversubscription() - held
+    return max(1, math.floor(free / per_worker + 1e-9))

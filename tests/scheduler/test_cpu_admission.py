@@ -1,0 +1,70 @@
+"""Issue 34: CPU cores are reserved in the machine-wide ledger like memory. Two scheduler
+processes on one ledger, a machine of ``EVALTUI_CPUS=2`` and a GPU with room for all:
+every job needs one core (one worker), so never more than two run at once, machine-wide.
+
+Every admit and release is appended to the ledger's audit log under its lock; replaying
+it must never show more than two cores reserved. As a cross-check, the wall-clock
+intervals the fake runs lived never overlap more than two deep either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+from schedhelpers import HERE
+
+from evaltui.rundir import runs_root
+from evaltui.scheduler.admission.ledger import Ledger
+
+JOBS = 8
+CORES = 2
+
+
+def test_two_schedulers_on_one_ledger_never_oversubscribe_the_cores(
+        popen: Callable[..., subprocess.Popen[bytes]], dataset: Path, tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    drivers = []
+    for i in range(2):
+        env = dict(os.environ, EVALTUI_FAKE_GPUS="1x65536", EVALTUI_CPUS=str(CORES),
+                   EVALTUI_LEDGER_AUDIT=str(audit), EVALTUI_OUTPUTS=str(tmp_path / f"out{i}"))
+        drivers.append(popen([sys.executable, str(HERE / "sched_driver.py"), "fixed",
+                              str(JOBS), "1024", "0.3", str(dataset)], env=env,
+                             stdout=subprocess.PIPE))
+    for proc in drivers:
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0
+        assert set(json.loads(out).values()) == {"done"}
+    with Ledger(audit_path=audit).transaction():
+        pass  # purges what the last runs left (their holders are dead), into the log too
+
+    held: dict[str, float] = {}
+    peak, admits = 0.0, 0
+    for line in audit.read_bytes().splitlines():
+        op = orjson.loads(line)
+        if op["op"] == "admit":
+            if op["run_id"].startswith("nodeset:"):
+                continue
+            held[op["key"]] = op["cpus"]
+            admits += 1
+        else:
+            held.pop(op["key"], None)
+        peak = max(peak, sum(held.values()))
+        assert sum(held.values()) <= CORES, f"cores oversubscribed at {op}"
+    assert admits == 2 * JOBS and held == {}
+    assert peak == CORES  # the cores really were contended
+
+    events: list[tuple[float, int]] = []
+    for i in range(2):
+        for run_dir in runs_root(tmp_path / f"out{i}").iterdir():
+            events.append((float((run_dir / "started").read_text()), 1))
+            events.append((float((run_dir / "ended").read_text()), -1))
+    live = 0
+    for _, delta in sorted(events):  # ends before starts on ties
+        live += delta
+        assert live <= CORES

@@ -1,0 +1,76 @@
+"""Issue 34: a set on a small machine runs no more members at once than its CPU cores
+carry. Six members of two workers each, ``EVALTUI_CPUS=2``: each member reserves two
+cores, so they run one at a time (sampled: the live run processes and the ledger), and
+every member finishes. ``--max-parallel`` caps a set on top of that."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+from test_set_run import set_json
+
+from evaltui.cli import main
+from evaltui.rundir import read_json, runs_root
+from evaltui.scheduler import procs
+from evaltui.scheduler.admission.ledger import Ledger
+
+
+def live_runs(outputs: Path) -> list[str]:
+    """Run dirs whose run process is alive now (not a zombie awaiting its reap)."""
+    root = runs_root(outputs)
+    live = []
+    for run_dir in (root.iterdir() if root.is_dir() else ()):
+        try:
+            record = read_json(run_dir / "scheduler.json")
+            pid = record.get("pid")
+            if pid and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                live.append(run_dir.name)
+        except (OSError, ValueError, psutil.Error):
+            continue
+    return live
+
+
+def run_sampled(argv: list[str], outputs: Path) -> tuple[int, int, float]:
+    """``main(argv)`` in a thread while sampling: (exit code, most live runs at once,
+    most cores reserved in the ledger at once)."""
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(main(argv)))
+    thread.start()
+    most_live, most_cores = 0, 0.0
+    while thread.is_alive():
+        most_live = max(most_live, len(live_runs(outputs)))
+        held = sum(r.cpus for r in Ledger().entries()
+                   if procs.alive(r.holder_pid, r.holder_create_time))
+        most_cores = max(most_cores, held)
+        time.sleep(0.05)
+    thread.join()
+    return result[0], most_live, most_cores
+
+
+def test_six_members_of_two_workers_on_two_cores_run_one_at_a_time(
+        set_file: Callable[..., Path], outputs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALTUI_CPUS", "2")
+    path = set_file({"name": "small-box", "base": {"graph": "noisy_bot", "dataset": "babyai",
+                                                   "episodes": 3, "workers": 2},
+                     "matrix": {"policy.noise": [0.0, 0.05, 0.1, 0.15, 0.2, 0.25]}})
+    code, most_live, most_cores = run_sampled(["set", "run", str(path)], outputs)
+    assert code == 0
+    members = set_json(outputs, "small-box")["members"]
+    assert len(members) == 6 and all(m["state"] == "done" for m in members)
+    assert most_live == 1  # all six at once before: 12 workers on 2 cores
+    assert most_cores == 2
+
+
+def test_max_parallel_caps_a_set_on_top(set_file: Callable[..., Path], outputs: Path) -> None:
+    path = set_file({"name": "capped", "base": {"graph": "bot", "dataset": "babyai",
+                                                "episodes": 3},
+                     "matrix": {"split": ["GoToLocal", "GoToObjMaze", "GoTo"]}})
+    code, most_live, _ = run_sampled(["set", "run", str(path), "--max-parallel", "1"], outputs)
+    assert code == 0 and most_live == 1
+    assert all(m["state"] == "done" for m in set_json(outputs, "capped")["members"])
+    assert main(["set", "run", str(path), "--max-parallel", "0"]) == 2
