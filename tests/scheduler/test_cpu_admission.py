@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 from schedhelpers import HERE
 
 from evaltui.rundir import runs_root
@@ -68,3 +69,51 @@ def test_two_schedulers_on_one_ledger_never_oversubscribe_the_cores(
     for _, delta in sorted(events):  # ends before starts on ties
         live += delta
         assert live <= CORES
+
+
+def test_workers_auto_takes_the_cores_the_ledger_leaves_free(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import argparse
+
+    from evaltui.commands.eval import add_spec_arguments, spec_from_args
+    from evaltui.rundir import PidRef
+    from evaltui.views import LedgerEntry
+
+    parser = argparse.ArgumentParser()
+    add_spec_arguments(parser)
+    monkeypatch.setenv("EVALTUI_CPUS", "6")
+
+    def workers() -> int:
+        args = parser.parse_args(["bot", "--workers", "auto", "--episodes", "5"])
+        return spec_from_args(args)["eval"]["worker_count"]
+
+    assert workers() == 6
+    holder = PidRef.current()
+    with Ledger().transaction() as txn:  # another run holding 4 cores, alive (this process)
+        txn.add(LedgerEntry(run_id="20250101_000000", holder_pid=holder.pid,
+                            holder_create_time=holder.create_time, scheduler_pid=os.getpid(),
+                            outputs=str(tmp_path), gpu=None, vram_mb=0, ram_mb=0, cpus=4))
+    assert workers() == 2
+    monkeypatch.setenv("EVALTUI_CPUS", "3")
+    assert workers() == 1  # never fewer than one
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bot", "--workers", "many"])
+
+
+
+def test_a_runs_cores_measured_else_declared_else_one_per_worker(tmp_path: Path) -> None:
+    from evaltui.graphs import builtin_graph_path
+    from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
+    from evaltui.spec import parse_spec
+
+    graph = json.loads(builtin_graph_path("bot").read_text())
+    spec = parse_spec({"graph": graph, "eval": {"worker_count": 4}})
+    declared = parse_spec({"graph": graph, "eval": {"worker_count": 4},
+                           "scheduling": {"cpus_per_worker": 0.5, "host_mem_mb": 3000}})
+    cal = Calibration(tmp_path)
+    assert cal.estimate(spec, nodeset_parts(spec)).cpus == 4.0  # 1 per worker
+    est = cal.estimate(declared, nodeset_parts(declared))
+    assert est.cpus == 2.0 and est.ram_mb == 3000
+    cal.record_cores(spec, 0.25)  # what a run of this graph was measured to use per worker
+    assert cal.estimate(spec, nodeset_parts(spec)).cpus == 1.0
+    assert cal.estimate(declared, nodeset_parts(declared)).cpus == 1.0  # measured wins
