@@ -235,11 +235,14 @@ class ApiClient:
     # ---- admit entries ------------------------------------------------------------------
     def create_admit(self, profile: str, holder_pid: int, holder_create_time: float, *,
                      marginal_vram_mb: int | None, exclusive_gpu: bool, priority: int = 0,
-                     command: str = "") -> Admit:
-        return self._call("POST", "/admits", Admit, json={
+                     command: str = "", cpus: float | None = None) -> Admit:
+        body: dict[str, Any] = {
             "profile": profile, "marginal_vram_mb": marginal_vram_mb,
             "exclusive_gpu": exclusive_gpu, "priority": priority, "holder_pid": holder_pid,
-            "holder_create_time": holder_create_time, "command": command})
+            "holder_create_time": holder_create_time, "command": command}
+        if cpus is not None:  # a backend of an earlier version forbids the field
+            body["cpus"] = cpus
+        return self._call("POST", "/admits", Admit, json=body)
 
     def get_admit(self, admit_id: str, wait: float = 0.0, seen: int | None = None) -> Admit:
         """The entry; with ``wait`` the answer comes once its version differs from ``seen``

@@ -147,6 +147,8 @@ class AdmitRequest(BaseModel):
     """VRAM to reserve (MiB); null with ``exclusive_gpu`` asks for a whole GPU."""
     exclusive_gpu: bool = False
     priority: int = Field(default=0, ge=-100, le=100)
+    cpus: float | None = Field(default=None, gt=0, le=4096)
+    """CPU cores to reserve (admitted like memory); null: none."""
     holder_pid: int = Field(gt=0, le=1 << 31)
     """The process the reservation lives with (the wrapper); it must run on this machine."""
     holder_create_time: float = Field(ge=0)

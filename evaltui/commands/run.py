@@ -50,9 +50,9 @@ ADMIT_ID_ENV = "EVALTUI_ADMIT_ID"
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a command once admitted (GPU budget, no OOM)",
                        description="Wait until the machine has room for PROFILE (profiles.yaml: "
-                       "marginal_vram_mb, exclusive_gpu, priority; an unknown profile takes a "
-                       "whole GPU), then run CMD with BACKEND_URL exported, and release its "
-                       "place when CMD exits. Exits with CMD's exit code.",
+                       "marginal_vram_mb, exclusive_gpu, priority, cpus; an unknown profile "
+                       "takes a whole GPU), then run CMD with BACKEND_URL exported, and "
+                       "release its place when CMD exits. Exits with CMD's exit code.",
                        usage="evaltui run [options] PROFILE -- CMD [ARG ...]")
     p.add_argument("--profiles", type=Path, help="profiles file (default ./profiles.yaml, "
                    "then the state dir's)")
@@ -171,7 +171,7 @@ class Wrapper:
             entry = self.client.create_admit(
                 self.profile.name, self.me.pid, self.me.create_time,
                 marginal_vram_mb=p.marginal_vram_mb, exclusive_gpu=p.exclusive_gpu,
-                priority=p.priority, command=shlex.join(self.cmd))
+                priority=p.priority, command=shlex.join(self.cmd), cpus=p.cpus)
             self.say(f"queued as {entry.admit_id} on {self.lease.url}")
         self.entry = entry
         said = None

@@ -5,6 +5,7 @@ train-small:            # a profile name
   marginal_vram_mb: 8000
   exclusive_gpu: false
   priority: 0
+  cpus: 4               # CPU cores it holds while it runs (default: none counted)
 notebook:
   exclusive_gpu: true   # no marginal_vram_mb: a whole GPU
 ```
@@ -41,6 +42,8 @@ class Profile(BaseModel):
     exclusive_gpu: StrictBool = False
     """Run only on a GPU nothing else runs on (and keep others off it)."""
     priority: StrictInt = Field(default=0, ge=-100, le=100)
+    cpus: float | None = Field(default=None, gt=0, le=4096)
+    """CPU cores the command holds while it runs (admitted like memory); unset: none."""
 
 
 WHOLE_GPU = Profile(exclusive_gpu=True)

@@ -77,6 +77,26 @@ def test_shared_entries_fit_by_memory(queue: AdmitQueue) -> None:
     _state(queue, c.admit_id, AdmitState.ADMITTED)
 
 
+def test_entries_with_cores_fit_by_cores(api_env: dict, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    """Issue 34: a profile's ``cpus`` are reserved like its memory."""
+    monkeypatch.setenv("EVALTUI_CPUS", "4")
+    sched = JobScheduler(tick_interval=0.05, probe_interval=0.05).start()
+    try:
+        queue, me = sched.admits, PidRef.current()
+        a = queue.add("a", me, vram_mb=GIB, exclusive=False, cpus=3)
+        b = queue.add("b", me, vram_mb=GIB, exclusive=False, cpus=2)
+        _state(queue, a.admit_id, AdmitState.ADMITTED)
+        reason = wait_until(lambda: "core" in (queue.get(b.admit_id).waiting_reason or "")
+                            and queue.get(b.admit_id).waiting_reason, what="a cores reason")
+        assert reason == "needs 2 cores, 1 core free after reservations"
+        assert [r.cpus for r in Ledger().entries()] == [3.0]
+        queue.release(a.admit_id)
+        _state(queue, b.admit_id, AdmitState.ADMITTED)
+    finally:
+        sched.stop()
+
+
 def test_a_dead_holder_frees_its_place(queue: AdmitQueue, holder) -> None:
     me = PidRef.current()
     blocker = queue.add("blocker", me, vram_mb=None, exclusive=True)

@@ -27,7 +27,7 @@ ADMIT_PREFIX = "admit:"
 
 # Fields of an entry's file: what a restarted backend needs (not the live wait reason).
 _STORED = ("admit_id", "label", "command", "priority", "exclusive", "vram_mb", "queued_at",
-           "state", "gpu", "reserved_mb", "key", "admitted_at")
+           "state", "gpu", "reserved_mb", "key", "admitted_at", "cpus")
 
 
 @dataclass(eq=False)
@@ -53,6 +53,8 @@ class Entry:
     released_at: float | None = None
     release_reason: str | None = None
     version: int = 0
+    cpus: float = 0.0
+    """CPU cores it reserves (its profile's ``cpus``; 0: none)."""
 
     @property
     def ledger_id(self) -> str:
@@ -65,7 +67,7 @@ class Entry:
     def candidate(self) -> Candidate:
         return Candidate(self.ledger_id, self.vram_mb or 0, 0, self.exclusive,
                          needs_gpu=self.exclusive or bool(self.vram_mb),
-                         waiting_since=self.queued_at)
+                         waiting_since=self.queued_at, cpus=self.cpus)
 
     def release(self, reason: str, at: float) -> None:
         self.state, self.released_at, self.release_reason = AdmitState.RELEASED, at, reason
@@ -136,7 +138,7 @@ def entry_from(data: dict[str, Any], seq: int) -> Entry | None:
             reserved_mb=None if data.get("reserved_mb") is None else int(data["reserved_mb"]),
             key=data.get("key") if isinstance(data.get("key"), str) else None,
             admitted_at=None if data.get("admitted_at") is None
-            else float(data["admitted_at"]))
+            else float(data["admitted_at"]), cpus=float(data.get("cpus") or 0.0))
     except (KeyError, TypeError, ValueError):
         return None
     return entry if entry.state is not AdmitState.RELEASED else None
