@@ -176,3 +176,16 @@ def test_readers_read_every_layout(tmp_path: Path, layout: str) -> None:
     status = read_run_status(run_dir)
     assert status.summary is not None and status.summary["episodes_finished"] == 30
     assert status.summary["metrics"]["success"] == pytest.approx(aggregate(rows).means["success"])
+
+
+def test_a_second_final_write_still_has_every_row(tmp_path: Path) -> None:
+    """A run whose ``_DONE`` hit a full disk after its final summary writes the summary
+    again (failed): the rows are still there although rows.jsonl is gone."""
+    writer = SummaryWriter(tmp_path, HEADER, 10, interval_sec=3600.0).start()
+    for index in range(10):
+        writer.add(row(index))
+    writer.finish(SummaryStatus.DONE)
+    assert not (tmp_path / ROWS_FILENAME).exists()
+    writer.finish(SummaryStatus.FAILED, "disk full: _DONE", wait_for_room=False)
+    final = json.loads((tmp_path / "summary.json").read_text())
+    assert final["status"] == "failed" and len(final["episodes"]) == 10

@@ -90,12 +90,11 @@ class RowSpool:
         """:meth:`lines` parsed."""
         return (orjson.loads(line) for line in self.lines())
 
-    def close(self, *, remove: bool = False) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        if remove:
-            self.path.unlink(missing_ok=True)
+    def unlink(self) -> None:
+        """Remove the file once summary.json holds every row. The descriptor stays open
+        (and readable): a later final write, say after a full disk failed ``_DONE``,
+        streams the rows again."""
+        self.path.unlink(missing_ok=True)
 
     def _read(self, offset: int, length: int) -> bytes:
         assert self._fd is not None

@@ -165,7 +165,7 @@ class SummaryWriter:
         self.status, self.error = status, error
         self.finished_at = now_iso()
         self.write(wait_for_room=wait_for_room)
-        self._spool.close(remove=True)  # every row is in summary.json now
+        self._spool.unlink()  # every row is in summary.json now
 
     def snapshot(self) -> dict[str, Any]:
         """The running summary.json: the header, from the running totals, and no rows."""
