@@ -80,11 +80,14 @@ class RowSpool:
             self._pending.clear()
 
     def lines(self) -> Iterator[bytes]:
-        """Every episode's latest line, in episode order (after :meth:`append`)."""
+        """Every episode's latest line, in episode order (queued ones included)."""
         with self._lock:
-            where = sorted(self._where.items())
-        for _, (offset, length) in where:
-            yield self._read(offset, length)
+            indices = sorted(self._where.keys() | self._pending.keys())
+            pending = dict(self._pending)
+            where = dict(self._where)
+        for index in indices:
+            line = pending.get(index)
+            yield line if line is not None else self._read(*where[index])
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """:meth:`lines` parsed."""

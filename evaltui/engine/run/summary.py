@@ -42,7 +42,6 @@ writes), so that a short run's final write does not fsync every file of its last
 second."""
 
 
-
 def one_line(error: str | None, limit: int = 300) -> str:
     """The line of an error text a person reads first: a traceback's last line."""
     lines = [ln.strip() for ln in (error or "").strip().splitlines() if ln.strip()]
