@@ -1,7 +1,10 @@
 """Issue 34: a set on a small machine runs no more members at once than its CPU cores
-carry. Six members of two workers each, ``EVALTUI_CPUS=2``: each member reserves two
-cores, so they run one at a time (sampled: the live run processes and the ledger), and
-every member finishes. ``--max-parallel`` caps a set on top of that."""
+carry. Six members of two workers each, ``EVALTUI_CPUS=2``: the first reserves two cores
+(one per worker: nothing measured yet) and so runs alone; the graph's measured CPU use
+then sets what the others reserve. Sampled all along: the cores the ledger's live
+reservations hold never exceed two, and every member finishes. ``--max-parallel`` caps
+a set on top of that.
+"""
 
 from __future__ import annotations
 
@@ -62,8 +65,9 @@ def test_six_members_of_two_workers_on_two_cores_run_one_at_a_time(
     assert code == 0
     members = set_json(outputs, "small-box")["members"]
     assert len(members) == 6 and all(m["state"] == "done" for m in members)
-    assert most_live == 1  # all six at once before: 12 workers on 2 cores
-    assert most_cores == 2
+    # All six at once before: 12 workers reserving 12 cores of 2.
+    assert most_cores == pytest.approx(2.0)  # the first member, alone, and never more
+    assert 1 <= most_live <= 6
 
 
 def test_max_parallel_caps_a_set_on_top(set_file: Callable[..., Path], outputs: Path) -> None:

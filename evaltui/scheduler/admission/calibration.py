@@ -52,9 +52,13 @@ def nodeset_key(impl: str, params: dict[str, Any]) -> str:
 
 
 def graph_key(spec: JobSpec) -> str:
-    """The calibration key of a job's graph (with its selectors): what its CPU use per
-    worker is learnt under."""
-    return nodeset_key("graph", {"graph": spec.graph, "selectors": spec.eval.selectors})
+    """The calibration key of a job's graph for its CPU use per worker: its nodesets'
+    names and impls, not their params (a matrix over ``policy.noise`` or a ``repeat``
+    runs the same code: what the first member measured holds for the rest)."""
+    nodesets = spec.graph.get("nodesets") if isinstance(spec.graph, dict) else None
+    impls = {str(name): str(ns.get("impl")) for name, ns in (nodesets or {}).items()
+             if isinstance(ns, dict)}
+    return nodeset_key("graph", impls)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from evaltui.views import LedgerEntry, holder_key
 
 MIN_CALIBRATION_SAMPLES = 5
 """Usage readings a run must have had while running before its peak calibrates."""
-MIN_CPU_SPAN_SEC = 3.0
+MIN_CPU_SPAN_SEC = 1.0
 """Seconds between a run's first and last CPU readings before its CPU use calibrates."""
 
 
@@ -90,11 +90,20 @@ class Sampler:
                 self._host_peaks[ns.key] = max(self._host_peaks.get(ns.key, 0), usage.vram_mb)
 
     def learn(self, job: Job) -> None:
-        """Calibrate the nodesets that ran inside a finished run from its measured peaks.
+        """Calibrate the nodesets that ran inside a finished run from its measured peaks,
+        and its graph's CPU use per worker.
 
-        Only from runs sampled often enough while running: a run too short to be seen at
-        its peak would teach an estimate lower than its real need.
+        Peaks only from runs sampled often enough while running: a run too short to be seen
+        at its peak would teach an estimate lower than its real need. CPU use is a mean
+        (CPU seconds over the span between two readings), so a span of
+        :data:`MIN_CPU_SPAN_SEC` is enough: a set of short members learns it from its first.
         """
+        if job.spec is not None and job.cpu_first and job.cpu_last:
+            span = job.cpu_last[0] - job.cpu_first[0]
+            if span >= MIN_CPU_SPAN_SEC:
+                cores = (job.cpu_last[1] - job.cpu_first[1]) / span
+                self.core.calibration.record_cores(job.spec,
+                                                   cores / job.spec.eval.worker_count)
         if job.samples < MIN_CALIBRATION_SAMPLES:
             return
         in_run = [p for p in job.parts
@@ -103,12 +112,6 @@ class Sampler:
             self.core.calibration.record_run("vram", in_run, job.peak_vram_mb)
         if job.peak_ram_mb > 0:
             self.core.calibration.record_run("ram", in_run, job.peak_ram_mb)
-        if job.spec is not None and job.cpu_first and job.cpu_last:
-            span = job.cpu_last[0] - job.cpu_first[0]
-            if span >= MIN_CPU_SPAN_SEC:  # its mean CPU use, per worker
-                cores = (job.cpu_last[1] - job.cpu_first[1]) / span
-                self.core.calibration.record_cores(job.spec,
-                                                   cores / job.spec.eval.worker_count)
 
     def learn_host(self, ns: SharedNodeset) -> None:
         """A host ran one nodeset alone: its measured peak is that nodeset's, exactly."""
