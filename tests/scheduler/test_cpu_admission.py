@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from schedhelpers import HERE
+from schedhelpers import HERE, wait_until
 
 from evaltui.rundir import runs_root
 from evaltui.scheduler.admission.ledger import Ledger
@@ -117,3 +117,25 @@ def test_a_runs_cores_measured_else_declared_else_one_per_worker(tmp_path: Path)
     cal.record_cores(spec, 0.25)  # what a run of this graph was measured to use per worker
     assert cal.estimate(spec, nodeset_parts(spec)).cpus == 1.0
     assert cal.estimate(declared, nodeset_parts(declared)).cpus == 1.0  # measured wins
+
+
+def test_a_finished_run_teaches_its_graphs_cpu_use(make_scheduler, dataset: Path) -> None:
+    """The scheduler measures a run's process-tree CPU seconds while it runs; a sleep-bound
+    graph learns well under a core per worker, and its next runs reserve that."""
+    from schedhelpers import line_spec
+
+    from evaltui.scheduler.admission.calibration import Calibration, graph_key
+    from evaltui.spec import parse_spec
+    from evaltui.states import RunState
+
+    spec = line_spec(dataset, sleep_sec=0.15)  # ten episodes of 1-3 sleeping steps: ~3 s
+    sched = make_scheduler().start()
+    run_id, _ = sched.submit(spec)
+    assert sched.wait(run_id, timeout=60) is RunState.DONE
+    key = graph_key(parse_spec(spec))
+    # Learnt just after the run's end is recorded (wait returns at the record).
+    millicores = wait_until(lambda: Calibration().peak("cpu", key), timeout=10,
+                            what="the run's CPU use in calibration.json")
+    assert millicores is not None and millicores < 600, millicores
+    parsed = parse_spec({**spec, "eval": {**spec["eval"], "worker_count": 4}})
+    assert Calibration().estimate(parsed, []).cpus == pytest.approx(4 * millicores / 1000)
