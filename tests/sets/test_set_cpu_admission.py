@@ -55,7 +55,7 @@ def run_sampled(argv: list[str], outputs: Path) -> tuple[int, int, float]:
     return result[0], most_live, most_cores
 
 
-def test_six_members_of_two_workers_on_two_cores_run_one_at_a_time(
+def test_six_members_of_two_workers_never_reserve_more_than_two_cores(
         set_file: Callable[..., Path], outputs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVALTUI_CPUS", "2")
     path = set_file({"name": "small-box", "base": {"graph": "noisy_bot", "dataset": "babyai",
