@@ -9,12 +9,13 @@ from pathlib import Path
 
 import orjson
 import pytest
+from ledgerhelpers import held_entry, reserve
 from schedhelpers import line_spec
 
 from evaltui.rundir import PidRef
 from evaltui.scheduler.admission.accounting import RssCache, account
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
-from evaltui.scheduler.admission.ledger import Ledger
+from evaltui.scheduler.admission.ledger import Ledger, LedgerNotDurable
 from evaltui.scheduler.admission.resources import (
     GpuReading,
     GpuSnapshot,
@@ -72,9 +73,29 @@ def test_a_reused_pid_does_not_keep_a_reservation(tmp_path: Path,
         assert txn.entries == []
 
 
-def test_corrupt_ledger_reads_as_empty(tmp_path: Path) -> None:
-    (tmp_path / "ledger.json").write_text("{not json")
-    assert Ledger(tmp_path).entries() == []
+@pytest.mark.parametrize("damage", ["{not json", "{", "[]", '{"version": 2, "entries": [1]}',
+                                    "a directory", "a link"])
+def test_a_damaged_ledger_is_a_wait_with_its_reason_never_an_empty_ledger(
+        tmp_path: Path, damage: str) -> None:
+    ledger = Ledger(tmp_path)
+    reserve(ledger, "held")
+    path = ledger.path
+    if damage == "a directory":
+        path.unlink()
+        path.mkdir()
+    elif damage == "a link":
+        path.unlink()
+        path.symlink_to(tmp_path / "elsewhere.json")
+    else:
+        path.write_text(damage)
+    with ledger.transaction() as txn:
+        assert txn.blocked is not None and str(path) in txn.blocked
+        txn.add(held_entry("next"))  # what the tick would do: refused, nothing stored
+    assert ledger.error is not None and "damaged" in ledger.error
+    with pytest.raises(LedgerNotDurable, match="damaged"):
+        with ledger.transaction() as txn:
+            ledger.flush(txn)
+    assert path.is_dir() or path.is_symlink() or path.read_text() == damage  # left as found
 
 
 def snapshot(processes: tuple[ProcessUsage, ...] | None, used: int, total: int = 24576
