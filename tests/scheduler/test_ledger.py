@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -16,6 +18,7 @@ from evaltui.rundir import PidRef
 from evaltui.scheduler.admission.accounting import RssCache, account
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
 from evaltui.scheduler.admission.ledger import Ledger, LedgerNotDurable
+from evaltui.scheduler.admission.ledgerfiles import LOCK_WAIT_SEC
 from evaltui.scheduler.admission.resources import (
     GpuReading,
     GpuSnapshot,
@@ -96,6 +99,33 @@ def test_a_damaged_ledger_is_a_wait_with_its_reason_never_an_empty_ledger(
         with ledger.transaction() as txn:
             ledger.flush(txn)
     assert path.is_dir() or path.is_symlink() or path.read_text() == damage  # left as found
+
+
+def test_a_lock_held_elsewhere_or_replaced_blocks_admission_within_its_bound(
+        tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    reserve(ledger, "held")
+    fd = os.open(ledger.lock_path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # by hand, as another user of the group could
+        started = time.monotonic()
+        assert [r.run_id for r in ledger.entries()] == ["held"]  # reads never wait
+        with ledger.transaction() as txn:
+            waited = time.monotonic() - started
+            assert txn.blocked is not None and "is held by pid" in txn.blocked
+        assert waited < LOCK_WAIT_SEC + 1.0 and ledger.error == txn.blocked
+    finally:
+        os.close(fd)
+    ledger.lock_path.unlink()
+    ledger.lock_path.mkdir()  # a directory where the lock should be
+    with ledger.transaction() as txn:
+        assert txn.blocked is not None and str(ledger.lock_path) in txn.blocked
+        assert [r.run_id for r in txn.entries] == ["held"]
+    ledger.lock_path.rmdir()
+    with ledger.transaction() as txn:
+        assert txn.blocked is None
+        ledger.flush(txn)
+    assert ledger.error is None
 
 
 def snapshot(processes: tuple[ProcessUsage, ...] | None, used: int, total: int = 24576

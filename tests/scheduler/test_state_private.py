@@ -79,7 +79,8 @@ def test_every_file_the_scheduler_writes_is_0600(
     finally:
         os.umask(old)
     names = {Path(k).name for k in seen}
-    for expected in ("ledger.json", "calibration.json", "interactive_lock.json", "token"):
+    for expected in (f"u{os.getuid()}.json", f"u{os.getuid()}.lock", "ledger.lock",
+                     "calibration.json", "interactive_lock.json", "token"):
         assert expected in names, sorted(names)
     assert any(k.startswith("fakegpu/0/") and k.endswith(".json") for k in seen), sorted(seen)
     assert any(k.startswith("shared/logs/") for k in seen), sorted(seen)

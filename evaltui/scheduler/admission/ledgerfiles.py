@@ -212,6 +212,9 @@ def bounded_flock(path: Path, *, wait_sec: float, create_mode: int | None,
         return
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            yield f"the ledger lock {path} is not a file; admitting nothing until it is"
+            return
         if owner is not None and st.st_uid != owner:
             yield (f"the ledger lock {path} belongs to uid {st.st_uid}, not uid {owner} "
                    "(`sudo evaltui ledger setup` makes it right)")
