@@ -248,6 +248,10 @@ class Resources(_View):
     ledger_error: str | None = None
     """Why reservations cannot be made durable now (the ledger's disk is full or
     read-only): while set, nothing is admitted (queued jobs wait with kind ``ledger``)."""
+    ledger_note: str | None = None
+    """Why the reservation ledger is this user's own, not the machine-wide one: other
+    users' schedulers on this machine cannot see these reservations (None: machine-wide,
+    or per-user on purpose)."""
 
 
 class Nodeset(_View):
