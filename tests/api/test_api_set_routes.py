@@ -108,6 +108,12 @@ def test_create_runs_the_set_streams_member_events_and_shows_the_table(
     ({"name": "bad", "base": {"graph": "bot"}, "matrix": {"policy.noise": [0.0]},
       "baseline": {"policy.noise": 0.7}}, "baseline"),
     ("name: [unclosed", "<set file>"),
+    ({"name": "okname\n", "base": {"graph": "bot"}, "matrix": {"policy.noise": [0.0]}},
+     "name"),
+    ({"name": "abs", "base": {"graph": "model"}, "matrix": {"checkpoint": {
+        "glob": "/etc/*.conf"}}}, "matrix.checkpoint.glob"),
+    ({"name": "up", "base": {"graph": "model"}, "matrix": {"checkpoint": {
+        "glob": "../outside/*.npz"}}}, "matrix.checkpoint.glob"),
     ({"name": "bad", "base": {"graph": "bot", "executor": "slurm"},  # `set run` submits it
       "matrix": {"policy.noise": [0.0]}}, "base.executor"),
 ])
