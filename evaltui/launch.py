@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import secrets
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +30,14 @@ from evaltui.records import (
     SPEC_FILENAME,
     SchedulerRecord,
 )
-from evaltui.rundir import PidRef, allocate_run_dir, now_iso, read_json, write_json_atomic
+from evaltui.rundir import (
+    PidRef,
+    allocate_run_dir,
+    now_iso,
+    read_json,
+    runs_root,
+    write_json_atomic,
+)
 from evaltui.spec import JobSpec
 from evaltui.states import RunState
 
@@ -76,19 +85,59 @@ def write_run(checked: SpecToWrite, outputs: Path, *, state: RunState = RunState
     ``record_extra``."""
     if record is None:
         record = scheduler_record(checked, state=state, record_extra=record_extra)
-    run_dir = allocate_run_dir(outputs)
+    # Written into a staging dir first, then renamed over the run id's reservation (an
+    # empty dir) right after it is made: a process killed while writing leaves no
+    # half-made run dir (reap_cut_short removes the staging dir it leaves).
+    root = runs_root(outputs)
+    root.mkdir(parents=True, exist_ok=True)
+    staging = root / f".{secrets.token_hex(4)}.{os.getpid()}{STAGING_SUFFIX}"
+    run_dir: Path | None = None
     try:
-        write_json_atomic(run_dir / SPEC_FILENAME, checked.spec.to_json_dict())
-        write_json_atomic(run_dir / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
+        staging.mkdir()
+        write_json_atomic(staging / SPEC_FILENAME, checked.spec.to_json_dict())
+        write_json_atomic(staging / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
         # Only the fields given are written (later updates merge theirs in).
-        write_json_atomic(run_dir / SCHEDULER_FILENAME,
+        write_json_atomic(staging / SCHEDULER_FILENAME,
                           record.model_dump(mode="json", exclude_unset=True))
+        run_dir = allocate_run_dir(outputs)
+        os.rename(staging, run_dir)
     except BaseException:
         # A write failed (a full disk: OSError): a half-written run dir would list as an
         # aborted run, so none is left.
-        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        if run_dir is not None:
+            shutil.rmtree(run_dir, ignore_errors=True)
         raise
     return run_dir
+
+
+STAGING_SUFFIX = ".staging"
+
+
+EMPTY_RUN_DIR_SEC = 10.0
+"""A run dir still empty this long after it was made was cut short between its
+allocation and the rename (a write_run fills it within microseconds)."""
+
+
+def reap_cut_short(runs_dir: Path) -> list[str]:
+    """Remove what :func:`write_run`s killed while writing left in ``runs_dir``: staging
+    dirs of dead processes, and run dirs still empty after :data:`EMPTY_RUN_DIR_SEC`;
+    the names removed."""
+    removed = []
+    for staging in runs_dir.glob(f".*{STAGING_SUFFIX}"):
+        pid = staging.name[:-len(STAGING_SUFFIX)].rpartition(".")[2]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(staging, ignore_errors=True)
+            removed.append(staging.name)
+    old = time.time() - EMPTY_RUN_DIR_SEC
+    for run_dir in runs_dir.iterdir():
+        try:
+            if run_dir.stat().st_mtime < old and not any(run_dir.iterdir()):
+                run_dir.rmdir()  # only while empty: never a written run
+                removed.append(run_dir.name)
+        except OSError:
+            continue
+    return removed
 
 
 def spawn_run(run_dir: Path, env: Mapping[str, str] | None = None, *, record: bool = True
