@@ -28,6 +28,7 @@ from evaltui.records import (
     SCHEDULER_FILENAME,
     SHARED_URLS_FILENAME,
     SPEC_FILENAME,
+    SUMMARY_FILENAME,
     SchedulerRecord,
 )
 from evaltui.rundir import (
@@ -188,6 +189,24 @@ def scheduler_record_lock(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # drops the lock
+
+
+def settle_summary(run_dir: Path, state: str, error: str | None) -> None:
+    """A run that ended without writing its last summary (its disk was full, it was
+    killed) keeps ``status: running`` in summary.json: set the state it ended in (and why)
+    there too, once scheduler.json records it. Raises OSError if it cannot be written."""
+    path = run_dir / SUMMARY_FILENAME
+    with scheduler_record_lock(run_dir):
+        try:
+            summary = read_json(path)
+        except (FileNotFoundError, ValueError):
+            return  # none, or not ours to mend: the status reads go by scheduler.json
+        if not isinstance(summary, dict) or summary.get("status") != RunState.RUNNING.value:
+            return
+        summary["status"] = state
+        if error and not summary.get("error"):
+            summary["error"] = error
+        write_json_atomic(path, summary)
 
 
 def update_scheduler_record(run_dir: Path, **fields: Any) -> dict[str, Any]:
