@@ -9,6 +9,7 @@ the run outlives whoever started it; its stdout and stderr go to ``run.log``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import secrets
@@ -89,12 +90,11 @@ def write_run(checked: SpecToWrite, outputs: Path, *, state: RunState = RunState
     # Written into a staging dir first, then renamed over the run id's reservation (an
     # empty dir) right after it is made: a process killed while writing leaves no
     # half-made run dir (reap_cut_short removes the staging dir it leaves).
-    root = runs_root(outputs)
-    root.mkdir(parents=True, exist_ok=True)
-    staging = root / f".{secrets.token_hex(4)}.{os.getpid()}{STAGING_SUFFIX}"
+    staging_root = Path(outputs) / STAGING_DIRNAME  # beside eval_runs/: never listed as a run
+    staging = staging_root / f"{secrets.token_hex(4)}.{os.getpid()}"
     run_dir: Path | None = None
     try:
-        staging.mkdir()
+        _make_staging(staging)
         write_json_atomic(staging / SPEC_FILENAME, checked.spec.to_json_dict())
         write_json_atomic(staging / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
         # Only the fields given are written (later updates merge theirs in).
@@ -102,6 +102,8 @@ def write_run(checked: SpecToWrite, outputs: Path, *, state: RunState = RunState
                           record.model_dump(mode="json", exclude_unset=True))
         run_dir = allocate_run_dir(outputs)
         os.rename(staging, run_dir)
+        with contextlib.suppress(OSError):
+            staging_root.rmdir()  # while no other write_run uses it: the outputs stay tidy
     except BaseException:
         # A write failed (a full disk: OSError): a half-written run dir would list as an
         # aborted run, so none is left.
@@ -112,7 +114,19 @@ def write_run(checked: SpecToWrite, outputs: Path, *, state: RunState = RunState
     return run_dir
 
 
-STAGING_SUFFIX = ".staging"
+def _make_staging(staging: Path) -> None:
+    for _ in range(3):  # another write_run may remove the emptied parent in between
+        try:
+            staging.mkdir(parents=True)
+            return
+        except FileNotFoundError:
+            continue
+    staging.mkdir(parents=True)
+
+
+STAGING_DIRNAME = ".evaltui-staging"
+"""Under the outputs root: run dirs being written (``{random}.{pid}``), renamed into
+eval_runs/ once whole."""
 
 
 EMPTY_RUN_DIR_SEC = 10.0
@@ -120,18 +134,20 @@ EMPTY_RUN_DIR_SEC = 10.0
 allocation and the rename (a write_run fills it within microseconds)."""
 
 
-def reap_cut_short(runs_dir: Path) -> list[str]:
-    """Remove what :func:`write_run`s killed while writing left in ``runs_dir``: staging
+def reap_cut_short(outputs: Path) -> list[str]:
+    """Remove what :func:`write_run`s killed while writing left under ``outputs``: staging
     dirs of dead processes, and run dirs still empty after :data:`EMPTY_RUN_DIR_SEC`;
     the names removed."""
     removed = []
-    for staging in runs_dir.glob(f".*{STAGING_SUFFIX}"):
-        pid = staging.name[:-len(STAGING_SUFFIX)].rpartition(".")[2]
+    staging_root = Path(outputs) / STAGING_DIRNAME
+    for staging in staging_root.iterdir() if staging_root.is_dir() else ():
+        pid = staging.name.rpartition(".")[2]
         if pid.isdigit() and not psutil.pid_exists(int(pid)):
             shutil.rmtree(staging, ignore_errors=True)
             removed.append(staging.name)
     old = time.time() - EMPTY_RUN_DIR_SEC
-    for run_dir in runs_dir.iterdir():
+    runs_dir = runs_root(outputs)
+    for run_dir in runs_dir.iterdir() if runs_dir.is_dir() else ():
         try:
             if run_dir.stat().st_mtime < old and not any(run_dir.iterdir()):
                 run_dir.rmdir()  # only while empty: never a written run

@@ -23,8 +23,7 @@ from evaltui.rundir import read_json, runs_root
 def member_runs(outputs: str | os.PathLike[str], set_id: str) -> dict[str, str]:
     """``set_member`` token -> run id of every run of ``set_id`` under ``outputs``."""
     root = runs_root(Path(outputs))
-    if root.is_dir():
-        reap_cut_short(root)
+    reap_cut_short(Path(outputs))
     found: dict[str, str] = {}
     for run_dir in sorted(root.iterdir()) if root.is_dir() else ():
         try:
