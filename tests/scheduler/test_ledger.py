@@ -128,6 +128,19 @@ def test_a_lock_held_elsewhere_or_replaced_blocks_admission_within_its_bound(
     assert ledger.error is None
 
 
+def test_an_old_single_file_ledger_is_still_read_never_written(tmp_path: Path) -> None:
+    live, dead = held_entry("old-live"), held_entry("old-dead", holder=PidRef(4_000_001, 1.0))
+    legacy = tmp_path / "ledger.json"  # as an evaltui before per-user files wrote it
+    legacy.write_bytes(orjson.dumps({"version": 1, "entries": {
+        e.key: {**e.model_dump(), "uid": 12345} for e in (live, dead)}}))  # a uid it said
+    ledger = Ledger(tmp_path)
+    # Counted while its holder lives, as the holder's owner's (the kernel's word).
+    assert [(r.run_id, r.uid) for r in ledger.entries()] == [("old-live", os.getuid())]
+    reserve(ledger, "new")
+    assert {r.run_id for r in ledger.entries()} == {"old-live", "new"}
+    assert orjson.loads(legacy.read_bytes())["version"] == 1  # left as it was
+
+
 def snapshot(processes: tuple[ProcessUsage, ...] | None, used: int, total: int = 24576
              ) -> ResourceSnapshot:
     g = GpuSnapshot(0, "g", total, used, total - used, None, processes)
