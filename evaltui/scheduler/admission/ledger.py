@@ -170,7 +170,7 @@ class Ledger:
         owner = self.directory.stat().st_uid if self.shared else None
         with bounded_flock(self.lock_path, wait_sec=LOCK_WAIT_SEC, owner=owner,
                            create_mode=None if self.shared and owner != self.uid
-                           else (FILE_MODE & 0o640 if self.shared else PRIVATE_MODE)) as busy, \
+                           else (FILE_MODE if self.shared else PRIVATE_MODE)) as busy, \
                 bounded_flock(self.directory / own_lock_filename(self.uid), owner=self.uid,
                               wait_sec=OWN_LOCK_WAIT_SEC, create_mode=PRIVATE_MODE) as own:
             txn = self._read(busy or own)
