@@ -3,7 +3,7 @@
 DESIGN §12: the ledger is machine-wide, so two users' schedulers on one GPU box see each
 other's reservations. ``evaltui ledger setup`` (as root) makes the shared directory:
 :data:`SHARED_LEDGER_DIR` (or ``--dir``), owned by root and a group (``evaltui``),
-mode 2770 (3770: setgid, so its files get the group; group-writable; sticky, so only a file's
+mode 3770 (setgid, so its files get the group; group-writable; sticky, so only a file's
 owner can replace or delete it; nobody else), and its ``ledger.lock`` owned by root. Every
 scheduler whose user is in that group then keeps its reservations there
 (``EVALTUI_LEDGER_DIR`` names another directory). Where it is not set up, or not
