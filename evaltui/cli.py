@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from evaltui import __version__
 from evaltui.commands import tui as tui_cmd
+from evaltui.rundir import StateDirError
 
 # Module -> the sub-commands it adds (``add_parser``, or ``add_parsers`` for several),
 # in the order ``evaltui --help`` lists them.
@@ -98,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(args_in)
     if not getattr(args, "func", None):
         return tui_cmd.run(args)  # bare `evaltui`: the TUI
-    code = int(args.func(args))
+    try:
+        code = int(args.func(args))
+    except StateDirError as exc:  # a bad EVALTUI_STATE_DIR: one line, whichever command
+        print(f"error: {exc.strerror}", file=sys.stderr)
+        return 2
     if argv is None and command in QUICK_EXIT_COMMANDS:
         from evaltui.engine.processes.quickexit import exit_now
 

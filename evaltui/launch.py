@@ -9,11 +9,14 @@ the run outlives whoever started it; its stdout and stderr go to ``run.log``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import secrets
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,9 +29,17 @@ from evaltui.records import (
     SCHEDULER_FILENAME,
     SHARED_URLS_FILENAME,
     SPEC_FILENAME,
+    SUMMARY_FILENAME,
     SchedulerRecord,
 )
-from evaltui.rundir import PidRef, allocate_run_dir, now_iso, read_json, write_json_atomic
+from evaltui.rundir import (
+    PidRef,
+    allocate_run_dir,
+    now_iso,
+    read_json,
+    runs_root,
+    write_json_atomic,
+)
 from evaltui.spec import JobSpec
 from evaltui.states import RunState
 
@@ -76,19 +87,74 @@ def write_run(checked: SpecToWrite, outputs: Path, *, state: RunState = RunState
     ``record_extra``."""
     if record is None:
         record = scheduler_record(checked, state=state, record_extra=record_extra)
-    run_dir = allocate_run_dir(outputs)
+    # Written into a staging dir first, then renamed over the run id's reservation (an
+    # empty dir) right after it is made: a process killed while writing leaves no
+    # half-made run dir (reap_cut_short removes the staging dir it leaves).
+    staging_root = Path(outputs) / STAGING_DIRNAME  # beside eval_runs/: never listed as a run
+    staging = staging_root / f"{secrets.token_hex(4)}.{os.getpid()}"
+    run_dir: Path | None = None
     try:
-        write_json_atomic(run_dir / SPEC_FILENAME, checked.spec.to_json_dict())
-        write_json_atomic(run_dir / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
+        _make_staging(staging)
+        write_json_atomic(staging / SPEC_FILENAME, checked.spec.to_json_dict())
+        write_json_atomic(staging / SHARED_URLS_FILENAME, dict(checked.spec.shared_urls))
         # Only the fields given are written (later updates merge theirs in).
-        write_json_atomic(run_dir / SCHEDULER_FILENAME,
+        write_json_atomic(staging / SCHEDULER_FILENAME,
                           record.model_dump(mode="json", exclude_unset=True))
+        run_dir = allocate_run_dir(outputs)
+        os.rename(staging, run_dir)
+        with contextlib.suppress(OSError):
+            staging_root.rmdir()  # while no other write_run uses it: the outputs stay tidy
     except BaseException:
         # A write failed (a full disk: OSError): a half-written run dir would list as an
         # aborted run, so none is left.
-        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        if run_dir is not None:
+            shutil.rmtree(run_dir, ignore_errors=True)
         raise
     return run_dir
+
+
+def _make_staging(staging: Path) -> None:
+    for _ in range(3):  # another write_run may remove the emptied parent in between
+        try:
+            staging.mkdir(parents=True)
+            return
+        except FileNotFoundError:
+            continue
+    staging.mkdir(parents=True)
+
+
+STAGING_DIRNAME = ".evaltui-staging"
+"""Under the outputs root: run dirs being written (``{random}.{pid}``), renamed into
+eval_runs/ once whole."""
+
+
+EMPTY_RUN_DIR_SEC = 10.0
+"""A run dir still empty this long after it was made was cut short between its
+allocation and the rename (a write_run fills it within microseconds)."""
+
+
+def reap_cut_short(outputs: Path) -> list[str]:
+    """Remove what :func:`write_run`s killed while writing left under ``outputs``: staging
+    dirs of dead processes, and run dirs still empty after :data:`EMPTY_RUN_DIR_SEC`;
+    the names removed."""
+    removed = []
+    staging_root = Path(outputs) / STAGING_DIRNAME
+    for staging in staging_root.iterdir() if staging_root.is_dir() else ():
+        pid = staging.name.rpartition(".")[2]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(staging, ignore_errors=True)
+            removed.append(staging.name)
+    old = time.time() - EMPTY_RUN_DIR_SEC
+    runs_dir = runs_root(outputs)
+    for run_dir in runs_dir.iterdir() if runs_dir.is_dir() else ():
+        try:
+            if run_dir.stat().st_mtime < old and not any(run_dir.iterdir()):
+                run_dir.rmdir()  # only while empty: never a written run
+                removed.append(run_dir.name)
+        except OSError:
+            continue
+    return removed
 
 
 def spawn_run(run_dir: Path, env: Mapping[str, str] | None = None, *, record: bool = True
@@ -139,6 +205,24 @@ def scheduler_record_lock(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # drops the lock
+
+
+def settle_summary(run_dir: Path, state: str, error: str | None) -> None:
+    """A run that ended without writing its last summary (its disk was full, it was
+    killed) keeps ``status: running`` in summary.json: set the state it ended in (and why)
+    there too, once scheduler.json records it. Raises OSError if it cannot be written."""
+    path = run_dir / SUMMARY_FILENAME
+    with scheduler_record_lock(run_dir):
+        try:
+            summary = read_json(path)
+        except (FileNotFoundError, ValueError):
+            return  # none, or not ours to mend: the status reads go by scheduler.json
+        if not isinstance(summary, dict) or summary.get("status") != RunState.RUNNING.value:
+            return
+        summary["status"] = state
+        if error and not summary.get("error"):
+            summary["error"] = error
+        write_json_atomic(path, summary)
 
 
 def update_scheduler_record(run_dir: Path, **fields: Any) -> dict[str, Any]:

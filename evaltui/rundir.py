@@ -64,18 +64,30 @@ def runs_root(outputs: Path) -> Path:
     return Path(outputs) / RUNS_DIRNAME
 
 
+class StateDirError(OSError):
+    """The state dir cannot be made or used; the message is one line for the user."""
+
+
 def state_dir() -> Path:
-    """Per-user state dir (ledger, token, calibration), created with mode 0700."""
+    """Per-user state dir (ledger, token, calibration), created with mode 0700 (raises
+    StateDirError)."""
     current = settings()
     explicit, xdg = current.state_dir, current.xdg_state_home
     if explicit:
         path = Path(explicit).expanduser()
+        source = "EVALTUI_STATE_DIR"
     elif xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
         path = Path(xdg) / "evaltui"
+        source = "XDG_STATE_HOME"
     else:
         path = Path.home() / ".local" / "state" / "evaltui"
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = path.resolve()
+        source = "the default"
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = path.resolve()
+    except OSError as exc:
+        raise StateDirError(exc.errno, f"cannot make the state dir {path} (from {source}): "
+                            f"{exc.strerror or exc}") from None
     if path not in _private_dirs:
         make_private(path)
         _private_dirs.add(path)

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import re
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evaltui.slurmoptions import SlurmOptions
 
@@ -109,6 +109,16 @@ class CheckpointAxis(BaseModel):
     watch: str | None = None
     """A directory training writes checkpoints into (``set watch`` follows it)."""
 
+    @field_validator("glob")
+    @classmethod
+    def _relative_glob(cls, glob: str) -> str:
+        # The glob stays under the set file's (or the watched) dir: an absolute one or one
+        # climbing out with '..' would record files of anywhere as checkpoints.
+        if not glob or glob.startswith(("/", "~")) or ".." in PurePosixPath(glob).parts:
+            raise ValueError(f"{glob!r} must be relative to the set file's directory (or "
+                             "to watch), without '..': put the directory in watch")
+        return glob
+
 
 class SetFile(BaseModel):
     """A whole set file, as checked by :func:`parse_set_file`."""
@@ -179,7 +189,7 @@ def parse_set_file(data: Any) -> SetFile:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "<set file>"
         raise SetFileError(loc, err["msg"].removeprefix("Value error, ")) from None
-    if not _NAME.match(parsed.name):
+    if not _NAME.fullmatch(parsed.name):  # match's $ would let a trailing newline in
         raise SetFileError("name", f"{parsed.name!r} must be 1-100 letters, digits, '.', '_' "
                            "or '-' (it names the set dir)")
     for key in parsed.base.set:
@@ -200,7 +210,8 @@ def _check_axis(axis: str, values: Any) -> None:
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
-            raise SetFileError(f"{field}.{loc}" if loc else field, err["msg"]) from None
+            raise SetFileError(f"{field}.{loc}" if loc else field,
+                               err["msg"].removeprefix("Value error, ")) from None
         return
     if axis not in NAMED_AXES and not _PARAM.match(axis):
         raise SetFileError(field, "unknown axis (graph, split, repeat, checkpoint or "

@@ -127,6 +127,9 @@ class SchedulingSection(BaseModel):
     set_id: str | None = None
     """The experiment set this run is a member of (``evaltui set run``): at equal
     priority the queue takes sets and lone runs in turn (fair share)."""
+    set_member: str | None = None
+    """Which member of ``set_id`` and which of its submissions (``{key}#{attempt}``): a
+    ``set run`` killed before it recorded the run id finds the run again."""
 
 
 class JobSpec(BaseModel):

@@ -42,6 +42,9 @@ class SpecBrief(_View):
     priority: int = 0
     exclusive_gpu: bool = False
     marginal_vram_mb: int = 0
+    set_id: str | None = None
+    set_member: str | None = None
+    """The set member submission this run is (``scheduling.set_member``), if any."""
 
     @classmethod
     def of(cls, spec: Mapping[str, Any]) -> SpecBrief:
@@ -55,7 +58,8 @@ class SpecBrief(_View):
                    episodes_total=total, worker_count=_int(ev.get("worker_count")),
                    priority=_int(sched.get("priority")) or 0,
                    exclusive_gpu=bool(sched.get("exclusive_gpu")),
-                   marginal_vram_mb=_int(sched.get("marginal_vram_mb")) or 0)
+                   marginal_vram_mb=_int(sched.get("marginal_vram_mb")) or 0,
+                   set_id=_text(sched.get("set_id")), set_member=_text(sched.get("set_member")))
 
 
 class Run(_View):
@@ -251,6 +255,10 @@ class Resources(_View):
     ledger_error: str | None = None
     """Why reservations cannot be made durable now (the ledger's disk is full or
     read-only): while set, nothing is admitted (queued jobs wait with kind ``ledger``)."""
+    ledger_note: str | None = None
+    """Why the reservation ledger is this user's own, not the machine-wide one: other
+    users' schedulers on this machine cannot see these reservations (None: machine-wide,
+    or per-user on purpose)."""
 
 
 class Nodeset(_View):

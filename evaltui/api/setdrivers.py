@@ -59,6 +59,8 @@ class SetDriver:
                                 set_id=plan.set_id, options=options,
                                 on_change=lambda _lives: self._announce())
         self._thread: threading.Thread | None = None
+        self.first_members: list[SetMemberRecord] = []
+        """The members as :meth:`start` left them (what the create/resume answers say)."""
 
     @property
     def held(self) -> bool:
@@ -66,9 +68,10 @@ class SetDriver:
         return self.runner.held
 
     def start(self, *, follow: bool = False) -> list[SetMemberRecord]:
-        """Write set.json, submit what is due (in the caller's thread, so the answer has
-        the run ids), then go on in a thread of its own. ``follow``: submit nothing, only
-        follow the runs set.json names (after a cancel)."""
+        """Write set.json (the members as they stand: new ones pending), then submit and
+        follow in a thread of its own, so that the caller answers at once (a set of 200
+        members takes a minute to submit). ``follow``: submit nothing, only follow the
+        runs set.json names (after a cancel). Returns a copy of the members."""
         try:
             if follow:
                 self._following.set()
@@ -78,12 +81,11 @@ class SetDriver:
             else:
                 self.runner.prepare(self.plan.file)
                 self._announce()
-                self.runner.step()
         except BaseException:
             self._stack.close()
             raise
         assert self.runner.record is not None
-        members = [m.model_copy() for m in self.runner.record.members]
+        members = self.first_members = [m.model_copy() for m in self.runner.record.members]
         self._thread = threading.Thread(target=self._loop, name=f"set-{self.set_id}",
                                         daemon=True)
         self._thread.start()

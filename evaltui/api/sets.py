@@ -42,15 +42,17 @@ def drivers(ctx: ApiContext) -> SetDrivers:
     return ctx.sets
 
 
-@router.post("/sets", status_code=201, responses=errors(409))
+@router.post("/sets", status_code=202, responses=errors(409))
 async def create(request: Request, ctx: Ctx,
                  base_dir: Annotated[str | None, Query(max_length=4096)] = None,
                  retries: Annotated[int, Query(ge=0, le=100)] = 0,
                  retry_backoff: Annotated[float, Query(ge=0, le=3600)] = 2.0,
                  max_error_rate: Annotated[float | None, Query(ge=0, le=1)] = None,
                  max_parallel: Annotated[int | None, Query(ge=1)] = None) -> Response:
-    """Check a set file and run it: the members are submitted to this backend's queue
-    (again for an existing set: ``done`` members are reused, the rest continue)."""
+    """Check a set file and run it: 202 once it is checked and set.json written; the
+    members are then submitted to this backend's queue by the set's driver (again for an
+    existing set: ``done`` members are reused, the rest continue); ``set`` events and
+    ``GET /sets/{set_id}`` follow them."""
     data = _parse_body(await request.body(), request.headers.get("content-type", ""))
     base = _base_dir(base_dir)
     options = RunnerOptions(retries=retries, max_error_rate=max_error_rate,
@@ -71,11 +73,9 @@ def _create(ctx: ApiContext, data: Any, base: FsPath, options: RunnerOptions) ->
         raise ApiFailure(422, f"name: set dir {plan.set_id} is a symlink out of the outputs "
                          "root", "name")
     driver = _start(ctx, plan, options)
-    record = driver.runner.record
-    assert record is not None
-    return json_response({"set_id": plan.set_id, "name": record.name,
+    return json_response({"set_id": plan.set_id, "name": plan.expansion.setfile.name,
                           "set_dir": str(plan.path), "warnings": plan.warnings,
-                          "members": [_member_brief(m) for m in record.members]}, 201)
+                          "members": [_member_brief(m) for m in driver.first_members]}, 202)
 
 
 @router.get("/sets", responses=errors())
@@ -153,9 +153,8 @@ def resume(set_id: SetId, ctx: Ctx, retries: Annotated[int, Query(ge=0, le=100)]
     driver = _start(ctx, plan, RunnerOptions(retries=retries, max_error_rate=max_error_rate,
                                              backoff_sec=retry_backoff,
                                              max_parallel=max_parallel))
-    assert driver.runner.record is not None
     return json_response({"set_id": set_id, "name": record.name, "set_dir": str(plan.path),
-                          "members": [_member_brief(m) for m in driver.runner.record.members]})
+                          "members": [_member_brief(m) for m in driver.first_members]})
 
 
 # ---- helpers --------------------------------------------------------------------------------

@@ -56,6 +56,15 @@ class ApiTarget:
         except ApiError as exc:
             raise TargetError(str(exc)) from None
 
+    def member_runs(self, set_id: str) -> dict[str, str]:
+        try:
+            runs = self.client.list_runs()
+        except ApiError as exc:
+            raise TargetError(str(exc)) from None
+        return {run.spec.set_member: run.run_id for run in runs
+                if run.spec is not None and run.spec.set_id == set_id
+                and run.spec.set_member is not None}
+
     def close(self) -> None:
         self.client.close()
 

@@ -2,7 +2,8 @@
 
 ``setup`` (as root) makes the directory every Unix user's schedulers share
 (scheduler/admission/ledgerdir.py): root-owned, its group ``evaltui`` (made if missing), mode
-2770. ``where`` says which ledger this user's schedulers use, and why.
+3770 (sticky: each user writes only their own file) and its lock owned by root.
+``where`` says which ledger this user's schedulers use, and why.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     actions = p.add_subparsers(dest="ledger_action", metavar="ACTION", required=True)
     setup = actions.add_parser("setup", help="make the shared ledger directory (root)",
                                description="Make the machine-wide ledger directory: owned "
-                               "by root and GROUP, mode 2770. Users of GROUP then share "
-                               "their reservations.")
+                               "by root and GROUP, mode 3770 (each user writes only their "
+                               "own file). Users of GROUP then share their reservations.")
     setup.add_argument("--dir", type=Path, default=SHARED_LEDGER_DIR,
                        help=f"where (default {SHARED_LEDGER_DIR}; others need "
                        "EVALTUI_LEDGER_DIR set to it)")

@@ -115,7 +115,7 @@ class Reads:
                     for entry in live],
             lock=lock_view(held) if held is not None else None, taken_at=snap.taken_at,
             nodes=c.placement.nodes(), nodes_lost=c.placement.nodes_lost(),
-            ledger_error=c.ledger.error)
+            ledger_error=c.ledger.error, ledger_note=c.ledger.note)
 
     def nodesets(self) -> list[views.Nodeset]:
         """Shared nodesets hosted by this scheduler, with refcounts."""

@@ -72,6 +72,12 @@ def checkpoint_step(path: Path) -> int | None:
     return int(found[-1]) if found else None
 
 
+def inside(root: Path, path: Path) -> bool:
+    """Whether ``path``, links followed, is under ``root`` (a checkpoint linked to
+    /etc/shadow is not one)."""
+    return path.resolve().is_relative_to(root.resolve())
+
+
 def checkpoint_files(setfile: SetFile, base_dir: Path) -> list[Path]:
     """The files the checkpoint axis names now, in step order (raises SetFileError)."""
     axis = setfile.checkpoint
@@ -79,6 +85,9 @@ def checkpoint_files(setfile: SetFile, base_dir: Path) -> list[Path]:
     root = base_dir / axis.watch if axis.watch else base_dir
     found = sorted(p for p in root.glob(axis.glob) if p.is_file())
     for path in found:
+        if not inside(root, path):
+            raise SetFileError("matrix.checkpoint.glob", f"{path.name} is a link to "
+                               f"{path.resolve()}, outside {root}")
         if checkpoint_step(path) is None:
             raise SetFileError("matrix.checkpoint.glob", f"{path.name} has no step number in "
                                "its name")

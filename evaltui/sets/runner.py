@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evaltui.sets.expansion import Expansion, Member
 from evaltui.sets.setdir import read_set, write_set
@@ -95,6 +96,8 @@ class SetRunner:
         self._saved_at = 0.0
         self.held = False
         """True once ``max_error_rate`` stopped the submitting."""
+        self._made: dict[str, str] | None = None
+        """Runs submitted for this set before (token -> run id), read at the first submit."""
 
     # ---- set.json -----------------------------------------------------------------------
     def prepare(self, file: dict) -> SetRecord:
@@ -252,10 +255,16 @@ class SetRunner:
 
     def _submit(self, rec: SetMemberRecord, turn: _Turn) -> bool:
         member = self._specs[rec.key]
+        # The submission's token is known before the submit and found in the run's spec
+        # after it: a runner killed in between adopts that run instead of a second one.
+        token = f"{rec.key}#{rec.attempts}"
         turn.tries += 1
         rec.attempts += 1
+        if self._made is None:
+            self._made = self.target.member_runs(self.set_id)
+        adopted = self._made.pop(token, None)
         try:
-            rec.run_id = self.target.submit(member.spec)
+            rec.run_id = adopted or self.target.submit(_tagged(member.spec, token))
         except (TargetError, ValueError) as exc:
             rec.state, rec.error = MemberState.FAILED, f"not submitted: {exc}"
             turn.final = turn.tries > self.options.retries
@@ -304,6 +313,11 @@ class SetRunner:
                 except TargetError:
                     continue
         return asked
+
+
+def _tagged(spec: dict[str, Any], token: str) -> dict[str, Any]:
+    """``spec`` with ``scheduling.set_member`` = ``token``."""
+    return {**spec, "scheduling": {**(spec.get("scheduling") or {}), "set_member": token}}
 
 
 def _failure(run: Run) -> str:

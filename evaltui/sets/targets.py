@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, Protocol
 
+from evaltui.sets.memberruns import member_runs
 from evaltui.spec import SpecError
 from evaltui.views import Run
 
@@ -45,6 +46,10 @@ class SetTarget(Protocol):
 
     def resume(self, run_id: str) -> None:
         """Queue a finished run again for its episodes that are not ok (ResumeRefused)."""
+
+    def member_runs(self, set_id: str) -> dict[str, str]:
+        """The runs already made for members of ``set_id`` (``scheduling.set_member`` ->
+        run id); a run dir whose writing was cut short is removed, never listed."""
 
     def close(self) -> None:
         """Stop what the target started; runs are never killed by this."""
@@ -98,6 +103,9 @@ class EmbeddedTarget:
             raise ResumeRefused(f"no run {run_id}") from None
         except (NotResumable, SpecError) as exc:
             raise ResumeRefused(str(exc)) from None
+
+    def member_runs(self, set_id: str) -> dict[str, str]:
+        return member_runs(self.scheduler.outputs, set_id)
 
     def close(self) -> None:
         if self.owned:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaltui.pollfiles import POLL_DELAY_MS, should_poll
-from evaltui.sets.expansion import Member, checkpoint_step
+from evaltui.sets.expansion import Member, checkpoint_step, inside
 from evaltui.sets.runner import SetRunner
 from evaltui.setspec import STOP_FILENAME
 
@@ -44,7 +44,8 @@ class CheckpointScanner:
         now = self.clock()
         ready = []
         for path in self.directory.glob(self.glob) if self.directory.is_dir() else ():
-            if path.name.endswith(DONE_SUFFIX) or not path.is_file():
+            if path.name.endswith(DONE_SUFFIX) or not path.is_file() \
+                    or not inside(self.directory, path):
                 continue
             if checkpoint_step(path) is None:
                 continue

@@ -150,7 +150,8 @@ class AttachedBackend:
         return SchedulerInfo(mode="locked" if locked else "running", label=self.label,
                              lock_owner=lock.owner if locked and lock else None,
                              lock_expires_in_sec=left if locked else None,
-                             api_note=self._note, ledger_error=res.ledger_error)
+                             api_note=self._note, ledger_error=res.ledger_error,
+                             ledger_note=res.ledger_note)
 
     # --- actions -------------------------------------------------------------------------
 

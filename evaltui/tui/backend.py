@@ -77,6 +77,9 @@ class SchedulerInfo:
     ledger_error: str | None = None
     """Why nothing is admitted although the scheduler runs: its reservations cannot be
     stored (``Resources.ledger_error``)."""
+    ledger_note: str | None = None
+    """Why the ledger is per-user: other users cannot see these reservations
+    (``Resources.ledger_note``)."""
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,8 @@ class EmbeddedBackend:
         return SchedulerInfo(mode=mode, label=self.label,
                              lock_owner=lock.owner if mode == "locked" and lock else None,
                              lock_expires_in_sec=left if mode == "locked" else None,
-                             api_note=self.api_note, ledger_error=res.ledger_error)
+                             api_note=self.api_note, ledger_error=res.ledger_error,
+                             ledger_note=res.ledger_note)
 
     # --- actions -------------------------------------------------------------------------
 

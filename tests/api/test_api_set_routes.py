@@ -61,9 +61,9 @@ def test_create_runs_the_set_streams_member_events_and_shows_the_table(
                            "baseline": {"policy.noise": 0.0}})
     made = client.create_set(text, base_dir=tmp_path)  # YAML text, as the set file is
     assert made["set_id"] == "grid" and len(made["members"]) == 2
-    # Submitted: each has its run; the set's driver may have seen one start already.
-    assert all(m["run_id"] and m["state"] in ("queued", "starting", "running", "done")
-               for m in made["members"]), made["members"]
+    # Answered before the driver submits them (202): new members are pending.
+    assert all(m["run_id"] is None and m["state"] == "pending" for m in made["members"]), \
+        made["members"]
     assert Path(made["set_dir"]) == api_env["outputs"] / "eval_sets" / "grid"
 
     def both_done(events: list[ServerEvent]) -> bool:
@@ -94,9 +94,35 @@ def test_create_runs_the_set_streams_member_events_and_shows_the_table(
 
     runs_before = {r.run_id for r in client.list_runs()}
     again = client.create_set(yaml.safe_load(text), base_dir=tmp_path)  # JSON body
-    assert [m["run_id"] for m in again["members"]] == [m["run_id"] for m in made["members"]]
+    assert [m["run_id"] for m in again["members"]] == [m["run_id"] for m in body["members"]]
     assert [m["state"] for m in again["members"]] == ["done", "done"]
     assert {r.run_id for r in client.list_runs()} == runs_before  # no run started
+
+
+def test_create_answers_before_submitting_the_members(
+        backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A set of many members takes long to submit; the client must not time out on it:
+    POST /sets answers (202) while not one member is submitted yet."""
+    gate = threading.Event()
+    submit = backend.scheduler.submit
+
+    def held_submit(spec: Any) -> Any:
+        gate.wait(60)  # a slow queue: the answer must not wait for it
+        return submit(spec)
+
+    monkeypatch.setattr(backend.scheduler, "submit", held_submit)
+    client = backend.client()
+    data = {"name": "many", "base": {"graph": "bot", "episodes": 1},
+            "matrix": {"policy.noise": [i / 100 for i in range(12)]}}
+    try:
+        made = client.create_set(data, base_dir=tmp_path)
+        assert len(made["members"]) == 12
+        assert all(m["state"] == "pending" and m["run_id"] is None for m in made["members"])
+        assert backend.scheduler.list_runs() == []  # nothing submitted when it answered
+    finally:
+        gate.set()
+    body = _settled(client, "many", timeout=120)
+    assert [m["state"] for m in body["members"]] == ["done"] * 12
 
 
 @pytest.mark.parametrize(("data", "field"), [
@@ -108,6 +134,12 @@ def test_create_runs_the_set_streams_member_events_and_shows_the_table(
     ({"name": "bad", "base": {"graph": "bot"}, "matrix": {"policy.noise": [0.0]},
       "baseline": {"policy.noise": 0.7}}, "baseline"),
     ("name: [unclosed", "<set file>"),
+    ({"name": "okname\n", "base": {"graph": "bot"}, "matrix": {"policy.noise": [0.0]}},
+     "name"),
+    ({"name": "abs", "base": {"graph": "model"}, "matrix": {"checkpoint": {
+        "glob": "/etc/*.conf"}}}, "matrix.checkpoint.glob"),
+    ({"name": "up", "base": {"graph": "model"}, "matrix": {"checkpoint": {
+        "glob": "../outside/*.npz"}}}, "matrix.checkpoint.glob"),
     ({"name": "bad", "base": {"graph": "bot", "executor": "slurm"},  # `set run` submits it
       "matrix": {"policy.noise": [0.0]}}, "base.executor"),
 ])
@@ -147,7 +179,9 @@ def test_cancel_stops_the_set_and_resume_completes_it(backend: Backend, tmp_path
     made = client.create_set(data)
     with pytest.raises(Conflict):  # the backend drives it already
         client.create_set(data)
-    run_ids = [m["run_id"] for m in made["members"]]
+    assert len(made["members"]) == 2  # answered at once; the driver submits them
+    run_ids = wait_until(lambda: (ids := [m["run_id"] for m in client.get_set("slow")["members"]])
+                         and all(ids) and ids, 30, "both members submitted")
     wait_until(lambda: any(backend.scheduler.get_run(r).state.value == "running"
                            for r in run_ids), 30, "a member running")
     assert client.cancel_set("slow")["cancelled"] == 2

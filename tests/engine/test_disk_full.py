@@ -110,6 +110,9 @@ def test_a_scheduled_run_on_a_disk_full_for_good_fails_then_resumes_the_missing_
         record = sched.get_run(run_id).scheduler
         assert record is not None and record.exit_code == 4
         assert f"disk full: {run_dir}" in (record.error or ""), record.error
+        # Its summary, which it could not write at the end, says so too (not `running`).
+        summary = read_json(run_dir / "summary.json")
+        assert summary["status"] == "failed" and "disk full" in summary["error"], summary
         kept = {i: read_json(run_dir / f"episodes/ep{i:04d}/episode.json")["finished_at"]
                 for i, s in statuses(run_dir).items() if s == "ok"}
         assert 3 <= len(kept) < EPISODES

@@ -18,6 +18,7 @@ if str(HERE) not in sys.path:
 
 from proctools import scheduler_maker, session_starter  # noqa: E402
 from schedhelpers import write_dataset  # noqa: E402
+from unixusers import two_users  # noqa: E402, F401 (a fixture of the shared-ledger tests)
 
 
 @pytest.fixture(autouse=True)

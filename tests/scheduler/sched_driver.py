@@ -105,10 +105,16 @@ def fixed(n: int, mb: int, hold_sec: float, dataset: str) -> None:
     what it declares), their runs shell processes holding ``hold_sec``."""
     scheduler = JobScheduler(spawner=fake_spawner(random.Random(0), hold_sec),
                              tick_interval=0.01, probe_interval=0.01).start()
+    # SCHED_DRIVER_PORT (and _TOKEN): serve the API too, until the runs end.
+    port = os.environ.get("SCHED_DRIVER_PORT")
+    served = start_backend(scheduler, port=int(port),
+                           token=os.environ["SCHED_DRIVER_TOKEN"]) if port else None
     ids = [scheduler.submit(line_spec(Path(dataset), episodes=1, marginal_vram_mb=mb,
                                       sleep_sec=os.getpid() + i / 1000))[0]
            for i in range(n)]
     states = {run_id: scheduler.wait(run_id, timeout=120).value for run_id in ids}
+    if served is not None:
+        served.stop()
     scheduler.stop()
     print(json.dumps(states), flush=True)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -9,12 +11,14 @@ from pathlib import Path
 
 import orjson
 import pytest
+from ledgerhelpers import held_entry, reserve
 from schedhelpers import line_spec
 
 from evaltui.rundir import PidRef
 from evaltui.scheduler.admission.accounting import RssCache, account
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
-from evaltui.scheduler.admission.ledger import Ledger
+from evaltui.scheduler.admission.ledger import Ledger, LedgerNotDurable
+from evaltui.scheduler.admission.ledgerfiles import LOCK_WAIT_SEC
 from evaltui.scheduler.admission.resources import (
     GpuReading,
     GpuSnapshot,
@@ -72,9 +76,69 @@ def test_a_reused_pid_does_not_keep_a_reservation(tmp_path: Path,
         assert txn.entries == []
 
 
-def test_corrupt_ledger_reads_as_empty(tmp_path: Path) -> None:
-    (tmp_path / "ledger.json").write_text("{not json")
-    assert Ledger(tmp_path).entries() == []
+@pytest.mark.parametrize("damage", ["{not json", "{", "[]", '{"version": 2, "entries": [1]}',
+                                    "a directory", "a link"])
+def test_a_damaged_ledger_is_a_wait_with_its_reason_never_an_empty_ledger(
+        tmp_path: Path, damage: str) -> None:
+    ledger = Ledger(tmp_path)
+    reserve(ledger, "held")
+    path = ledger.path
+    if damage == "a directory":
+        path.unlink()
+        path.mkdir()
+    elif damage == "a link":
+        path.unlink()
+        path.symlink_to(tmp_path / "elsewhere.json")
+    else:
+        path.write_text(damage)
+    with ledger.transaction() as txn:
+        assert txn.blocked is not None and str(path) in txn.blocked
+        txn.add(held_entry("next"))  # what the tick would do: refused, nothing stored
+    assert ledger.error is not None and "damaged" in ledger.error
+    with pytest.raises(LedgerNotDurable, match="damaged"):
+        with ledger.transaction() as txn:
+            ledger.flush(txn)
+    assert path.is_dir() or path.is_symlink() or path.read_text() == damage  # left as found
+
+
+def test_a_lock_held_elsewhere_or_replaced_blocks_admission_within_its_bound(
+        tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    reserve(ledger, "held")
+    fd = os.open(ledger.lock_path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # by hand, as another user of the group could
+        started = time.monotonic()
+        assert [r.run_id for r in ledger.entries()] == ["held"]  # reads never wait
+        with ledger.transaction() as txn:
+            waited = time.monotonic() - started
+            assert txn.blocked is not None and "is held by pid" in txn.blocked
+        assert waited < LOCK_WAIT_SEC + 1.0 and ledger.error == txn.blocked
+    finally:
+        os.close(fd)
+    ledger.lock_path.unlink()
+    ledger.lock_path.mkdir()  # a directory where the lock should be
+    with ledger.transaction() as txn:
+        assert txn.blocked is not None and str(ledger.lock_path) in txn.blocked
+        assert [r.run_id for r in txn.entries] == ["held"]
+    ledger.lock_path.rmdir()
+    with ledger.transaction() as txn:
+        assert txn.blocked is None
+        ledger.flush(txn)
+    assert ledger.error is None
+
+
+def test_an_old_single_file_ledger_is_still_read_never_written(tmp_path: Path) -> None:
+    live, dead = held_entry("old-live"), held_entry("old-dead", holder=PidRef(4_000_001, 1.0))
+    legacy = tmp_path / "ledger.json"  # as an evaltui before per-user files wrote it
+    legacy.write_bytes(orjson.dumps({"version": 1, "entries": {
+        e.key: {**e.model_dump(), "uid": 12345} for e in (live, dead)}}))  # a uid it said
+    ledger = Ledger(tmp_path)
+    # Counted while its holder lives, as the holder's owner's (the kernel's word).
+    assert [(r.run_id, r.uid) for r in ledger.entries()] == [("old-live", os.getuid())]
+    reserve(ledger, "new")
+    assert {r.run_id for r in ledger.entries()} == {"old-live", "new"}
+    assert orjson.loads(legacy.read_bytes())["version"] == 1  # left as it was
 
 
 def snapshot(processes: tuple[ProcessUsage, ...] | None, used: int, total: int = 24576

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from schedhelpers import HERE, group_members, line_spec, record, wait_until
 
-from evaltui.rundir import PidRef, runs_root
+from evaltui.rundir import PidRef, read_json, runs_root
 from evaltui.scheduler.runs import claims as claims_module
 from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.states import RunState
@@ -167,9 +167,14 @@ def test_a_run_that_ended_while_no_scheduler_ran_is_recorded_ended_at_restart(
     wait_until(lambda: not run_ref.alive(), timeout=30, what="the run to end unwatched")
     assert record(outputs, run_id)["state"] in ("starting", "running")  # as it was left
 
+    assert record(outputs, run_id).get("finished_at") is None
     sched = make_scheduler()  # its claims at start find the run ended
     rec = record(outputs, run_id)
     assert rec["state"] == "done", rec
+    # When it ended and how, from what the run left (its real parent, who got the exit
+    # status, was gone): the summary's end time, and the exit code a done run exits with.
+    summary = read_json(outputs / "eval_runs" / run_id / "summary.json")
+    assert rec["finished_at"] == summary["finished_at"] and rec["exit_code"] == 0, rec
     assert sched.get_run(run_id).state is RunState.DONE
     out = io.StringIO()
     print_run(Console(file=out, width=200), sched.get_run(run_id))

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from schedhelpers import line_spec, wait_until
 
 from evaltui.api.auth import load_or_create_token
@@ -79,9 +82,24 @@ def test_every_file_the_scheduler_writes_is_0600(
     finally:
         os.umask(old)
     names = {Path(k).name for k in seen}
-    for expected in ("ledger.json", "calibration.json", "interactive_lock.json", "token"):
+    for expected in (f"u{os.getuid()}.json", f"u{os.getuid()}.lock", "ledger.lock",
+                     "calibration.json", "interactive_lock.json", "token"):
         assert expected in names, sorted(names)
     assert any(k.startswith("fakegpu/0/") and k.endswith(".json") for k in seen), sorted(seen)
     assert any(k.startswith("shared/logs/") for k in seen), sorted(seen)
     loose = {k: oct(v) for k, v in seen.items() if v & 0o077}
     assert loose == {}
+
+
+@pytest.mark.parametrize("command", [["ledger", "where"], ["serve", "--port", "0"]])
+def test_a_state_dir_that_cannot_be_made_is_one_line_not_a_traceback(
+        tmp_path: Path, command: list[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = {**os.environ, "EVALTUI_STATE_DIR": str(blocker / "state"),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-m", "evaltui.cli", *command], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"error: cannot make the state dir {blocker / 'state'} "
+                                   "(from EVALTUI_STATE_DIR): Not a directory"), done.stderr

@@ -89,6 +89,13 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
      "exclude[0]: {graph: model} matches no member"),
     ("bad repeat", grid(matrix={"repeat": 0}), "matrix.repeat: must be a whole number"),
     ("bad name", grid(name="my set"), "name: 'my set' must be"),
+    ("name with a trailing newline", grid(name="okname\n"), "name: 'okname\\n' must be"),
+    ("absolute checkpoint glob", {"name": "g", "base": {"graph": "model"},
+                                  "matrix": {"checkpoint": {"glob": "/etc/*.conf"}}},
+     "matrix.checkpoint.glob: '/etc/*.conf' must be relative"),
+    ("checkpoint glob climbing out", {"name": "g", "base": {"graph": "model"},
+                                      "matrix": {"checkpoint": {"glob": "../outside/*.npz"}}},
+     "matrix.checkpoint.glob: '../outside/*.npz' must be relative"),
 ]
 
 
@@ -102,6 +109,25 @@ def test_a_bad_set_file_is_one_line_naming_the_field_and_writes_nothing(
     assert len(err.splitlines()) == 1, err
     assert err.startswith("error: ") and expected in err, err
     assert list(outputs.iterdir()) == []  # no set dir, no run dir
+
+
+def test_a_checkpoint_linked_outside_its_directory_is_refused(
+        set_file: Callable[..., Path], tmp_path: Path, outputs: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "proj").mkdir()
+    path = set_file({"name": "g", "base": {"graph": "model"},
+                     "matrix": {"checkpoint": {"glob": "ckpts/*.npz"}}}, name="proj/set.yaml")
+    ckpts = path.parent / "ckpts"
+    ckpts.mkdir()
+    secret = tmp_path / "elsewhere" / "shadow"
+    secret.parent.mkdir()
+    secret.write_text("not a checkpoint")
+    (ckpts / "policy_000100.npz").symlink_to(secret)
+    assert main(["set", "run", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "matrix.checkpoint.glob: policy_000100.npz is a link to" in err and "outside" in err
+    assert list(outputs.iterdir()) == []
 
 
 def test_parse_errors_name_the_field() -> None:

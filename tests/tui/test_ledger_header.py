@@ -44,3 +44,18 @@ async def test_header_says_the_ledger_cannot_be_stored(
             what="the warning to go",
         )
     assert {r.run_id for r in Ledger(disk.path).entries()} == {"a", "b"}
+
+
+async def test_header_and_resources_say_the_ledger_is_per_user(
+    app_factory, make_backend, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVALTUI_LEDGER_DIR", str(tmp_path / "not-set-up"))
+    backend = make_backend()
+    note = backend.scheduler.resources().ledger_note
+    assert note is not None and "of other users on this machine cannot see" in note
+    app = app_factory(backend)
+    async with app.run_test(size=(200, 50)):
+        header = app.screen.query_one(SchedulerHeader)
+        await wait_for(lambda: "per-user ledger" in str(header.content),
+                       what="the per-user note")
+        assert "other users cannot see these reservations" in str(header.content)

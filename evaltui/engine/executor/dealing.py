@@ -151,9 +151,11 @@ class SlotExecutor(ABC, Generic[S]):
             if cancel_deadline is not None and time.monotonic() > cancel_deadline:
                 for slot in busy:
                     self.kill_worker(slot)
-                    recorder.put(self._killed(slot, EpisodeStatus.CANCELLED, (
+                    killed = self._killed(slot, EpisodeStatus.CANCELLED, (
                         f"run cancelled; worker {slot.worker_id} was killed after the "
-                        f"{self.cancel_grace_sec} s grace period")))
+                        f"{self.cancel_grace_sec} s grace period"))
+                    if not self._cut_before_start(slot, killed.index):
+                        recorder.put(killed)
                     slot.ahead = None  # the run ends: no requeue
                 return
             finished: list[EpisodeResult] = []
@@ -264,6 +266,8 @@ class SlotExecutor(ABC, Generic[S]):
         if death.node_lost:
             self._node_lost.add(index)
         cancelled = self.stop.is_set()
+        if cancelled and self._cut_before_start(slot, index):
+            return None
         error = (f"worker died ({death.how}) while running this episode "
                  f"(worker {slot.worker_id}{death.where})")
         if cancelled:
@@ -307,6 +311,15 @@ class SlotExecutor(ABC, Generic[S]):
             if not self.stop.is_set():
                 self._restart(slot)
         return hung
+
+    def _cut_before_start(self, slot: S, index: int) -> bool:
+        """A cancel (a Slurm requeue, ``evaltui cancel``) that cut the episode before it
+        started is no attempt: it goes back undealt, with no row (a resumed run then
+        counts its first start as attempt 1). Attempts count starts, not deals."""
+        if slot.watch is None or slot.watch.started():
+            return False  # begun (or no log to tell): an attempt, recorded as cancelled
+        self._queue.undeal(index)
+        return True
 
     def _killed(self, slot: S, status: EpisodeStatus, error: str) -> EpisodeResult:
         """The result of the episode whose worker was just killed; the slot is left empty."""

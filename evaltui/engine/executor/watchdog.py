@@ -49,6 +49,14 @@ class LogWatch:
             return "step", 0.0
         return "step", now - self.grew_at
 
+    def started(self) -> bool:
+        """Whether a worker began this attempt: its log was opened (before the env's reset)
+        since the deal; an older one is an earlier attempt's."""
+        try:
+            return os.stat(self.path).st_mtime >= self.dealt_wall - MTIME_SLACK_SEC
+        except FileNotFoundError:
+            return False
+
     def hung_reason(self, now: float, *, step_sec: float | None,
                     reset_sec: float | None) -> str | None:
         """Why the episode counts as hung -- the start of its ``timeout`` error -- or None

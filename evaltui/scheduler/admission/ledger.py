@@ -1,15 +1,16 @@
 """The machine-wide reservation ledger: what every scheduler on this machine has admitted.
 
-``ledger.json`` in the machine-wide ledger directory (every Unix user's schedulers;
-ledgerdir.py), else in the per-user state dir, holds one reservation per admitted run (or
-hosted nodeset), recording the uid of the user whose process made it: anyone reads all of
-them, a user releases only their own, and a dead holder's entry is purged by anyone.
-Entries are keyed by their holder process (PID and create time) and run id. Every
-read-decide-write goes through :meth:`Ledger.transaction`, which holds ``fcntl.flock``
-on ``ledger.lock``: two schedulers
-(the TUI, ``evaltui serve``, a wrapper) never decide on the same free memory. A
-reservation whose holder is dead is stale and is purged by the next transaction, so a
-crashed scheduler or run never leaks a reservation.
+The ledger directory (the machine-wide one shared by every Unix user's schedulers;
+ledgerdir.py, else the per-user state dir) holds one reservation per admitted run (or
+hosted nodeset), each in its writer's own file, owned by it (ledgerfiles.py: the kernel
+says whose an entry is, so a user changes only their own); anyone reads all of them, and
+a dead holder's entry is not counted by anyone and purged by its owner. Entries are keyed
+by their holder process (PID and create time) and run id. Every read-decide-write goes
+through :meth:`Ledger.transaction`, which holds ``ledger.lock`` (waiting at most
+:data:`~evaltui.scheduler.admission.ledgerfiles.LOCK_WAIT_SEC`): two schedulers (the TUI,
+``evaltui serve``, a wrapper, another user's) never decide on the same free memory. A
+transaction that cannot get the lock, or finds a ledger file damaged, is *blocked*: it stores
+nothing and the tick admits nothing, saying why (:attr:`Ledger.error`).
 
 With ``EVALTUI_LEDGER_AUDIT=/path/audit.jsonl`` (or ``audit_path``) every admit, release
 and purge is appended, under the lock, as one JSON line with the totals after it.
@@ -19,14 +20,14 @@ every other scheduler (and this one's next transaction) reads the disk. So a run
 spawned only under a *hold* already stored: a reservation of the same size held by the
 admitting scheduler itself, written by :meth:`Ledger.flush` before the spawn and replaced
 by the run's own reservation in the same transaction. If a store fails (ENOSPC, EROFS,
-EACCES...), the hold stays on disk, the failed changes are kept in memory and replayed
-over the disk's entries by every later transaction until one stores them, and
-:attr:`Ledger.error` says why; the tick admits nothing while it is set.
+EACCES, a blocked transaction...), the hold stays on disk, the failed changes are kept in
+memory and replayed over the disk's entries by every later transaction until one stores
+them, and :attr:`Ledger.error` says why; the tick admits nothing while it is set.
 """
 
 from __future__ import annotations
 
-import fcntl
+import errno
 import logging
 import os
 import time
@@ -35,17 +36,23 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
-from pydantic import ValidationError
 
 from evaltui.rundir import PRIVATE_MODE, write_json_atomic
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.ledgerdir import FILE_MODE, ledger_place, say_once
+from evaltui.scheduler.admission.ledgerfiles import (
+    LOCK_FILENAME,
+    LOCK_WAIT_SEC,
+    OWN_LOCK_WAIT_SEC,
+    VERSION,
+    bounded_flock,
+    entry_filename,
+    own_lock_filename,
+    read_ledger,
+)
 from evaltui.settings import settings
 from evaltui.views import LedgerEntry
 
-LEDGER_FILENAME = "ledger.json"
-LOCK_FILENAME = "ledger.lock"
-_VERSION = 1
 UNAUDITED_OPS = frozenset({"hold", "unhold"})
 """A hold is the pre-spawn copy of an admission, not an admission of its own."""
 
@@ -59,8 +66,11 @@ class LedgerNotDurable(OSError):
 class LedgerTxn:
     """The ledger's entries while its lock is held; changes are written on commit."""
 
-    def __init__(self, entries: dict[str, LedgerEntry]) -> None:
+    def __init__(self, entries: dict[str, LedgerEntry], blocked: str | None = None) -> None:
         self._entries = entries
+        self.blocked = blocked
+        """Why nothing may be stored or admitted in this transaction (the lock is held
+        elsewhere, a ledger file is damaged); None when it may."""
         self.changes: list[tuple[str, LedgerEntry]] = []
         self.stored: list[tuple[str, LedgerEntry]] = []
         """Changes already on disk through :meth:`Ledger.flush`."""
@@ -131,30 +141,46 @@ class Ledger:
         if directory is None:
             place = ledger_place()
             say_once(place)  # the per-user fallback, once per process
-            self.directory, self.shared = place.directory, place.shared
+            self.directory, self.shared, self.note = place.directory, place.shared, place.note
         else:
-            self.directory, self.shared = Path(directory), False
+            self.directory, self.shared, self.note = Path(directory), False, None
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.path = self.directory / LEDGER_FILENAME
+        self.uid = os.getuid()
+        self.path = self.directory / entry_filename(self.uid)
+        """This user's entry file (the only one it writes)."""
         self.lock_path = self.directory / LOCK_FILENAME
         env_audit = settings().ledger_audit  # EVALTUI_LEDGER_AUDIT
         self.audit_path = audit_path or (Path(env_audit) if env_audit else None)
         self._unsaved: list[tuple[str, LedgerEntry]] = []
+        self._said_forged: set[str] = set()
         self.error: str | None = None
-        """Why the last store failed (nothing is admitted while set); None once one works."""
+        """Why the last store failed or the last transaction was blocked (nothing is
+        admitted while set); None once one works."""
 
     @contextmanager
     def transaction(self) -> Iterator[LedgerTxn]:
         """Lock, load (plus what an earlier failed store left unsaved) and purge stale
         entries; write back at the end if anything changed, also after an error in the
         body (a run spawned there must stay reserved). A failed write does not raise: it is
-        kept for the next transaction and reported in :attr:`error`."""
-        with self._locked(fcntl.LOCK_EX):
-            txn = LedgerTxn(self._load())
+        kept for the next transaction and reported in :attr:`error`. The locks are waited
+        for at most a second or so: a blocked transaction runs its body, stores nothing and
+        admits nothing (:attr:`LedgerTxn.blocked`)."""
+        # Shared mode: the lock must be the directory owner's (set up by root), since a
+        # lock file's owner could swap it for another and split the lock.
+        owner = self.directory.stat().st_uid if self.shared else None
+        with bounded_flock(self.lock_path, wait_sec=LOCK_WAIT_SEC, owner=owner,
+                           create_mode=None if self.shared and owner != self.uid
+                           else (FILE_MODE if self.shared else PRIVATE_MODE)) as busy, \
+                bounded_flock(self.directory / own_lock_filename(self.uid), owner=self.uid,
+                              wait_sec=OWN_LOCK_WAIT_SEC, create_mode=PRIVATE_MODE) as own:
+            txn = self._read(busy or own)
             txn._replay(self._unsaved)
             for reservation in txn.entries:
-                if not procs.alive(reservation.holder_pid, reservation.holder_create_time):
+                if reservation.uid == self.uid and not procs.alive(
+                        reservation.holder_pid, reservation.holder_create_time):
                     txn._purge(reservation)
+            if txn.blocked is not None:
+                self._fail(txn, txn.blocked)
             try:
                 yield txn
             finally:
@@ -163,21 +189,38 @@ class Ledger:
                         self.flush(txn)
                     except LedgerNotDurable:
                         pass  # kept in _unsaved and said in self.error by flush
-                else:
+                elif txn.blocked is None:
                     self._unsaved = []  # what a failed flush kept was discarded since
+
+    def _read(self, blocked: str | None) -> LedgerTxn:
+        read = read_ledger(self.directory, self.uid)
+        for forged in read.forged:
+            if forged not in self._said_forged:
+                self._said_forged.add(forged)
+                log.warning("reservation ledger: not counted: %s", forged)
+        if read.damage:
+            blocked = blocked or ("damaged reservation ledger: " + "; ".join(read.damage)
+                                  + "; admitting nothing until it is fixed")
+        return LedgerTxn(read.entries, blocked)
+
+    def _fail(self, txn: LedgerTxn, reason: str) -> None:
+        self._unsaved = list(txn.changes)
+        if self.error != reason:
+            log.warning("%s", reason)  # once, when it starts failing (or why changes)
+        self.error = reason
 
     def flush(self, txn: LedgerTxn) -> None:
         """Store the transaction's entries now (its lock held): LedgerNotDurable if they
         cannot be, in which case its changes wait in memory for the next store."""
+        if txn.blocked is not None:
+            self._fail(txn, txn.blocked)
+            raise LedgerNotDurable(errno.EAGAIN, txn.blocked)
         try:
             self._store(txn)
         except OSError as exc:
-            self._unsaved = list(txn.changes)
             reason = f"cannot store the reservation ledger {self.path}: " \
                      f"{exc.strerror or exc}; nothing is admitted until it can be written"
-            if self.error is None:
-                log.warning("%s", reason)  # once, when it starts failing
-            self.error = reason
+            self._fail(txn, reason)
             raise LedgerNotDurable(exc.errno, reason) from exc
         if self.audit_path is not None:
             self._audit(txn)
@@ -198,60 +241,24 @@ class Ledger:
             raise
 
     def entries(self) -> list[LedgerEntry]:
-        """A consistent read of the current entries (stale ones included until purged),
-        with this scheduler's changes that a failed store left unsaved."""
-        with self._locked(fcntl.LOCK_SH):
-            if not self._unsaved:
-                return list(self._load().values())
-            txn = LedgerTxn(self._load())
+        """The current entries (this user's stale ones included until purged), with this
+        scheduler's changes that a failed store left unsaved. No lock: every file is
+        replaced whole, so a read never waits for a writer (of this or another user)."""
+        txn = self._read(None)
+        if self._unsaved:
             txn._replay(self._unsaved)
-            return txn.entries
-
-    @contextmanager
-    def _locked(self, mode: int) -> Iterator[None]:
-        if self.shared:
-            fd = _open_shared(self.lock_path)
-        else:
-            try:
-                fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-            except OSError:
-                # A read-only state dir (EROFS): the lock still works on a read-only
-                # descriptor, so the transaction runs and fails closed at its store.
-                fd = os.open(self.lock_path, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, mode)
-            yield
-        finally:
-            os.close(fd)  # closing the descriptor drops the lock
-
-    def _load(self) -> dict[str, LedgerEntry]:
-        try:
-            data = orjson.loads(self.path.read_bytes())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError):
-            return {}  # unreadable: every holder re-appears at its scheduler's next admit
-        if not isinstance(data, dict) or data.get("version") != _VERSION:
-            return {}
-        entries: dict[str, LedgerEntry] = {}
-        for raw in data.get("entries", {}).values():
-            try:
-                reservation = LedgerEntry.model_validate(raw)
-            except ValidationError:
-                continue
-            entries[reservation.key] = reservation
-        return entries
+        return txn.entries
 
     def _store(self, txn: LedgerTxn) -> None:
         # No fsync: after a reboot every holder is dead and every entry stale anyway; the
-        # rename alone keeps a reader (who holds the lock) from seeing half a file.
-        write_json_atomic(self.path, {"version": _VERSION,
-                                      "entries": {r.key: r.model_dump() for r in txn.entries}},
+        # rename alone keeps a reader from seeing half a file. Only this user's entries:
+        # the others' are in their files, which this user cannot (and must not) write.
+        mine = [r.model_dump() for r in txn.entries if r.uid in (None, self.uid)]
+        write_json_atomic(self.path, {"version": VERSION, "entries": mine},
                           durable=False, mode=FILE_MODE if self.shared else PRIVATE_MODE,
                           compact=True)
         if self.shared:
-            # Under the lock, before any reader: the umask must not hide it from the group
-            # (an unreadable ledger would read as empty to the other users).
+            # The umask must not hide it from the group (it would read as missing).
             os.chmod(self.path, FILE_MODE)
 
     def _audit(self, txn: LedgerTxn) -> None:
@@ -271,16 +278,3 @@ class Ledger:
             with open(self.audit_path, "ab") as f:  # type: ignore[arg-type]
                 f.write(lines)
 
-
-def _open_shared(path: Path) -> int:
-    """The shared ledger's lock file, made group read-write (whatever the umask); one
-    another user made read-only to us still takes a lock (flock needs no write)."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    except FileExistsError:
-        try:
-            return os.open(path, os.O_RDWR)
-        except PermissionError:
-            return os.open(path, os.O_RDONLY)
-    os.fchmod(fd, FILE_MODE)
-    return fd

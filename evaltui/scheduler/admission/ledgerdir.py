@@ -3,7 +3,8 @@
 DESIGN §12: the ledger is machine-wide, so two users' schedulers on one GPU box see each
 other's reservations. ``evaltui ledger setup`` (as root) makes the shared directory:
 :data:`SHARED_LEDGER_DIR` (or ``--dir``), owned by root and a group (``evaltui``),
-mode 2770 (setgid: its files get the group; group-writable; nobody else). Every
+mode 3770 (setgid, so its files get the group; group-writable; sticky, so only a file's
+owner can replace or delete it; nobody else), and its ``ledger.lock`` owned by root. Every
 scheduler whose user is in that group then keeps its reservations there
 (``EVALTUI_LEDGER_DIR`` names another directory). Where it is not set up, or not
 writable by this user, the ledger is the per-user one in the state dir, as before, and
@@ -17,17 +18,19 @@ import grp
 import logging
 import os
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from evaltui.rundir import state_dir
+from evaltui.scheduler.admission.ledgerfiles import LOCK_FILENAME
 from evaltui.settings import settings
 
 SHARED_LEDGER_DIR = Path("/var/lib/evaltui/ledger")
 DEFAULT_GROUP = "evaltui"
-DIR_MODE = 0o2770
-FILE_MODE = 0o660
-"""The shared ledger's files: read and written by the group's users."""
+DIR_MODE = 0o3770
+FILE_MODE = 0o640
+"""A user's entry file in the shared ledger: written by its owner, read by the group."""
 PER_USER = "per-user"
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,10 @@ def _usable(path: Path) -> str | None:
         return "is not set up"
     if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
         return "is not writable by this user (not in its group?)"
+    if not path.stat().st_mode & stat.S_ISVTX and path.stat().st_uid != os.getuid():
+        # Without the sticky bit any member of the group could delete another's entries.
+        return "is not protected against the group's users (no sticky bit: set up by an " \
+               "older evaltui)"
     return None
 
 
@@ -94,9 +101,18 @@ def setup_shared_dir(directory: Path, group: str) -> str:
                                   "another --dir")
     os.chown(directory, 0, gid)
     os.chmod(directory, DIR_MODE)
+    lock = directory / LOCK_FILENAME
+    if lock.is_symlink() or (lock.exists() and not lock.is_file()) or \
+            (lock.exists() and lock.stat().st_uid != 0):
+        os.rename(lock, directory / f".{LOCK_FILENAME}.replaced.{int(time.time())}")
+    fd = os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    os.fchown(fd, 0, gid)
+    os.fchmod(fd, FILE_MODE)  # root's, so no user can swap it and split the lock
+    os.close(fd)
     for child in directory.iterdir():  # files of an earlier setup: the group's too
-        os.chown(child, -1, gid)
-        os.chmod(child, FILE_MODE)
+        if child.is_file() and not child.is_symlink() and child.name.endswith(".json"):
+            os.chown(child, -1, gid)
+            os.chmod(child, FILE_MODE)
     return (f"machine-wide reservation ledger at {directory} (root:{group}, mode "
             f"{DIR_MODE:o}); users of group {group} share it "
             f"(usermod -aG {group} USER)"

@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from evaltui.launch import scheduler_record_lock
 from evaltui.records import (
+    DONE_FILENAME,
     SCHEDULER_FILENAME,
     SHARED_URLS_FILENAME,
     SUMMARY_FILENAME,
@@ -38,7 +40,7 @@ from evaltui.scheduler.runs.restore import (
     read_record,
     record_ref,
 )
-from evaltui.states import RunState
+from evaltui.states import RunExit, RunState
 from evaltui.views import holder_key
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,8 @@ class Claims:
             if not state.terminal:
                 return
             record["state"] = state.value
+            record.update({k: v for k, v in ended_fields(run_dir, state).items()
+                           if record.get(k) is None})
             if state is RunState.ABORTED and not record.get("error"):
                 record["error"] = abort_note(record.get("exit_code"))
             try:
@@ -231,3 +235,26 @@ class Claims:
                 ns = next(n for n in shared.all() if n.hosted.url == url)
                 if ns.name not in job.shared:
                     job.shared.append(ns.name)
+
+
+_EXIT_OF = {RunState.DONE: RunExit.OK, RunState.FAILED: RunExit.FAILED,
+            RunState.CANCELLED: RunExit.CANCELLED}
+"""The exit code a run that ended in a state exits with (an aborted one: unknown)."""
+
+
+def ended_fields(run_dir: Path, state: RunState) -> dict[str, Any]:
+    """``finished_at`` and ``exit_code`` of a run that ended while no scheduler watched it,
+    from what it left: its summary's end time (else its last file's), and the exit code
+    its final state implies (its exit status went to its parent, which was gone)."""
+    finished = None
+    try:
+        finished = read_json(run_dir / SUMMARY_FILENAME).get("finished_at")
+    except (OSError, ValueError, AttributeError):
+        pass
+    if not isinstance(finished, str):
+        times = [p.stat().st_mtime for p in (run_dir / DONE_FILENAME, run_dir / SUMMARY_FILENAME)
+                 if p.exists()]
+        finished = datetime.fromtimestamp(max(times)).astimezone().isoformat(
+            timespec="milliseconds") if times else None
+    code = _EXIT_OF.get(state)
+    return {"finished_at": finished, "exit_code": None if code is None else int(code)}

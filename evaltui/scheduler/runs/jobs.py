@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from evaltui.launch import update_scheduler_record
+from evaltui.launch import settle_summary, update_scheduler_record
 from evaltui.records import ReservationRecord, SchedulerRecord
 from evaltui.scheduler.admission.calibration import Estimate, NodesetPart
 from evaltui.scheduler.admission.cores import run_cores
@@ -32,6 +32,8 @@ from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.spec import JobSpec
 from evaltui.states import RunState
+
+_ENDED = frozenset(s.value for s in RunState if s.terminal)
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +240,8 @@ class RecordWriter:
             try:
                 update_scheduler_record(job.run_dir, **fresh)
                 self._failing.discard(job.run_id)
+                if fresh.get("state") in _ENDED:
+                    settle_summary(job.run_dir, fresh["state"], job.record.error)
                 return None
             except (FileNotFoundError, NotADirectoryError):
                 return None  # the run dir was deleted by hand: nothing left to record

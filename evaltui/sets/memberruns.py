@@ -1,0 +1,43 @@
+"""The runs already made for a set's members, found by the token in their spec.
+
+``set run`` tags every submission with ``scheduling.set_member`` (``{key}#{attempt}``)
+before it knows the run id, and records the id in set.json afterwards. A ``set run``
+killed in between (SIGKILL in its first second) has made a run that set.json does not
+name; the next one finds it here and adopts it instead of running the member twice. A run
+dir whose writing was cut short (its staging dir and empty reservation, or from an older
+evaltui spec.json without scheduler.json: never queued, never to run) is removed, so no
+orphan is left either.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from evaltui.launch import reap_cut_short
+from evaltui.records import SCHEDULER_FILENAME, SPEC_FILENAME
+from evaltui.rundir import read_json, runs_root
+
+
+def member_runs(outputs: str | os.PathLike[str], set_id: str) -> dict[str, str]:
+    """``set_member`` token -> run id of every run of ``set_id`` under ``outputs``."""
+    root = runs_root(Path(outputs))
+    reap_cut_short(Path(outputs))
+    found: dict[str, str] = {}
+    for run_dir in sorted(root.iterdir()) if root.is_dir() else ():
+        try:
+            spec = read_json(run_dir / SPEC_FILENAME)
+        except (OSError, ValueError):
+            continue  # not a run dir, or not this set's to judge
+        scheduling = spec.get("scheduling") if isinstance(spec, dict) else None
+        if not isinstance(scheduling, dict) or scheduling.get("set_id") != set_id:
+            continue
+        token = scheduling.get("set_member")
+        if not isinstance(token, str):
+            continue
+        if not (run_dir / SCHEDULER_FILENAME).is_file():
+            shutil.rmtree(run_dir, ignore_errors=True)  # cut short while being written
+            continue
+        found[token] = run_dir.name
+    return found
