@@ -16,11 +16,14 @@ the n of the interval reported.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from evaltui.engine.episode.metrics import METRIC_RANGES
 from evaltui.engine.stats.betting import BettingCS
+from evaltui.spec import EvalSection, SpecError
 from evaltui.stoprule import StopRule, parse_rule
 
 ALPHA = 0.05
@@ -37,6 +40,21 @@ def check_rule(text: str) -> StopRule:
         raise ValueError(f"{rule.text!r}: {rule.metric!r} is not a metric bounded in [0, 1] "
                          f"(a stop rule needs one of {', '.join(bounded)})")
     return rule
+
+
+def stop_fields(ev: EvalSection) -> dict[str, Any]:
+    """The eval fields a stop rule resolves at check time: the rule checked (SpecError on
+    ``eval.stop_when``) and an ``order_seed`` drawn if the rule has none, so that spec.json
+    records the order the run deals."""
+    if ev.stop_when is None:
+        return {}
+    try:
+        check_rule(ev.stop_when)
+    except ValueError as exc:
+        raise SpecError("eval.stop_when", str(exc)) from None
+    if ev.order_seed is not None:
+        return {}
+    return {"order_seed": secrets.randbelow(2**31)}
 
 
 @dataclass(frozen=True)
