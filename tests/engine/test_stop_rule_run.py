@@ -13,7 +13,8 @@ from evaltui.engine.episode.metrics import row_values
 from evaltui.engine.graph.datasets import load_episodes, resolve_dataset
 from evaltui.engine.stats.betting import betting_interval
 from evaltui.engine.stats.order import dealing_order
-from evaltui.rundir import read_json
+from evaltui.results.verify import verify_run
+from evaltui.rundir import read_json, write_json_atomic
 
 SPLIT = 120
 
@@ -50,6 +51,12 @@ def test_a_stopped_run_is_a_prefix_of_its_order_and_the_same_at_any_k(tmp_path: 
         xs = [row_values(rows[i])["success"] for i in order[:n]]
         assert (lo, hi) == tuple(round(v, 6) for v in betting_interval(xs, population=SPLIT))
         rows_by_k[k] = rows
+    # evaltui verify recomputes the order and the CS from the rows; a changed bound differs.
+    assert verify_run(runs[1]).ok, verify_run(runs[1]).mismatches
+    summary = read_json(runs[1] / "summary.json")
+    summary["stopped"]["interval"][0] -= 0.01
+    write_json_atomic(runs[1] / "summary.json", summary)
+    assert [m.field for m in verify_run(runs[1]).mismatches] == ["interval"]
     common = set(rows_by_k[1]) & set(rows_by_k[3])
     assert len(common) >= 10
     for i in common:
