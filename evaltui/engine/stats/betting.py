@@ -91,10 +91,7 @@ class BettingCS:
         if self.population is None:
             return self.m[None, :]
         left = self.population - self.t
-        mt = (self.population * self.m[None, :] - self.totals[:, None]) / left
-        # A mean a rounding error outside [0, 1] (1 + 1e-15 after many updates) is on it.
-        clipped = np.clip(mt, 0.0, 1.0)
-        return np.where(np.abs(mt - clipped) < _ROUNDING, clipped, mt)
+        return (self.population * self.m[None, :] - self.totals[:, None]) / left
 
     def update(self, x: float) -> tuple[float, float]:
         """One more episode's value (in [0, 1]); the interval after it."""
@@ -112,6 +109,11 @@ class BettingCS:
             raise ValueError(f"all {self.population} episodes of the split are in already")
         lam = self.bets()[:, None]
         mt = self.remaining_means()
+        if self.population is not None:
+            # Out of [0, 1] (beyond a rounding error: 1 + 1e-15 after many updates is 1),
+            # no split of mean m could have given the episodes seen: m is out for good.
+            self.alive &= (mt > -_ROUNDING) & (mt < 1.0 + _ROUNDING)
+            mt = np.clip(mt, 0.0, 1.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             lam_p = np.minimum(lam, TRUNCATION / mt)
             lam_n = np.minimum(lam, TRUNCATION / (1.0 - mt))
@@ -119,8 +121,6 @@ class BettingCS:
             self.log_kp += np.log1p(lam_p * d)
             self.log_kn += np.log1p(-lam_n * d)
         self.alive &= self.log_capital() < self._log_threshold
-        if self.population is not None:
-            self.alive &= (mt >= 0.0) & (mt <= 1.0)
         self.t += 1
         mu_hat = (0.5 + self.totals + xs) / (self.t + 1)
         self._sq += (xs - mu_hat) ** 2
