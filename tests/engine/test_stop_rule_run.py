@@ -13,6 +13,8 @@ from evaltui.engine.episode.metrics import row_values
 from evaltui.engine.graph.datasets import load_episodes, resolve_dataset
 from evaltui.engine.stats.betting import betting_interval
 from evaltui.engine.stats.order import dealing_order
+from evaltui.export.payload import summary_values
+from evaltui.export.snapshot import read_snapshot
 from evaltui.results.verify import verify_run
 from evaltui.rundir import read_json, write_json_atomic
 
@@ -51,6 +53,14 @@ def test_a_stopped_run_is_a_prefix_of_its_order_and_the_same_at_any_k(tmp_path: 
         xs = [row_values(rows[i])["success"] for i in order[:n]]
         assert (lo, hi) == tuple(round(v, 6) for v in betting_interval(xs, population=SPLIT))
         rows_by_k[k] = rows
+    # The report's notes and the exports' numbers name the interval a confidence sequence.
+    snap = read_snapshot(runs[1])
+    stop = read_json(runs[1] / "summary.json")["stopped"]
+    assert any("confidence sequence" in note and f"n={stop['n']}" in note
+               for note in snap.notes())
+    values = summary_values(snap)
+    assert (values["success/cs95_low"], values["success/cs95_high"]) == tuple(stop["interval"])
+    assert values["stopped/full_n"] == SPLIT
     # evaltui verify recomputes the order and the CS from the rows; a changed bound differs.
     assert verify_run(runs[1]).ok, verify_run(runs[1]).mismatches
     summary = read_json(runs[1] / "summary.json")
