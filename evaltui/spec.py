@@ -88,6 +88,9 @@ class EvalSection(BaseModel):
     drawn and recorded in spec.json when ``stop_when`` is set without one."""
     max_episodes: int | None = Field(default=None, ge=1)
     """Deal at most this many episodes of the (ordered) selection."""
+    past_stop: bool = False
+    """Keep dealing once ``stop_when`` is met, up to ``max_episodes`` (``resume --more``
+    sets it: the confidence sequence stays valid, it is valid at any n)."""
 
     @field_validator("stop_when")
     @classmethod

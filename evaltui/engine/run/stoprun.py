@@ -36,6 +36,7 @@ class RunStop:
                       if ev.stop_when else None)
         self.stop_dealing: Callable[[], None] | None = None
         """The executor's, once it runs."""
+        self.past_stop = ev.past_stop
         self._told_broken = False
 
     def preload(self, kept: Iterable[EpisodeRow]) -> StoppedNote | None:
@@ -50,13 +51,16 @@ class RunStop:
         return self.watch is not None and self.watch.met
 
     def todo(self, done: set[int]) -> list[int]:
-        """What is left to deal: nothing once the rule is met, else the order's rest."""
-        return [] if self.met else [i for i in self.order if i not in done]
+        """What is left to deal: nothing once the rule is met (unless ``past_stop``), else
+        the order's rest."""
+        return [] if self.met and not self.past_stop else \
+            [i for i in self.order if i not in done]
 
     def on_result(self, result: EpisodeResult, row: EpisodeRow) -> StoppedNote | None:
         """A recorded attempt (on the recorder thread): stops the dealing when it makes
         the rule met; the ``stopped`` note from then on."""
-        if self._add(row, final=not result.will_retry) and self.stop_dealing is not None:
+        met = self._add(row, final=not result.will_retry)
+        if met and not self.past_stop and self.stop_dealing is not None:
             self.stop_dealing()
         return self.note()
 
@@ -84,3 +88,13 @@ class RunStop:
             self._told_broken = True
             print(f"evaltui: stop rule off: {self.watch.broken}", file=sys.stderr, flush=True)
         return met
+
+
+def continue_past_stop(spec: dict[str, Any], done: int, more: int | None) -> dict[str, Any]:
+    """The spec of ``resume --more [N]`` of a stopped run that ran ``done`` episodes:
+    dealing goes on past its met rule, N more episodes of the order (None: to the end of
+    the split, whatever ``max_episodes`` was)."""
+    ev = dict(spec.get("eval") or {})
+    ev["past_stop"] = True
+    ev["max_episodes"] = None if more is None else done + more
+    return {**spec, "eval": ev}
