@@ -157,8 +157,7 @@ class BatchEvalRunner:
             row = self._row(row_base, episodes[result.index], result)
             ep_dir = episode_dir(self.run_dir, result.index)
             traj = result.outcome.trajectory or trajectory_record(
-                episodes[result.index], result.outcome.status, None,
-                success_distance=d_th)
+                episodes[result.index], result.outcome.status, None, success_distance=d_th)
 
             def write() -> None:
                 ep_dir.mkdir(parents=True, exist_ok=True)  # a worker may have died before it
