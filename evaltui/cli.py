@@ -25,6 +25,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "replay": ("replay",),
     "open": ("open",),
     "compare": ("compare",),
+    "race": ("race",),
     "demo": ("demo",),
     "serve": ("serve",),
     "submit": ("submit",),

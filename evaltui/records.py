@@ -299,6 +299,29 @@ class ReplicaNote(_Record):
     """``lost``: its host died while others were up; the run went on without it."""
 
 
+class StoppedNote(_Record):
+    """summary.json ``stopped``: the run's stop rule was met (DESIGN §13, docs/statistics.md)."""
+
+    rule: str
+    """``eval.stop_when`` as given."""
+    n: int
+    """Episodes behind the interval: a prefix of the dealing order (those in flight when
+    the rule was met were finished and are counted)."""
+    metric: str
+    """The metric the rule is on."""
+    interval: tuple[float, float]
+    """The 95 % confidence sequence of the split's mean at ``n`` (valid although the run
+    looked at it after every episode; not a Student-t interval)."""
+    method: str
+    """What the interval is (betting confidence sequence, without replacement)."""
+    full_n: int
+    """Episodes of the selected split: what a run to the end would have cost."""
+    met_at: int | None = None
+    """The n at which the rule was met."""
+    decision: str | None = None
+    """The threshold clauses' answers (``success>=0.8: yes``), if any."""
+
+
 class SummaryHeader(_Record):
     """summary.json without its episode rows: what run lists and status reads carry.
 
@@ -362,6 +385,8 @@ class SummaryHeader(_Record):
     """Set once a write of the run had to wait for room on a full disk; None otherwise."""
     replicas: dict[str, list[ReplicaNote]] | None = None
     """Per replicated shared nodeset, its replicas; None when the graph has none."""
+    stopped: StoppedNote | None = None
+    """Set when the run's stop rule was met and it stopped dealing; None otherwise."""
     summary_unreadable: str | None = None
     """Set only on a summary rebuilt from episode.json files: why summary.json itself
     could not be read. Never written by the run process."""

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evaltui.slurmoptions import SlurmOptions
+from evaltui.stoprule import parse_rule
 
 DEFAULT_STEP_BUDGET = 200
 """Steps per episode when neither the spec nor the env nodeset gives a limit."""
@@ -79,6 +80,24 @@ class EvalSection(BaseModel):
     slurm: SlurmOptions = Field(default_factory=SlurmOptions)
     """What a ``slurm`` run asks of Slurm (partition, time, CPUs and memory per worker,
     ...); ignored by the other executors."""
+    stop_when: str | None = None
+    """Stop dealing once the metric's 95 % confidence sequence meets this rule
+    (``success:width<=0.1``, ``success>=0.8``; docs/statistics.md); None: run them all."""
+    order_seed: int | None = Field(default=None, ge=0)
+    """Deal the episodes in the random order this seed draws (stratified by ``task``);
+    drawn and recorded in spec.json when ``stop_when`` is set without one."""
+    max_episodes: int | None = Field(default=None, ge=1)
+    """Deal at most this many episodes of the (ordered) selection."""
+    past_stop: bool = False
+    """Keep dealing once ``stop_when`` is met, up to ``max_episodes`` (``resume --more``
+    sets it: the confidence sequence stays valid, it is valid at any n)."""
+
+    @field_validator("stop_when")
+    @classmethod
+    def _rule_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_rule(value)  # its ValueError names what is wrong
+        return value
 
     @field_validator("episode_indices")
     @classmethod

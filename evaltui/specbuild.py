@@ -29,7 +29,9 @@ def build_spec(target: str | None = None, *, demo: bool = False, dataset: str | 
                ray_address: str | None = None, slurm: dict[str, Any] | None = None,
                sets: Iterable[str] = (),
                workspace: str | None = None,
-               replicas: str | int | None = None) -> dict[str, Any]:
+               replicas: str | int | None = None, stop_when: str | None = None,
+               order_seed: int | None = None,
+               max_episodes: int | None = None) -> dict[str, Any]:
     """The JobSpec dict from a target (graph file, JobSpec file or built-in graph name)
     plus overrides; options left None keep the file's value or the spec default."""
     if demo:
@@ -43,7 +45,8 @@ def build_spec(target: str | None = None, *, demo: bool = False, dataset: str | 
                  "start_episode_index": start, "worker_count": workers,
                  "step_budget": step_budget, "per_step_budget_sec": step_timeout,
                  "max_error_rate": max_error_rate, "executor": executor,
-                 "ray_address": ray_address}
+                 "ray_address": ray_address, "stop_when": stop_when,
+                 "order_seed": order_seed, "max_episodes": max_episodes}
     ev.update({k: v for k, v in overrides.items() if v is not None})
     if slurm_given := {k: v for k, v in (slurm or {}).items() if v not in (None, [])}:
         ev["slurm"] = {**dict(ev.get("slurm") or {}), **slurm_given}  # eval.slurm's keys

@@ -138,8 +138,11 @@ class ApiClient:
     def cancel(self, run_id: str) -> RunRef:
         return self._call("POST", f"/runs/{_seg(run_id)}/cancel", RunRef)
 
-    def resume(self, run_id: str) -> RunRef:
-        return self._call("POST", f"/runs/{_seg(run_id)}/resume", RunRef)
+    def resume(self, run_id: str, more: int | None = None) -> RunRef:
+        """Re-run what is not ok; ``more``: a stopped run goes on past its rule (0: to the
+        end of its order)."""
+        query = "" if more is None else f"?more={int(more)}"
+        return self._call("POST", f"/runs/{_seg(run_id)}/resume{query}", RunRef)
 
     def set_priority(self, run_id: str, priority: int) -> RunRef:
         """Move a queued run in the queue; Conflict if it is not queued any more."""

@@ -87,11 +87,13 @@ def cancel(run_id: RunId, ctx: Ctx) -> RunRef:
 
 
 @router.post("/runs/{run_id}/resume", response_model=RunRef, responses=errors(404, 409))
-def resume(run_id: RunId, ctx: Ctx) -> RunRef:
-    """Queue again the episodes of a finished run that are not ``ok``, same run dir."""
+def resume(run_id: RunId, ctx: Ctx,
+           more: Annotated[int | None, Query(ge=0)] = None) -> RunRef:
+    """Queue again the episodes of a finished run that are not ``ok``, same run dir;
+    ``more`` (a run stopped by its rule): that many more past the stop, 0 to the end."""
     _run_dir(ctx, run_id)
     try:
-        state = ctx.scheduler.resume(run_id)
+        state = ctx.scheduler.resume(run_id, more)
     except RunNotFound:
         raise ApiFailure(404, f"no run {run_id!r}") from None
     except NotResumable as exc:

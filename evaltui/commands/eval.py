@@ -77,6 +77,15 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
                    help="override a node param (JSON value), e.g. --set policy.noise=0.1")
     p.add_argument("--workspace", help="dir prepended to sys.path for user nodesets "
                    "(default: the current dir)")
+    p.add_argument("--stop-when", metavar="RULE",
+                   help="stop once the metric's 95%% confidence sequence meets RULE: "
+                   "'success:width<=0.1', 'success>=0.8', 'success<0.5', joined by 'or'/'and' "
+                   "(episodes dealt in a seeded random order; docs/statistics.md)")
+    p.add_argument("--order-seed", type=int, metavar="SEED",
+                   help="deal the episodes in the random order SEED draws (stratified by "
+                   "task); default with --stop-when: drawn and recorded in spec.json")
+    p.add_argument("--max-episodes", type=int, metavar="N",
+                   help="deal at most N episodes (of the ordered selection)")
     p.add_argument("--replicas", metavar="N|per_gpu",
                    help="host each shared nodeset once per GPU: N replicas, or per_gpu "
                    "(every GPU the run gets); sets replicas on every shared nodeset")
@@ -157,7 +166,8 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
                       step_timeout=args.step_timeout, max_error_rate=args.max_error_rate,
                       executor=args.executor, ray_address=args.ray_address,
                       slurm=slurm_from_args(args), sets=args.set, workspace=args.workspace,
-                      replicas=args.replicas)
+                      replicas=args.replicas, stop_when=args.stop_when,
+                      order_seed=args.order_seed, max_episodes=args.max_episodes)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -79,6 +79,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("resume", help="re-run what is not ok of finished runs")
     p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("--more", type=int, nargs="?", const=0, default=None, metavar="N",
+                   help="a run stopped by its rule (--stop-when): deal N more episodes of its "
+                   "order past the stop (no N: to the end); its confidence sequence stays valid")
     _common(p, run_resume)
 
     p = sub.add_parser("logs", help="an episode's log (log.jsonl)")
@@ -244,7 +247,10 @@ def run_cancel(args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    return _each(args, args.client.resume, "resume")
+    if args.more is not None and args.more < 0:
+        return _error(f"--more must be >= 0, got {args.more}", 2)
+    more = args.more
+    return _each(args, lambda run_id: args.client.resume(run_id, more), "resume")
 
 
 def _each(args: argparse.Namespace, call: Callable[[str], Any], verb: str) -> int:

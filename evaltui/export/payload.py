@@ -19,6 +19,7 @@ from typing import Any
 from PIL import Image, ImageSequence
 
 from evaltui.export.snapshot import RunSnapshot
+from evaltui.results.stopnote import stopped_of
 from evaltui.rundir import episode_dir
 from evaltui.runview.gif import NoFramesError, export_gif
 
@@ -60,7 +61,8 @@ def run_name(snap: RunSnapshot, given: str | None) -> str:
 
 def summary_values(snap: RunSnapshot) -> dict[str, float | int]:
     """Flat numbers: ``m``, ``m/ci95_low``, ``m/ci95_high``, ``m/n`` per metric, and the
-    counts (``episodes``, ``errors``, ``episodes_<status>``)."""
+    counts (``episodes``, ``errors``, ``episodes_<status>``); a stopped run adds its
+    confidence sequence (``m/cs95_low``, ``m/cs95_high``, ``stopped/n``, ``stopped/full_n``)."""
     out: dict[str, float | int] = {}
     for m in snap.metrics():
         out[m.name] = m.mean
@@ -70,6 +72,11 @@ def summary_values(snap: RunSnapshot) -> dict[str, float | int]:
             out[f"{m.name}/n"] = m.n
         if m.ok_only is not None and snap.error_count:
             out[f"{m.name}/ok_only"] = m.ok_only
+    stopped = stopped_of(snap.summary)
+    if stopped is not None:  # the confidence sequence, never under a "ci95" key
+        metric, (lo, hi) = stopped.get("metric"), stopped.get("interval") or (None, None)
+        out[f"{metric}/cs95_low"], out[f"{metric}/cs95_high"] = lo, hi
+        out["stopped/n"], out["stopped/full_n"] = stopped.get("n"), stopped.get("full_n")
     out["episodes"] = len(snap.rows)
     out["errors"] = snap.error_count
     for status, count in (snap.summary.get("counts_by_status") or {}).items():

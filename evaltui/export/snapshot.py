@@ -22,6 +22,7 @@ from evaltui.engine.episode.metrics import METRIC_RANGES
 from evaltui.records import SPEC_FILENAME
 from evaltui.results.rebuild import rebuild_summary
 from evaltui.results.runrows import load_run
+from evaltui.results.stopnote import stop_line
 from evaltui.rundir import read_run_status
 from evaltui.runview.running_mean import RunningMeans, Series
 from evaltui.safeopen import read_json_inside
@@ -125,6 +126,8 @@ class RunSnapshot:
         elif self.state is RunState.ABORTED:
             lines.append(f"run aborted ({self.state_note or 'no terminal summary'}): "
                          f"{len(self.rows)} episodes finished")
+        if (stopped := stop_line(self.summary)) is not None:  # the CS, named as one
+            lines.append(stopped)
         if self.numbers_from != "summary.json" and self.finished:
             lines.append(f"numbers recomputed from the episode rows: {self.numbers_from}")
         lines += self.problems

@@ -10,6 +10,8 @@ from typing import Any
 
 from rich.table import Table
 
+from evaltui.results.stopnote import CS_TITLE, T_TITLE, stop_line, stopped_of
+
 
 def metrics_table(summary: dict[str, Any]) -> Table:
     """The results table: mean, 95% CI and n per metric, with the error rule stated."""
@@ -19,11 +21,16 @@ def metrics_table(summary: dict[str, Any]) -> Table:
         first = summary.get("first_error") or {}
         caption = (f"errors count as failures: {errors} episode(s) ended error/timeout; "
                    f"first (episode {first.get('episode_index')}): {first.get('message')}")
+    stopped, line = stopped_of(summary), stop_line(summary)
+    if line is not None:
+        caption = f"{line}\n{caption}" if caption else line
     table = Table(title=f"{summary.get('graph_name')} on {summary.get('dataset')}/"
                   f"{summary.get('split')}", caption=caption, caption_justify="left")
     table.add_column("metric")
     table.add_column("mean", justify="right")
-    table.add_column("95% CI", justify="right")
+    table.add_column(T_TITLE if stopped else "95% CI", justify="right")
+    if stopped:
+        table.add_column(CS_TITLE, justify="right")
     table.add_column("n", justify="right")
     ci = summary.get("metrics_ci95") or {}
     ns = summary.get("metrics_n") or {}
@@ -32,8 +39,11 @@ def metrics_table(summary: dict[str, Any]) -> Table:
         table.add_column("ok only", justify="right")
     for name, mean in (summary.get("metrics") or {}).items():
         lo_hi = ci.get(name)
-        cells = [name, f"{mean:.4f}", f"[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]" if lo_hi else "-",
-                 str(ns.get(name, "?"))]
+        cells = [name, f"{mean:.4f}", f"[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]" if lo_hi else "-"]
+        if stopped:
+            cs = stopped.get("interval") if stopped.get("metric") == name else None
+            cells.append(f"[{cs[0]:.4f}, {cs[1]:.4f}]" if cs else "")
+        cells.append(str(ns.get(name, "?")))
         if errors:
             cells.append(f"{ok_only[name]:.4f}" if name in ok_only else "-")
         table.add_row(*cells)

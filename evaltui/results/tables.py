@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from evaltui.results.compare import Comparison
+from evaltui.results.stopnote import T_TITLE, stop_line
 
 Format = Literal["md", "csv", "latex"]
 FORMATS: tuple[Format, ...] = ("md", "csv", "latex")
@@ -68,8 +69,12 @@ def summary_table(summary: Mapping[str, Any], *, fmt: Format, digits: int | None
     if isinstance(errors, int) and errors > 0:
         total = sum(counts.get(s, 0) for s in ("ok", *FAILURE_STATUSES))
         notes.append(f"errors count as failures ({errors} of {total} episodes errored)")
+    line = stop_line(summary, DEFAULT_DIGITS if digits is None else digits)
+    if line is not None:
+        notes.append(line)
     columns = [_Column("mean", "Mean", "mean")]
-    return _render(fmt, columns, rows, notes, digits=digits, ci_title="95% CI")
+    return _render(fmt, columns, rows, notes, digits=digits,
+                   ci_title=T_TITLE if line else "95% CI")
 
 
 def compare_table(comparison: Comparison, *, fmt: Format, digits: int | None = 3,

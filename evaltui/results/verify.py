@@ -25,6 +25,7 @@ from evaltui.records import (
     SUMMARY_FILENAME,
     TRAJECTORY_FILENAME,
 )
+from evaltui.results.verifystop import check_stopped
 from evaltui.rundir import episode_index_from_dirname
 from evaltui.safeopen import (
     LeavesRoot,
@@ -286,6 +287,7 @@ def verify_run(run_dir: Path, tolerance: float = DEFAULT_TOLERANCE) -> VerifyRep
     summary_rows = {r.get("episode_index"): r for r in (rows if isinstance(rows, list) else [])
                     if isinstance(r, dict)}
     recomputed: list[tuple[str, dict[str, float]]] = []
+    by_index: dict[int, dict[str, float]] = {}
     for ep in episodes:
         status = ep.record.get("status")
         if status not in AGGREGATED or ep.trajectory is None:
@@ -294,6 +296,7 @@ def verify_run(run_dir: Path, tolerance: float = DEFAULT_TOLERANCE) -> VerifyRep
         _check_identity(report, ep)
         metrics = recompute_episode(ep.trajectory)
         recomputed.append((str(status), metrics))
+        by_index[ep.index] = metrics
         report.compare_maps(ep.label, "episode.json metrics", ep.record.get("metrics"), metrics)
         row = summary_rows.pop(ep.index, None)
         if row is None:
@@ -309,6 +312,7 @@ def verify_run(run_dir: Path, tolerance: float = DEFAULT_TOLERANCE) -> VerifyRep
                         f"{EPISODES_DIRNAME}/ep{index:04d}/{EPISODE_FILENAME}"
                         if isinstance(index, int) else "an episode dir")
     _check_summary(report, summary, recomputed)
+    check_stopped(report, Path(run_dir), summary, by_index)
     return report
 
 

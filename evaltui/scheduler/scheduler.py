@@ -189,14 +189,16 @@ class JobScheduler:
         """
         return self._lifecycle.cancel(run_id)
 
-    def resume(self, run_id: str) -> RunState:
+    def resume(self, run_id: str, more: int | None = None) -> RunState:
         """Re-run the episodes that are not ``ok`` of a finished run, in the same run dir.
 
         Episodes already ``ok`` are kept (their attempts too); the run is queued again.
-        Raises RunNotFound, NotResumable (still active, or nothing to re-run) or SpecError
-        (its spec.json no longer validates, e.g. an impl cannot be imported any more).
+        ``more`` (a run stopped by its rule): deal that many more episodes of its order past
+        the stop, 0 to the end. Raises RunNotFound, NotResumable (still active, or nothing
+        to re-run) or SpecError (its spec.json no longer validates, e.g. an impl cannot be
+        imported any more).
         """
-        return self._lifecycle.resume(run_id)
+        return self._lifecycle.resume(run_id, more)
 
     def set_priority(self, run_id: str, priority: int) -> RunState:
         """Move a queued job in the queue by giving it another priority (-100..100).

@@ -114,6 +114,7 @@ class SlotExecutor(ABC, Generic[S]):
         self._start_failures = 0
         self._node_lost: set[int] = set()
         """Episodes whose last attempt ended because its worker's machine left."""
+        self._dealing_stopped = threading.Event()
 
     def run(self, indices: Iterable[int], on_result: Callable[[EpisodeResult], None],
             attempts_before: Mapping[int, int] | None = None) -> None:
@@ -131,6 +132,11 @@ class SlotExecutor(ABC, Generic[S]):
             raise
         recorder.close()
 
+    def stop_dealing(self) -> None:
+        """Deal nothing more; ``run`` returns once the episodes running are recorded
+        (called from any thread, e.g. the recorder's when a stop rule is met)."""
+        self._dealing_stopped.set()
+
     def _run(self, queue: DealQueue, recorder: Recorder) -> None:
         cancel_deadline: float | None = None
         if self.episode_log is not None:  # the first deals' dirs, while workers start
@@ -146,7 +152,7 @@ class SlotExecutor(ABC, Generic[S]):
             if not cancelling:
                 self._deal_idle(queue, recorder)
             busy = [s for s in self.slots if s.index is not None]
-            if not busy and (not queue or cancelling):
+            if not busy and (not queue or cancelling or self._dealing_stopped.is_set()):
                 return
             if cancel_deadline is not None and time.monotonic() > cancel_deadline:
                 for slot in busy:
@@ -175,15 +181,18 @@ class SlotExecutor(ABC, Generic[S]):
         index = result.index
         node_lost = index in self._node_lost
         self._node_lost.discard(index)
+        retried = False
         if result.outcome.status is EpisodeStatus.ERROR and not self.stop.is_set():
-            if not (node_lost and self._queue.retry(index, self.node_loss_retries, "node")):
-                self._queue.retry(index, self.max_episode_retries)
-        return replace(result, attempts=self._queue.attempts[index])
+            retried = node_lost and self._queue.retry(index, self.node_loss_retries, "node")
+            if not retried:
+                retried = self._queue.retry(index, self.max_episode_retries)
+        return replace(result, attempts=self._queue.attempts[index],
+                       will_retry=retried)
 
     # ---- dealing ---------------------------------------------------------------------------
     def _deal_idle(self, queue: DealQueue, recorder: Recorder) -> None:
-        if DISK.waiting() is not None:
-            return  # the disk is full: deal nothing until the run's writes go through
+        if DISK.waiting() is not None or self._dealing_stopped.is_set():
+            return  # the disk is full (deal once the run's writes go through), or enough
         dealt = False
         for slot in self.slots:
             if queue and slot.ready and slot.index is None:

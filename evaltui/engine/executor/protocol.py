@@ -29,6 +29,8 @@ class EpisodeResult:
     attempts: int
     node: str | None = None
     """The machine the attempt ran on (the slot's ``node``), for a row's ``node``."""
+    will_retry: bool = False
+    """The attempt ended ``error`` and the episode is queued again (its row is not final)."""
 
 
 class EpisodeExecutor(Protocol):
@@ -43,4 +45,9 @@ class EpisodeExecutor(Protocol):
         """Run every index once (plus retries), calling ``on_result`` for every attempt
         as it finishes, in the order they finished, one at a time; returns when all are
         recorded or, once the run's stop event is set, when the cancel has ended."""
+        ...
+
+    def stop_dealing(self) -> None:
+        """Deal nothing more: the episodes running finish and are recorded, then ``run``
+        returns (a stop rule was met; docs/statistics.md)."""
         ...

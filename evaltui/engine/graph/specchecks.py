@@ -26,6 +26,7 @@ from evaltui.engine.graph.paramtypes import (
     check_param_types,
 )
 from evaltui.engine.nodes import NodeSet
+from evaltui.engine.stats.stopwatch import stop_fields
 from evaltui.spec import DEFAULT_STEP_BUDGET, JobSpec, SpecError, parse_spec
 
 
@@ -79,7 +80,8 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
     env_cls = classes[graph.loop.env]
     budget, warnings = resolve_step_budget(ev.step_budget, env_cls, selected)
     warnings += reference_warnings(selected)
-    spec = spec.model_copy(update={"eval": ev.model_copy(update={"step_budget": budget})})
+    spec = spec.model_copy(update={"eval": ev.model_copy(update={
+        "step_budget": budget, **stop_fields(ev)})})
     return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path, split=split,
                        episode_indices=indices, warnings=warnings)
 

@@ -72,7 +72,9 @@ def take_spec(spec_data: Any, outputs: str | None, reply_fd: int, *, stop: threa
     ev = checked.spec.eval
     answer(reply_fd, {"run_dir": str(run_dir), "graph_name": checked.graph.name,
                       "dataset": ev.dataset, "split": checked.split,
-                      "episodes": len(checked.episode_indices), "step_budget": ev.step_budget,
+                      "episodes": min(len(checked.episode_indices),
+                                      ev.max_episodes or len(checked.episode_indices)),
+                      "step_budget": ev.step_budget,
                       "warnings": list(checked.warnings)})
     return run_dir, checked
 

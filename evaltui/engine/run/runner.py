@@ -48,6 +48,7 @@ from evaltui.engine.hosting.channel import (
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
 from evaltui.engine.run.replicas import RunReplicas
 from evaltui.engine.run.socketdir import SocketDir
+from evaltui.engine.run.stoprun import RunStop
 from evaltui.engine.run.summary import SummaryWriter
 from evaltui.records import (
     DONE_FILENAME,
@@ -137,26 +138,26 @@ class BatchEvalRunner:
         DISK.retry(self.run_dir / GRAPH_FILENAME,
                    partial(write_json_atomic, self.run_dir / GRAPH_FILENAME, graph))
         episodes = load_episodes(checked.dataset_path)
+        plan = RunStop(ev, checked.episode_indices, episodes)  # the order; the stop rule
         # A summary writer that fails for good stops the run (then failed, below).
         summary = self._summary = SummaryWriter(
-            self.run_dir, header, len(checked.episode_indices),
+            self.run_dir, header, len(plan.order),
             max_error_rate=ev.max_error_rate, on_failure=lambda _exc: self.stop.set())
         self._replicas = RunReplicas(ev.worker_count)
         summary.replicas = self._replicas.snapshot
-        kept, attempts = self._earlier_rows(checked.episode_indices)
+        kept, attempts = self._earlier_rows(plan.order)
         summary.preload(kept)
+        summary.stopped = plan.preload(kept)  # met already: a resumed run that stopped
         summary.start()
         d_th = float(getattr(checked.classes[checked.graph.loop.env], "success_distance", 1.0))
         row_base = {**header, "nodes": self._node_list(checked, specs)}
-        done_indices = {r.episode_index for r in kept}
-        todo = [i for i in checked.episode_indices if i not in done_indices]
+        todo = plan.todo({r.episode_index for r in kept})
 
         def record(result: EpisodeResult) -> None:
             row = self._row(row_base, episodes[result.index], result)
             ep_dir = episode_dir(self.run_dir, result.index)
             traj = result.outcome.trajectory or trajectory_record(
-                episodes[result.index], result.outcome.status, None,
-                success_distance=d_th)
+                episodes[result.index], result.outcome.status, None, success_distance=d_th)
 
             def write() -> None:
                 ep_dir.mkdir(parents=True, exist_ok=True)  # a worker may have died before it
@@ -167,13 +168,16 @@ class BatchEvalRunner:
 
             DISK.retry(ep_dir, write)  # a full disk: wait for room (the pool deals nothing)
             summary.add(row, unsynced=[ep_dir / TRAJECTORY_FILENAME, ep_dir / EPISODE_FILENAME])
+            summary.stopped = plan.on_result(result, row) or summary.stopped
 
         hosts: list[HostProcess] = []
         sockets = SocketDir(self.run_dir)
         try:
             if todo and not self.stop.is_set():
                 with self._executor(checked, episodes, len(todo), sockets, hosts) as executor:
+                    plan.stop_dealing = executor.stop_dealing
                     executor.run(todo, record, attempts_before=attempts)
+            summary.stopped = plan.note(closing=True)
         except (HostStartError, NodesetBuildError, ChannelError) as exc:
             summary.finish(SummaryStatus.FAILED, f"cannot build the graph's nodesets: {exc}")
             self._touch_done()
@@ -389,7 +393,6 @@ class BatchEvalRunner:
             error=outcome.error, worker_id=result.worker_id, node=result.node,
             attempts=result.attempts,
             finished_at=now_iso(), **base)
-
 
 
 def _episode_log(run_dir: Path, index: int) -> Path:

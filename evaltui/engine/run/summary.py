@@ -31,6 +31,7 @@ from evaltui.records import (
     DiskWaitNote,
     EpisodeRow,
     FirstError,
+    StoppedNote,
     SummaryHeader,
 )
 from evaltui.rundir import now_iso, sync_files, write_bytes_atomic, write_json_atomic
@@ -121,6 +122,8 @@ class SummaryWriter:
         self.failure: BaseException | None = None
         self.replicas: Callable[[], dict[str, Any] | None] | None = None
         """What the run's replicated nodesets' replicas are doing (``replicas``), if any."""
+        self.stopped: StoppedNote | None = None
+        """The stop rule's note once it was met (``stopped``)."""
 
     def start(self) -> SummaryWriter:
         self.write()
@@ -201,7 +204,8 @@ class SummaryWriter:
             error_rate_exceeded=bool(scored) and errors / scored > self.max_error_rate,
             started_at=self.started_at, updated_at=now_iso(), finished_at=self.finished_at,
             elapsed_sec=round(time.monotonic() - self._t0, 3), disk_wait=disk_wait_note(),
-            replicas=self.replicas() if self.replicas is not None else None)
+            replicas=self.replicas() if self.replicas is not None else None,
+            stopped=self.stopped)
         # summary_unreadable is a reader's note, never written here.
         return header.model_dump(mode="json", exclude={"summary_unreadable"})
 

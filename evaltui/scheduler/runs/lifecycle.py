@@ -37,6 +37,7 @@ from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.restore import parse_record, read_record, record_ref
+from evaltui.scheduler.runs.resumemore import prepare_more
 from evaltui.slurm.follow import cancel_slurm_run, slurm_job_of
 from evaltui.spec import JobSpec, SpecError
 from evaltui.states import EpisodeStatus, RunExit, RunState
@@ -127,14 +128,16 @@ class Lifecycle:
             c.terminate_later(ref)
         return derive_run_state(run_dir)
 
-    def resume(self, run_id: str) -> RunState:
+    def resume(self, run_id: str, more: int | None = None) -> RunState:
         """Queue a finished run again for its episodes that are not ``ok``; see
-        JobScheduler.resume."""
+        JobScheduler.resume (``more``: past its stop rule, :mod:`.resumemore`)."""
         c = self.core
         run_dir = c.run_dir(run_id)
         with c.lock:
             if run_id in c.jobs:
                 raise NotResumable(f"run {run_id} is {c.jobs[run_id].state.value}")
+        if more is not None:
+            prepare_more(run_dir, derive_run_state(run_dir), more)
         if slurm_job_of(read_record(run_dir)):  # Slurm runs it: its job is submitted again
             return _resume_on_slurm(run_dir)
         checked, left = _resumable(run_dir, derive_run_state(run_dir))

@@ -16,6 +16,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from evaltui.results.stopnote import CS_TITLE, T_TITLE, stopped_of
 from evaltui.tui.display import NONE, metric
 from evaltui.tui.widgets.bars import theme_style
 
@@ -102,6 +103,7 @@ class MetricsPanel(Widget):
         line = Text(no_wrap=True, overflow="ellipsis")
         first = True
         errors = int(summary.get("error_count") or 0)
+        stopped = stopped_of(summary)
         for name in (n for n in HEADLINE if n in means):
             if not first:
                 line.append(" · ", style=muted)
@@ -110,6 +112,9 @@ class MetricsPanel(Widget):
             line.append(f" {compact_interval(ci.get(name))}", style=muted)
             if first and name in ns:  # one n is enough on a line: the others rarely differ
                 line.append(f" n={ns[name]}", style=muted)
+            if stopped is not None and stopped.get("metric") == name:  # early: lines are cut
+                line.append(f" · stopped, CS {compact_interval(stopped.get('interval'))}",
+                            style=theme_style(app, "warning"))
             if errors and name == "ndtw":  # before SDTW: the line may be cut there
                 line.append(f" · {errors} err/timeout = fail", style=theme_style(app, "error"))
             first = False
@@ -126,17 +131,30 @@ class MetricsPanel(Widget):
         table.add_column("metric", style=theme_style(app, "primary"), header_style=muted,
                          no_wrap=True, overflow="ellipsis")
         table.add_column("mean", justify="right", header_style=muted, no_wrap=True)
-        table.add_column("95% CI", justify="right", header_style=muted, style=muted,
-                         no_wrap=True)
+        stopped = stopped_of(summary)
+        table.add_column(T_TITLE if stopped else "95% CI", justify="right", header_style=muted,
+                         style=muted, no_wrap=True)
+        if stopped:  # the confidence sequence beside the t interval, each named
+            table.add_column(CS_TITLE, justify="right", header_style=muted, no_wrap=True)
         table.add_column("n", justify="right", header_style=muted, style=muted, no_wrap=True)
         names = [n for n in HEADLINE if n in means] + [n for n in means if n not in HEADLINE]
         for name in names:
-            table.add_row(SHORT_NAMES.get(name, name),
-                          Text(_mean(means[name]), style=theme_style(app, "foreground",
-                                                                     bold=True)),
-                          compact_interval(ci.get(name)), str(ns.get(name, "")))
-        if not errors:
-            return table
-        return Group(table, Text(f"{errors} error/timeout episode(s) count as failures",
-                                 style=theme_style(app, "error"), no_wrap=True,
-                                 overflow="ellipsis"))
+            cells = [SHORT_NAMES.get(name, name),
+                     Text(_mean(means[name]), style=theme_style(app, "foreground", bold=True)),
+                     compact_interval(ci.get(name))]
+            if stopped:
+                cells.append(compact_interval(stopped.get("interval"))
+                             if stopped.get("metric") == name else "")
+            table.add_row(*cells, str(ns.get(name, "")))
+        notes = []
+        if stopped:
+            notes.append(Text(f"stopped at n={stopped.get('n')} of {stopped.get('full_n')} "
+                              f"by {stopped.get('rule')}: CS = confidence sequence (valid at "
+                              "the stop), CI (t) = Student-t (fixed n)",
+                              style=theme_style(app, "warning"), no_wrap=True,
+                              overflow="ellipsis"))
+        if errors:
+            notes.append(Text(f"{errors} error/timeout episode(s) count as failures",
+                              style=theme_style(app, "error"), no_wrap=True,
+                              overflow="ellipsis"))
+        return Group(table, *notes) if notes else table

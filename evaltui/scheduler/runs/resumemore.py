@@ -1,0 +1,42 @@
+"""``resume --more [N]``: a run stopped by its rule goes on dealing its recorded order.
+
+The spec.json of the run is rewritten (``eval.past_stop``; with N, ``eval.max_episodes`` =
+the n it stopped at + N) before the run is queued again like any resume; the run process
+then deals on past the met rule. The confidence sequence stays valid: it holds at every n
+at once, so looking at it, stopping, and going on are all allowed (docs/statistics.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evaltui.engine.run.stoprun import continue_past_stop
+from evaltui.records import SPEC_FILENAME, SUMMARY_FILENAME
+from evaltui.rundir import read_json, write_json_atomic
+from evaltui.scheduler.core import NotResumable
+from evaltui.spec import SpecError
+from evaltui.states import RunState
+
+RESUMABLE_MORE = (RunState.DONE,)
+"""A run continues past its stop only once it ended cleanly at the stop."""
+
+
+def prepare_more(run_dir: Path, state: RunState, more: int) -> None:
+    """Rewrite spec.json so the resumed run deals ``more`` more episodes past its stop (0:
+    to the end of its order); NotResumable if it did not stop by a rule."""
+    if state not in RESUMABLE_MORE:
+        raise NotResumable(f"run {run_dir.name} is {state.value}; --more continues a run "
+                           "that stopped by its rule (done)")
+    try:
+        summary = read_json(run_dir / SUMMARY_FILENAME)
+        spec = read_json(run_dir / SPEC_FILENAME)
+    except (OSError, ValueError) as exc:
+        raise SpecError(SPEC_FILENAME, f"cannot read the run: {exc}") from None
+    stopped = summary.get("stopped") if isinstance(summary, dict) else None
+    if not isinstance(stopped, dict) or not isinstance(spec, dict):
+        raise NotResumable(f"run {run_dir.name} did not stop by a rule (--stop-when): "
+                           "nothing to continue past")
+    if int(stopped.get("n", 0)) >= int(stopped.get("full_n", 0)):
+        raise NotResumable(f"run {run_dir.name} ran its whole split already")
+    write_json_atomic(run_dir / SPEC_FILENAME,
+                      continue_past_stop(spec, int(stopped["n"]), more or None))

@@ -1,0 +1,85 @@
+"""Coverage of a stopped run's interval, by simulation: the betting CS vs a peeked t.
+
+Each of ``runs`` sequential runs deals a split of known mean in a random order and stops
+the first time its interval meets the rule (else at the end of the split); the run
+"misses" if the interval at its stop leaves out the split's mean. The betting CS is
+evaltui's own (:class:`BettingCS`, all runs side by side); the naive interval is the
+Student-t one the summary shows for a fixed n, peeked at after every episode from n = 5.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from evaltui.engine.episode.student_t import t_quantile_975
+from evaltui.engine.stats.betting import BettingCS
+from evaltui.engine.stats.order import dealing_order
+from evaltui.stoprule import parse_rule
+
+MIN_N = 5
+"""The naive interval is looked at from this n on (at n = 2 it can be [1, 1])."""
+
+
+def shuffled(split: np.ndarray, runs: int, rng: np.random.Generator) -> np.ndarray:
+    """``runs`` uniformly random orders of ``split``: (runs, N)."""
+    return np.stack([rng.permutation(split) for _ in range(runs)])
+
+
+def stratified(split: np.ndarray, tasks: list[str], runs: int, seed: int) -> np.ndarray:
+    """``runs`` task-stratified dealing orders of ``split`` (evaltui's own)."""
+    rows = [{"task": t} for t in tasks]
+    idx = list(range(len(split)))
+    return np.stack([split[dealing_order(idx, rows, seed + r)] for r in range(runs)])
+
+
+def cs_paths(orders: np.ndarray, grid: int) -> tuple[np.ndarray, np.ndarray]:
+    """lo, hi of the without-replacement betting CS after each episode: (N, runs)."""
+    runs, n = orders.shape
+    cs = BettingCS(0.05, population=n, grid=grid, batch=runs)
+    los, his = np.empty((n, runs)), np.empty((n, runs))
+    for t in range(n):
+        los[t], his[t] = cs.update_many(orders[:, t])
+    return los, his
+
+
+def t_paths(orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """lo, hi of the Student-t 95 % interval after each episode (NaN below MIN_N)."""
+    runs, n = orders.shape
+    k = np.arange(1, n + 1)[:, None]
+    csum = np.cumsum(orders.T, axis=0)
+    csq = np.cumsum(orders.T ** 2, axis=0)
+    mean = csum / k
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = np.maximum(csq - k * mean ** 2, 0.0) / (k - 1)
+    q = np.array([t_quantile_975(i - 1) if i >= 2 else math.inf for i in range(1, n + 1)])
+    half = q[:, None] * np.sqrt(var) / np.sqrt(k)
+    lo, hi = np.clip(mean - half, 0, 1), np.clip(mean + half, 0, 1)
+    lo[: MIN_N - 1], hi[: MIN_N - 1] = np.nan, np.nan
+    return lo, hi
+
+
+def miss_rate(los: np.ndarray, his: np.ndarray, rule_text: str, truth: float
+              ) -> tuple[float, float]:
+    """Share of runs whose interval at the stop leaves out ``truth``; mean n at the stop."""
+    rule = parse_rule(rule_text)
+    met = _met(rule.met, los, his)
+    n, runs = los.shape
+    stop = np.where(met.any(axis=0), met.argmax(axis=0), n - 1)
+    lo, hi = los[stop, np.arange(runs)], his[stop, np.arange(runs)]
+    miss = (lo > truth + 1e-12) | (hi < truth - 1e-12)
+    return float(miss.mean()), float(stop.mean() + 1)
+
+
+def _met(test: Callable[[float, float], bool], los: np.ndarray, his: np.ndarray
+         ) -> np.ndarray:
+    """``test`` over every (t, run), vectorised by evaluating it on the unique pairs."""
+    ok = ~np.isnan(los)
+    pairs = np.stack([los[ok], his[ok]], axis=1)
+    uniq, inverse = np.unique(np.round(pairs, 12), axis=0, return_inverse=True)
+    hits = np.array([test(float(a), float(b)) for a, b in uniq], dtype=bool)
+    out = np.zeros(los.shape, dtype=bool)
+    out[ok] = hits[inverse.ravel()]
+    return out
