@@ -30,7 +30,7 @@ from evaltui.engine.nodes import EnvNodeSet, Frame, Trajectory, node
 
 from . import MAX_STEPS
 from .mw_import import make_env, metaworld_modules
-from .rendering import FrameSchedule, render_backend
+from .rendering import FrameSchedule, probe_backend, render_backend
 
 ACTION_DIM = 4
 
@@ -71,8 +71,13 @@ class MetaWorldEnv(EnvNodeSet):
 
     @classmethod
     def check_params(cls, params: Mapping[str, Any]) -> None:
-        """At spec check: a bad ``frames`` value is refused before the run."""
-        FrameSchedule.parse(str(params.get("frames", "off")))
+        """At spec check: a bad ``frames`` value is refused, and with frames on the GL
+        backend is probed in a subprocess (:func:`.rendering.probe_backend`): a missing
+        renderer is one line naming it and its fix, before anything runs."""
+        if FrameSchedule.parse(str(params.get("frames", "off"))).on:
+            works, message = probe_backend()
+            if not works:
+                raise ValueError(message)
 
     @classmethod
     def step_limit(cls, episode: Mapping[str, Any]) -> int | None:
@@ -98,8 +103,10 @@ class MetaWorldEnv(EnvNodeSet):
             raise RuntimeError("step() called before set_episode()")
         if self._done:
             raise RuntimeError("step() called after the episode ended")
-        act = np.asarray(action, dtype=np.float64)
-        if act.shape != (ACTION_DIM,) or not np.all(np.isfinite(act)):
+        # Passed on in its own dtype: Meta-World scales a float32 action in float32, so a
+        # cast would change the trajectory (the experts answer float32).
+        act = np.asarray(action)
+        if act.shape != (ACTION_DIM,) or act.dtype.kind != "f" or not np.all(np.isfinite(act)):
             raise ValueError(f"action must be {ACTION_DIM} finite floats, got {action!r}")
         obs, reward, terminated, truncated, info = self._env.step(act)
         self._steps += 1

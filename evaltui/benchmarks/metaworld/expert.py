@@ -48,7 +48,7 @@ class MetaWorldExpert(NodeSet):
         """The expert's action for ``obs`` (plus noise, clipped to [-1, 1])."""
         if self._policy is None:
             raise RuntimeError("act() called before begin_episode()")
-        action = np.asarray(self._policy.get_action(obs), dtype=np.float64)
+        action = np.asarray(self._policy.get_action(obs))  # float32, as the env expects
         if self.noise:
             action = np.clip(action + self._rng.normal(0.0, self.noise, action.shape), -1, 1)
         return {"action": action}

@@ -1,0 +1,112 @@
+"""Meta-World v3 as a user runs it: the experts on MT10 (one seed a task) through the whole
+command, held to a plain metaworld loop, identical across K=1, K=2 and a rerun, verified
+from the episode dirs; a missing renderer refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mwruns import eval_run, evaltui, rows
+from plainloop import expert_episodes
+
+from evaltui.benchmarks.metaworld import MT10_TASKS
+
+MT10_ONE_SEED = ("mw_expert", "--dataset", "metaworld", "--split", "MT10", "--episodes", "10")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """MT10, seed 0 of each task: K=1; K=2 with a frame at each episode's end (rendered in
+    the forked workers); K=1 again with a renderer that cannot work (MUJOCO_GL=glfw and
+    no display), which frames off never touches."""
+    def run(name: str, *args: str, env: dict[str, str] | None = None) -> Path:
+        state = {"EVALTUI_STATE_DIR": str(tmp_path_factory.mktemp(f"{name}-state"))}
+        return eval_run(tmp_path_factory.mktemp(name), *MT10_ONE_SEED, *args,
+                        env={**state, **(env or {})})
+    no_display = {"MUJOCO_GL": "glfw", "DISPLAY": ""}
+    return {"k1": run("k1", "--workers", "1"),
+            "k2": run("k2", "--workers", "2", "--set", 'env.frames="end"'),
+            "rerun": run("rerun", "--workers", "1", env=no_display)}
+
+
+def test_rows_carry_task_and_seed_and_are_identical_across_k_and_reruns(runs) -> None:
+    first = rows(runs["k1"])
+    assert [(r["task"], r["seed"]) for r in first] == [(t, 0) for t in MT10_TASKS]
+    assert rows(runs["k2"]) == first
+    assert rows(runs["rerun"]) == first
+
+
+def test_expert_success_per_task_equals_a_plain_metaworld_loop(runs) -> None:
+    plain = expert_episodes((task, 0) for task in MT10_TASKS)
+    ours = rows(runs["k1"])
+    assert {r["task"]: r["metrics"]["success"] for r in ours} == \
+        {p["task"]: float(p["success"]) for p in plain}
+    for row, ref in zip(ours, plain, strict=True):
+        assert row["metrics"]["return"] == ref["return"], row["task"]
+        assert row["metrics"].get("steps_to_success") == (
+            None if ref["steps_to_success"] is None else float(ref["steps_to_success"]))
+        assert row["step_count"] == ref["steps"]
+
+
+def test_metrics_are_success_steps_and_return_without_spl_or_ndtw(runs) -> None:
+    summary = json.loads((runs["k1"] / "summary.json").read_text())
+    assert {"success", "return", "steps_to_success"} <= set(summary["metrics"])
+    assert not {"spl", "ndtw", "sdtw"} & set(summary["metrics"])
+    assert summary["metrics_ci95"]["return"] is not None
+    assert summary["metrics_n"]["success"] == 10
+
+
+def test_frames_at_the_end_are_rendered_in_the_workers(runs) -> None:
+    for ep in sorted((runs["k2"] / "episodes").iterdir()):
+        assert len(list((ep / "assets").glob("*.png"))) == 1, ep
+
+
+def test_verify_recomputes_every_metric_from_the_logged_steps(runs, tmp_path: Path) -> None:
+    ok = evaltui("verify", str(runs["k1"]), outputs=tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    # One logged reward changed: the stored return no longer agrees with the log.
+    log = runs["rerun"] / "episodes" / "ep0001" / "log.jsonl"
+    lines = log.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"reward"' in line and '"fire"' in line)
+    rec = json.loads(lines[at])
+    rec["outputs"]["reward"] += 1.0
+    lines[at] = json.dumps(rec)
+    log.write_text("\n".join(lines) + "\n")
+    bad = evaltui("verify", str(runs["rerun"]), outputs=tmp_path)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "return" in bad.stdout
+
+
+def test_a_missing_renderer_is_one_line_and_exit_2_with_nothing_run(tmp_path: Path) -> None:
+    outputs = tmp_path / "o"
+    proc = evaltui("eval", "mw_expert", "--dataset", "metaworld", "--split", "reach-v3",
+                   "--episodes", "1", "--set", 'env.frames="every:10"', outputs=outputs,
+                   env={"MUJOCO_GL": "glfw", "DISPLAY": ""})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "MUJOCO_GL=glfw" in line and "MUJOCO_GL=egl or osmesa" in line
+    assert not (outputs / "eval_runs").exists() or not any((outputs / "eval_runs").iterdir())
+
+
+def test_spec_check_imports_no_simulator_or_gl_before_the_workers_fork() -> None:
+    """The run process checks the spec (frames on: the renderer probe runs in a child)
+    and then forks its workers: neither mujoco, OpenGL nor metaworld may be loaded in it."""
+    code = """
+import json, sys
+from evaltui.engine.graph.specchecks import validate_spec
+from evaltui.specbuild import build_spec
+validate_spec(build_spec("mw_expert", dataset="metaworld", split="MT10", episodes=2,
+                         sets=['env.frames="every:10"']))
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mujoco", "OpenGL", "metaworld"))
+print(json.dumps(loaded))
+"""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=root, env={**os.environ, "MUJOCO_GL": "osmesa"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
