@@ -40,6 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_spec_arguments(p)
     p.add_argument("--outputs", help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
     p.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    p.add_argument("--frames", metavar="off|every:N|end",
+                   help="pixel frames of the loop env (Meta-World): none, a frame at reset "
+                   "and every N steps, or the last step's only (default: the graph's, off)")
     p.add_argument("--by", metavar="FIELD", help="also the metrics by a row field (default: "
                    "the benchmark's, task for metaworld; none: no groups)")
     p.add_argument("--verbose", action="store_true",
@@ -131,13 +134,21 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The JobSpec dict that ``eval``/``submit`` options describe."""
     from evaltui.specbuild import build_spec
 
-    return build_spec(args.target, demo=args.demo, dataset=args.dataset, split=args.split,
+    spec = build_spec(args.target, demo=args.demo, dataset=args.dataset, split=args.split,
                       episodes=args.episodes, start=args.start, indices=args.indices,
                       workers=args.workers, step_budget=args.step_budget,
                       step_timeout=args.step_timeout, max_error_rate=args.max_error_rate,
                       executor=args.executor, ray_address=args.ray_address,
                       slurm=slurm_from_args(args), sets=args.set, workspace=args.workspace,
                       replicas=args.replicas)
+    frames = getattr(args, "frames", None)
+    graph = spec.get("graph")
+    if frames and isinstance(graph, dict) and isinstance(graph.get("loop"), dict):
+        # The loop env's ``frames`` param (Meta-World's); spec check refuses an env
+        # without one, and a bad value, in one line.
+        selectors = spec.setdefault("eval", {}).setdefault("selectors", {})
+        selectors[f"{graph['loop'].get('env')}.frames"] = frames
+    return spec
 
 
 def run(args: argparse.Namespace) -> int:

@@ -110,3 +110,16 @@ print(json.dumps(loaded))
                           timeout=120, cwd=root, env={**os.environ, "MUJOCO_GL": "osmesa"})
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+def test_show_breaks_metaworld_down_by_task_by_default(runs, tmp_path: Path) -> None:
+    out = evaltui("show", str(runs["k1"]), "--format", "csv", outputs=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "task,metric,mean,ci_low,ci_high,n"
+    tasks = list(dict.fromkeys(line.split(",")[0] for line in lines[1:]))
+    assert tasks == [*MT10_TASKS, "all"]
+    flat = evaltui("show", str(runs["k1"]), "--format", "csv", "--by", "none", outputs=tmp_path)
+    assert flat.stdout.splitlines()[0] == "metric,mean,ci_low,ci_high,n"
+    bad = evaltui("show", str(runs["k1"]), "--by", "colour", outputs=tmp_path)
+    assert bad.returncode == 2 and "--by colour" in bad.stderr
