@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 from mwruns import eval_run, evaltui, rows
+from PIL import Image
 from plainloop import expert_episodes
 
 from evaltui.benchmarks.metaworld import MT10_TASKS
+from evaltui.runview.videoframes import video_frame
 
 MT10_ONE_SEED = ("mw_expert", "--dataset", "metaworld", "--split", "MT10", "--episodes", "10")
 
@@ -61,9 +63,17 @@ def test_metrics_are_success_steps_and_return_without_spl_or_ndtw(runs) -> None:
     assert summary["metrics_n"]["success"] == 10
 
 
-def test_frames_at_the_end_are_rendered_in_the_workers(runs) -> None:
+def test_frames_at_the_end_are_one_video_a_episode_rendered_in_the_workers(
+        runs, tmp_path: Path) -> None:
     for ep in sorted((runs["k2"] / "episodes").iterdir()):
-        assert len(list((ep / "assets").glob("*.png"))) == 1, ep
+        assert [p.name for p in (ep / "assets").iterdir()] == ["video.mp4"], ep
+        assert video_frame(ep / "assets" / "video.mp4", 0).shape == (224, 224, 3)
+    gif = tmp_path / "ep.gif"
+    out = evaltui("replay", str(runs["k2"] / "episodes" / "ep0003"), "--export", str(gif),
+                  outputs=tmp_path)
+    assert out.returncode == 0, out.stderr
+    with Image.open(gif) as img:
+        assert img.n_frames == 1 and img.size == (448, 448)
 
 
 def test_verify_recomputes_every_metric_from_the_logged_steps(runs, tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 
 Loop ports: ``obs`` (the 39-float goal-observable observation, float64, as Meta-World's
 scripted policies read it), ``frame`` (a :class:`~evaltui.engine.nodes.Frame` of the
-``corner`` camera when frames are on), and from the step node ``done``, ``reward`` and
-``success`` (the step's ``info["success"]``).
+``corner`` camera when frames are on, encoded into the episode's video), and from the
+step node ``done``, ``reward`` and ``success`` (the step's ``info["success"]``).
 
 Success convention (Meta-World's evaluation, ``metaworld.evaluation``, and its papers):
 an episode succeeds when ``info["success"]`` is true at any step within the 500-step
@@ -19,6 +19,7 @@ distance or reference path.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -45,6 +46,8 @@ class MetaWorldEnv(EnvNodeSet):
         camera: the MuJoCo camera frames are rendered from.
         terminate_on_success: end the episode at its first success (Meta-World's
             evaluation convention); off, it runs the full 500 steps.
+        video: frames go into the episode's one ``assets/video.mp4`` (H.264, PyAV);
+            off, one PNG each.
     """
 
     success_distance = 1.0
@@ -52,10 +55,12 @@ class MetaWorldEnv(EnvNodeSet):
     def __init__(self, frames: str = "off",
                  width: Annotated[int, Field(ge=16, le=1024)] = 224,
                  height: Annotated[int, Field(ge=16, le=1024)] = 224,
-                 camera: str = "corner", terminate_on_success: bool = True) -> None:
+                 camera: str = "corner", terminate_on_success: bool = True,
+                 video: bool = True) -> None:
         self.schedule = FrameSchedule.parse(frames)
         self.width, self.height, self.camera = int(width), int(height), camera
         self.terminate_on_success = bool(terminate_on_success)
+        self.video = bool(video)
         self._env: Any = None
         self._renderer: Any = None
         self._task = ""
@@ -75,6 +80,9 @@ class MetaWorldEnv(EnvNodeSet):
         backend is probed in a subprocess (:func:`.rendering.probe_backend`): a missing
         renderer is one line naming it and its fix, before anything runs."""
         if FrameSchedule.parse(str(params.get("frames", "off"))).on:
+            if params.get("video", True) and importlib.util.find_spec("av") is None:
+                raise ValueError("video frames need PyAV: pip install 'evaltui[metaworld]' "
+                                 "(or set env.video=false for PNG frames)")
             works, message = probe_backend()
             if not works:
                 raise ValueError(message)
@@ -154,4 +162,5 @@ class MetaWorldEnv(EnvNodeSet):
             self._renderer = mujoco.Renderer(self._env.model, self.height, self.width)
         self._renderer.update_scene(self._env.data, camera=self.camera)
         # MuJoCo renders bottom-up for Meta-World's corner cameras; flip to image rows.
-        return Frame(pixels=np.ascontiguousarray(self._renderer.render()[::-1]))
+        return Frame(pixels=np.ascontiguousarray(self._renderer.render()[::-1]),
+                     video=self.video)
