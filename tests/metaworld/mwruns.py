@@ -15,10 +15,11 @@ pytest.importorskip("metaworld", reason="metaworld is not installed "
                     "(pip install 'evaltui[metaworld]')")
 
 
-def evaltui(*args: str, outputs: Path, env: dict[str, str] | None = None,
-            timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evaltui.cli", *args, "--outputs",
-                           str(outputs)], capture_output=True, text=True, timeout=timeout,
+def evaltui(*args: str, outputs: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    where = ["--outputs", str(outputs)] if outputs is not None else []
+    return subprocess.run([sys.executable, "-m", "evaltui.cli", *args, *where],
+                          capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 
 

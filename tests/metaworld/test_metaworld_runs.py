@@ -16,7 +16,11 @@ from PIL import Image
 from plainloop import expert_episodes
 
 from evaltui.benchmarks.metaworld import MT10_TASKS
+from evaltui.results.groups import GroupByError
 from evaltui.runview.videoframes import video_frame
+from evaltui.sets.grouprows import group_table, set_group_field
+from evaltui.sets.render import render
+from evaltui.sets.table import MemberRow, SetTable
 
 MT10_ONE_SEED = ("mw_expert", "--dataset", "metaworld", "--split", "MT10", "--episodes", "10")
 
@@ -69,15 +73,14 @@ def test_frames_at_the_end_are_one_video_a_episode_rendered_in_the_workers(
         assert [p.name for p in (ep / "assets").iterdir()] == ["video.mp4"], ep
         assert video_frame(ep / "assets" / "video.mp4", 0).shape == (224, 224, 3)
     gif = tmp_path / "ep.gif"
-    out = evaltui("replay", str(runs["k2"] / "episodes" / "ep0003"), "--export", str(gif),
-                  outputs=tmp_path)
+    out = evaltui("replay", str(runs["k2"] / "episodes" / "ep0003"), "--export", str(gif))
     assert out.returncode == 0, out.stderr
     with Image.open(gif) as img:
         assert img.n_frames == 1 and img.size == (448, 448)
 
 
-def test_verify_recomputes_every_metric_from_the_logged_steps(runs, tmp_path: Path) -> None:
-    ok = evaltui("verify", str(runs["k1"]), outputs=tmp_path)
+def test_verify_recomputes_every_metric_from_the_logged_steps(runs) -> None:
+    ok = evaltui("verify", str(runs["k1"]))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     # One logged reward changed: the stored return no longer agrees with the log.
     log = runs["rerun"] / "episodes" / "ep0001" / "log.jsonl"
@@ -87,7 +90,7 @@ def test_verify_recomputes_every_metric_from_the_logged_steps(runs, tmp_path: Pa
     rec["outputs"]["reward"] += 1.0
     lines[at] = json.dumps(rec)
     log.write_text("\n".join(lines) + "\n")
-    bad = evaltui("verify", str(runs["rerun"]), outputs=tmp_path)
+    bad = evaltui("verify", str(runs["rerun"]))
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "return" in bad.stdout
 
@@ -122,14 +125,30 @@ print(json.dumps(loaded))
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
 
-def test_show_breaks_metaworld_down_by_task_by_default(runs, tmp_path: Path) -> None:
-    out = evaltui("show", str(runs["k1"]), "--format", "csv", outputs=tmp_path)
+def test_show_breaks_metaworld_down_by_task_by_default(runs) -> None:
+    out = evaltui("show", str(runs["k1"]), "--format", "csv")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "task,metric,mean,ci_low,ci_high,n"
     tasks = list(dict.fromkeys(line.split(",")[0] for line in lines[1:]))
     assert tasks == [*MT10_TASKS, "all"]
-    flat = evaltui("show", str(runs["k1"]), "--format", "csv", "--by", "none", outputs=tmp_path)
+    flat = evaltui("show", str(runs["k1"]), "--format", "csv", "--by", "none")
     assert flat.stdout.splitlines()[0] == "metric,mean,ci_low,ci_high,n"
-    bad = evaltui("show", str(runs["k1"]), "--by", "colour", outputs=tmp_path)
+    bad = evaltui("show", str(runs["k1"]), "--by", "colour")
     assert bad.returncode == 2 and "--by colour" in bad.stderr
+
+
+def test_a_set_table_splits_each_member_by_task(runs) -> None:
+    members = [MemberRow(key=f"k={k}", axes={"k": k}, run_id=runs[name].name, state="done",
+                         run_dir=runs[name]) for k, name in ((1, "k1"), (2, "k2"))]
+    table = SetTable("s", "mw", ["k"], ["success", "return"], members)
+    assert set_group_field(table, None) == "task"
+    grouped = group_table(table, "task", asked=False)
+    assert grouped.axes == ["k", "task"]
+    assert [r.axes["task"] for r in grouped.rows] == [*MT10_TASKS, "all"] * 2
+    csv_text = render(grouped, "csv", metrics=["success"], digits=3)
+    assert csv_text.splitlines()[0].startswith("key,k,task,")
+    wide = render(grouped, "md", metrics=["success"], pivot="task", digits=3)
+    assert "reach-v3" in wide.splitlines()[0]
+    with pytest.raises(GroupByError, match="--by colour"):
+        group_table(table, "colour", asked=True)
