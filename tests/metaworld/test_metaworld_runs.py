@@ -152,3 +152,17 @@ def test_a_set_table_splits_each_member_by_task(runs) -> None:
     assert "reach-v3" in wide.splitlines()[0]
     with pytest.raises(GroupByError, match="--by colour"):
         group_table(table, "colour", asked=True)
+
+
+def test_the_report_has_the_task_table_and_plays_each_episode_video(runs, tmp_path) -> None:
+    site = tmp_path / "site"
+    out = evaltui("report", str(runs["k2"]), "--out", str(site))
+    assert out.returncode == 0, out.stderr
+    index = (site / "index.html").read_text()
+    assert '<section id="by-group"><h2>By task</h2>' in index
+    assert all(f'data-group="{task}"' in index for task in (*MT10_TASKS, "all"))
+    page = (site / "episodes" / "ep0000.html").read_text()
+    assert '<video id="episode-video"' in page and 'src="ep0000.mp4"' in page
+    assert (site / "episodes" / "ep0000.mp4").read_bytes() == \
+        (runs["k2"] / "episodes" / "ep0000" / "assets" / "video.mp4").read_bytes()
+    assert (site / "episodes" / "ep0000.frames.png").is_file()  # decoded for the viewer
