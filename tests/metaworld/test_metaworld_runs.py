@@ -147,7 +147,7 @@ def test_a_set_table_splits_each_member_by_task(runs) -> None:
     assert grouped.axes == ["k", "task"]
     assert [r.axes["task"] for r in grouped.rows] == [*MT10_TASKS, "all"] * 2
     csv_text = render(grouped, "csv", metrics=["success"], digits=3)
-    assert csv_text.splitlines()[0].startswith("key,k,task,")
+    assert csv_text.splitlines()[0].startswith("k,task,state,run_id,success_mean")
     wide = render(grouped, "md", metrics=["success"], pivot="task", digits=3)
     assert "reach-v3" in wide.splitlines()[0]
     with pytest.raises(GroupByError, match="--by colour"):
