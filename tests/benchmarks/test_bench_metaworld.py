@@ -78,25 +78,34 @@ def test_bench_metaworld_command_vs_plain_loop_and_k2() -> None:
 @pytest.mark.bench
 def test_bench_metaworld_frames_cost_and_video_bytes() -> None:
     base = ("--split", "reach-v3", "--episodes", "2", "--workers", "1")
-    runs = {mode: _eval(*base, "--frames", mode)[1] for mode in ("off", "end", "every:10",
-                                                                   "every:1")}
+    variants = {"off": ("--frames", "off"), "end": ("--frames", "end"),
+                "every:10": ("--frames", "every:10"), "every:1": ("--frames", "every:1"),
+                "every:1 png": ("--frames", "every:1", "--set", "env.video=false")}
+    runs = {name: _eval(*base, *args)[1] for name, args in variants.items()}
     summaries = {m: json.loads((r / "summary.json").read_text()) for m, r in runs.items()}
     steps = sum(e["step_count"] for e in summaries["off"]["episodes"])
     busy = {m: sum(e["elapsed_sec"] for e in s["episodes"]) for m, s in summaries.items()}
+    frames = {"end": 2, "every:10": 2 + steps // 10, "every:1": 2 + steps,
+              "every:1 png": 2 + steps}
     print(f"\nMeta-World reach-v3, 2 episodes, {steps} steps, 224x224 corner camera, "
-          f"MUJOCO_GL={os.environ.get('MUJOCO_GL', '(auto)')}")
-    for mode in ("end", "every:10", "every:1"):
-        print(f"  frames {mode:9s} +{(busy[mode] - busy['off']) / steps * 1000:7.2f} ms a step"
-              f"  (episodes {busy[mode]:.2f} s vs off {busy['off']:.2f} s)")
-    ep = runs["every:1"] / "episodes" / "ep0000"
-    pngs = sorted((ep / "assets").glob("*.png"))
+          f"MUJOCO_GL={os.environ.get('MUJOCO_GL', '(auto)')}; episodes {busy['off']:.2f} s "
+          "with frames off")
+    for mode in ("end", "every:10", "every:1", "every:1 png"):
+        extra = busy[mode] - busy["off"]
+        print(f"  frames {mode:11s} +{extra / steps * 1000:7.1f} ms a step, "
+              f"{extra / frames[mode] * 1000:6.0f} ms a frame ({frames[mode]} frames; "
+              f"episodes {busy[mode]:.2f} s)")
+    video = runs["every:1"] / "episodes" / "ep0000" / "assets" / "video.mp4"
+    pngs = sorted((runs["every:1 png"] / "episodes" / "ep0000" / "assets").glob("*.png"))
     png_bytes = sum(p.stat().st_size for p in pngs)
-    frames = [np.asarray(Image.open(p).convert("RGB")) for p in pngs]
+    print(f"  episode 0, {len(pngs)} frames: PNGs {png_bytes / 1024:.1f} KiB, evaltui's "
+          f"video.mp4 {video.stat().st_size / 1024:.1f} KiB "
+          f"({png_bytes / video.stat().st_size:.0f}x smaller)")
+    pixels = [np.asarray(Image.open(p).convert("RGB")) for p in pngs]
     for codec, suffix in (("libx264", "mp4"), ("libvpx-vp9", "webm")):
-        size, secs = _encode(frames, codec, suffix)
-        print(f"  {len(frames)} frames: PNG {png_bytes / 1024:7.1f} KiB, {codec} {suffix} "
-              f"{size / 1024:6.1f} KiB ({png_bytes / size:.1f}x smaller, encoded in "
-              f"{secs * 1000 / len(frames):.1f} ms a frame)")
+        size, secs = _encode(pixels, codec, suffix)
+        print(f"  the same frames as {codec} {suffix}: {size / 1024:.1f} KiB, "
+              f"{secs * 1000 / len(pixels):.1f} ms a frame to encode")
 
 
 def _encode(frames: list[np.ndarray], codec: str, suffix: str) -> tuple[int, float]:

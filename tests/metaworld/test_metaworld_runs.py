@@ -16,6 +16,8 @@ from PIL import Image
 from plainloop import expert_episodes
 
 from evaltui.benchmarks.metaworld import MT10_TASKS
+from evaltui.export.payload import summary_values
+from evaltui.export.snapshot import read_snapshot
 from evaltui.results.groups import GroupByError
 from evaltui.runview.videoframes import video_frame
 from evaltui.sets.grouprows import group_table, set_group_field
@@ -166,3 +168,12 @@ def test_the_report_has_the_task_table_and_plays_each_episode_video(runs, tmp_pa
     assert (site / "episodes" / "ep0000.mp4").read_bytes() == \
         (runs["k2"] / "episodes" / "ep0000" / "assets" / "video.mp4").read_bytes()
     assert (site / "episodes" / "ep0000.frames.png").is_file()  # decoded for the viewer
+
+
+def test_exports_carry_the_metrics_by_task(runs) -> None:
+    values = summary_values(read_snapshot(runs["k1"]))
+    for task in MT10_TASKS:
+        assert values[f"success/by_task/{task}"] == 1.0
+        assert values[f"success/by_task/{task}/n"] == 1
+        assert f"return/by_task/{task}" in values
+    assert values["success"] == 1.0 and "success/by_task/all" not in values
