@@ -65,4 +65,4 @@ def manifest_path(split: str) -> Path:
 #: This benchmark in the engine's registry (:mod:`evaltui.engine.graph.benchmarks`).
 BENCHMARK = Benchmark(name="metaworld",
                       splits={split: partial(manifest_path, split) for split in SPLITS},
-                      default_split="MT10", group_by="task")
+                      default_split="MT10", group_by="task", path_metrics=False)

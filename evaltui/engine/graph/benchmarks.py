@@ -35,12 +35,15 @@ class Benchmark:
         default_split: the split taken when a spec names none.
         group_by: the row field its tables break down by when ``--by`` is not given
             (None: one overall row).
+        path_metrics: whether its rows carry reference paths and geodesic distances
+            (SPL, nDTW); without them, spec check does not warn that they are missing.
     """
 
     name: str
     splits: Mapping[str, Callable[[], Path]]
     default_split: str
     group_by: str | None = None
+    path_metrics: bool = True
 
     def manifest(self, split: str) -> Path:
         return self.splits[split]()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltui.engine.graph.benchmarks import get_benchmark
 from evaltui.engine.graph.datasets import (
     DatasetError,
     load_episodes,
@@ -78,7 +79,9 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
     selected = [episodes[i] for i in indices]
     env_cls = classes[graph.loop.env]
     budget, warnings = resolve_step_budget(ev.step_budget, env_cls, selected)
-    warnings += reference_warnings(selected)
+    bench = get_benchmark(ev.dataset)
+    if bench is None or bench.path_metrics:  # Meta-World has no paths: nothing to warn
+        warnings += reference_warnings(selected)
     spec = spec.model_copy(update={"eval": ev.model_copy(update={"step_budget": budget})})
     return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path, split=split,
                        episode_indices=indices, warnings=warnings)
