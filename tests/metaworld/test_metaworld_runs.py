@@ -109,14 +109,20 @@ def test_a_missing_renderer_is_one_line_and_exit_2_with_nothing_run(tmp_path: Pa
 
 
 def test_spec_check_imports_no_simulator_or_gl_before_the_workers_fork() -> None:
-    """The run process checks the spec (frames on: the renderer probe runs in a child)
-    and then forks its workers: neither mujoco, OpenGL nor metaworld may be loaded in it."""
+    """The run process checks the spec (frames on: the renderer probe runs in a child) and
+    its zygote preloads the nodeset modules, then forks the workers: neither mujoco,
+    OpenGL nor metaworld may be loaded by then."""
     code = """
 import json, sys
 from evaltui.engine.graph.specchecks import validate_spec
 from evaltui.specbuild import build_spec
-validate_spec(build_spec("mw_expert", dataset="metaworld", split="MT10", episodes=2,
-                         sets=['env.frames="every:10"']))
+import importlib
+from evaltui.engine.executor.local.zygote import preload_modules
+spec = build_spec("mw_expert", dataset="metaworld", split="MT10", episodes=2,
+                  sets=['env.frames="every:10"'])
+validate_spec(spec)
+for module in preload_modules(spec):  # what the zygote imports before it forks workers
+    importlib.import_module(module)
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mujoco", "OpenGL", "metaworld"))
 print(json.dumps(loaded))
 """
