@@ -33,7 +33,10 @@ def test_ray_rows_and_videos_equal_the_local_pool(ray_cluster: RayCluster,
         (remote / "run.log").read_text()[-3000:]
 
     def same(row: dict) -> dict:
-        return {k: v for k, v in comparable(row).items() if k != "worker_count"}
+        # attempts: on a loaded machine a raylet slow to answer is a lost node and its
+        # episode runs again elsewhere (with the same result, which is what is compared).
+        return {k: v for k, v in comparable(row).items()
+                if k not in ("worker_count", "attempts")}
 
     assert [same(r) for r in episode_rows(remote)] == [same(r) for r in episode_rows(local)]
     for index in range(EPISODES):
