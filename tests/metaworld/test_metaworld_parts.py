@@ -78,3 +78,10 @@ def test_the_frame_schedule() -> None:
     for bad in ("every:0", "every", "sometimes"):
         with pytest.raises(ValueError, match="frames must be"):
             FrameSchedule.parse(bad)
+
+
+def test_a_metaworld_graph_on_a_dataset_without_tasks_is_refused_at_spec_check() -> None:
+    from evaltui.spec import SpecError
+
+    with pytest.raises(SpecError, match="eval.dataset: .* has no task and seed"):
+        validate_spec(build_spec("mw_expert", dataset="babyai", episodes=2))

@@ -89,7 +89,11 @@ class MetaWorldEnv(EnvNodeSet):
 
     @classmethod
     def step_limit(cls, episode: Mapping[str, Any]) -> int | None:
-        """Meta-World's ``max_path_length`` (500), as the manifest records it."""
+        """Meta-World's ``max_path_length`` (500), as the manifest records it; at spec
+        check, a row that is not a Meta-World episode is refused (ValueError)."""
+        if "task" not in episode or "seed" not in episode:
+            raise ValueError(f"episode {episode.get('episode_id')!r} has no task and seed: "
+                             "MetaWorldEnv runs Meta-World episodes (--dataset metaworld)")
         return int(episode.get("max_steps", MAX_STEPS))
 
     def set_episode(self, episode: Mapping[str, Any]) -> dict[str, Any]:

@@ -78,7 +78,10 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
         raise SpecError(exc.field, str(exc).split(": ", 1)[1]) from None
     selected = [episodes[i] for i in indices]
     env_cls = classes[graph.loop.env]
-    budget, warnings = resolve_step_budget(ev.step_budget, env_cls, selected)
+    try:
+        budget, warnings = resolve_step_budget(ev.step_budget, env_cls, selected)
+    except ValueError as exc:  # the env refuses an episode it cannot run (step_limit)
+        raise SpecError("eval.dataset", str(exc)) from None
     bench = get_benchmark(ev.dataset)
     if bench is None or bench.path_metrics:  # Meta-World has no paths: nothing to warn
         warnings += reference_warnings(selected)
