@@ -40,9 +40,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_spec_arguments(p)
     p.add_argument("--outputs", help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
     p.add_argument("--json", action="store_true", help="print the final summary as JSON")
-    p.add_argument("--frames", metavar="off|every:N|end",
-                   help="pixel frames of the loop env (Meta-World): none, a frame at reset "
-                   "and every N steps, or the last step's only (default: the graph's, off)")
     p.add_argument("--by", metavar="FIELD", help="also the metrics by a row field (default: "
                    "the benchmark's, task for metaworld; none: no groups)")
     p.add_argument("--verbose", action="store_true",
@@ -67,6 +64,9 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
         "on GoToLocal, 576 on GoTo/GoToObjMaze -- else %(spec_default)s)")
     budget.spec_default = _SpecDefaultBudget()  # type: ignore[attr-defined]
     p.add_argument("--step-timeout", type=float, help="per_step_budget_sec")
+    p.add_argument("--frames", metavar="off|every:N|end",
+                   help="pixel frames of the loop env (Meta-World): none, a frame at reset "
+                   "and every N steps, or the last step's only (default: the graph's, off)")
     p.add_argument("--max-error-rate", type=float, metavar="F",
                    help="share of episodes that may end error/timeout before the command "
                    "exits 1 (default 0; they count as failures in the metrics either way)")
@@ -141,7 +141,7 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
                       executor=args.executor, ray_address=args.ray_address,
                       slurm=slurm_from_args(args), sets=args.set, workspace=args.workspace,
                       replicas=args.replicas)
-    frames = getattr(args, "frames", None)
+    frames = args.frames
     graph = spec.get("graph")
     if frames and isinstance(graph, dict) and isinstance(graph.get("loop"), dict):
         # The loop env's ``frames`` param (Meta-World's); spec check refuses an env
