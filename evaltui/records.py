@@ -194,6 +194,10 @@ class EpisodeRow(_Record):
     """The dataset's scene of the episode, if it has one."""
     instruction: str | None = None
     """The instruction the agent was given, if the dataset has one."""
+    task: str | None = None
+    """The dataset's task of the episode (Meta-World: ``reach-v3``, ...), if it has one."""
+    seed: int | None = None
+    """The dataset's seed of the episode (the env's reset or build seed), if it has one."""
     metrics: dict[str, float | None] = Field(default_factory=dict)
     """success, spl, ndtw, sdtw, path_length, nav_error, ... (None: not finite)."""
     step_count: int | None = None

@@ -33,8 +33,8 @@ from evaltui.views import SpecBrief, run_view
 from tests.runprep import prepare_run
 
 # The field order of DESIGN §2's row, then what the run adds: readers may rely on it.
-ROW_KEYS = ["episode_index", "episode_id", "scene_id", "instruction", "metrics", "step_count",
-            "elapsed_sec", "status", "error", "worker_id", "node",  # node: DESIGN §12
+ROW_KEYS = ["episode_index", "episode_id", "scene_id", "instruction", "task", "seed", "metrics",
+            "step_count", "elapsed_sec", "status", "error", "worker_id", "node",  # node: DESIGN §12
             "attempts", "finished_at", "run_id", "graph_name", "dataset", "split",
             "worker_count", "nodes"]
 

@@ -1,4 +1,5 @@
-"""``evaltui demo``: the TUI with three runs of the built-in benchmark queued.
+"""``evaltui demo``: the TUI with three runs of the built-in benchmark queued, and a fourth,
+Meta-World's experts on MT10, where ``evaltui[metaworld]`` is installed.
 
 No GPU is needed: without NVML the demo declares one fake 24 GiB GPU
 (``EVALTUI_FAKE_GPUS=1x24576``, inherited by the runs it spawns). The first two runs
@@ -10,6 +11,7 @@ replays, all within a minute.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from contextlib import ExitStack
@@ -41,10 +43,11 @@ def demo_specs(episodes: int | None = None) -> list[dict[str, Any]]:
     """The three JobSpecs the demo queues, in submit order."""
     workspace = os.getcwd()
 
-    def spec(graph: str, split: str, count: int, **scheduling: Any) -> dict[str, Any]:
+    def spec(graph: str, split: str, count: int, dataset: str = "babyai",
+             **scheduling: Any) -> dict[str, Any]:
         from evaltui.specbuild import build_spec
 
-        built = build_spec(graph, dataset="babyai", split=split, episodes=episodes or count,
+        built = build_spec(graph, dataset=dataset, split=split, episodes=episodes or count,
                            workers=2, workspace=workspace)
         built["scheduling"] = scheduling
         return built
@@ -52,9 +55,11 @@ def demo_specs(episodes: int | None = None) -> list[dict[str, Any]]:
     model = next((name for name in builtin_graph_names() if "model" in name), None)
     third = spec(model, "GoToLocal", 200, marginal_vram_mb=4096) if model else \
         spec("bot", "GoToLocal", 200, exclusive_gpu=True, priority=-1)
-    return [spec("bot", "GoTo", 100, marginal_vram_mb=DEMO_VRAM_MB, priority=1),
-            spec("noisy_bot", "GoToObjMaze", 300, marginal_vram_mb=DEMO_VRAM_MB),
-            third]
+    specs = [spec("bot", "GoTo", 100, marginal_vram_mb=DEMO_VRAM_MB, priority=1),
+             spec("noisy_bot", "GoToObjMaze", 300, marginal_vram_mb=DEMO_VRAM_MB), third]
+    if importlib.util.find_spec("metaworld") is not None:  # evaltui[metaworld] installed
+        specs.append(spec("mw_expert", "MT10", 50, dataset="metaworld", marginal_vram_mb=1024))
+    return specs
 
 
 def ensure_gpu() -> str | None:

@@ -40,6 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_spec_arguments(p)
     p.add_argument("--outputs", help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
     p.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    p.add_argument("--by", metavar="FIELD", help="also the metrics by a row field (default: "
+                   "the benchmark's, task for metaworld; none: no groups)")
     p.add_argument("--verbose", action="store_true",
                    help="also print the traceback when a nodeset fails to import or build")
     p.set_defaults(func=run)
@@ -63,6 +65,9 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
         "on GoToLocal, 576 on GoTo/GoToObjMaze -- else %(spec_default)s)")
     budget.spec_default = _SpecDefaultBudget()  # type: ignore[attr-defined]
     p.add_argument("--step-timeout", type=float, help="per_step_budget_sec")
+    p.add_argument("--frames", metavar="off|every:N|end",
+                   help="pixel frames of the loop env (Meta-World): none, a frame at reset "
+                   "and every N steps, or the last step's only (default: the graph's, off)")
     p.add_argument("--max-error-rate", type=float, metavar="F",
                    help="share of episodes that may end error/timeout before the command "
                    "exits 1 (default 0; they count as failures in the metrics either way)")
@@ -159,7 +164,7 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The JobSpec dict that ``eval``/``submit`` options describe."""
     from evaltui.specbuild import build_spec
 
-    return build_spec(args.target, demo=args.demo, dataset=args.dataset, split=args.split,
+    spec = build_spec(args.target, demo=args.demo, dataset=args.dataset, split=args.split,
                       episodes=args.episodes, start=args.start, indices=args.indices,
                       workers=auto_workers() if args.workers == "auto" else args.workers,
                       step_budget=args.step_budget,
@@ -168,6 +173,14 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
                       slurm=slurm_from_args(args), sets=args.set, workspace=args.workspace,
                       replicas=args.replicas, stop_when=args.stop_when,
                       order_seed=args.order_seed, max_episodes=args.max_episodes)
+    frames = args.frames
+    graph = spec.get("graph")
+    if frames and isinstance(graph, dict) and isinstance(graph.get("loop"), dict):
+        # The loop env's ``frames`` param (Meta-World's); spec check refuses an env
+        # without one, and a bad value, in one line.
+        selectors = spec.setdefault("eval", {}).setdefault("selectors", {})
+        selectors[f"{graph['loop'].get('env')}.frames"] = frames
+    return spec
 
 
 def run(args: argparse.Namespace) -> int:
@@ -231,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
-        print_results(Console(), run_dir, state, summary)
+        print_results(Console(), run_dir, state, summary, by=args.by)
     if cancelled or state is RunState.CANCELLED:
         return 130
     if state is RunState.ABORTED:
@@ -387,17 +400,26 @@ def _read_summary(run_dir: Path) -> dict[str, Any] | None:
 
 
 def print_results(console: Console, run_dir: Path, state: RunState,
-                  summary: dict[str, Any] | None) -> None:
+                  summary: dict[str, Any] | None, by: str | None = None) -> None:
     colour = {"done": "green", "cancelled": "yellow"}.get(state.value, "red")
     console.print(f"run {run_dir.name}: [bold {colour}]{state.value}[/]")
     if not summary:
         console.print(f"no summary.json; see {run_dir / 'run.log'}")
         return
     # A failed run's error is said once, on stderr (exit_code); no empty metrics table.
-    from evaltui.results.richtables import metrics_table
+    from evaltui.results.groups import GroupByError, group_by_field, metric_groups
+    from evaltui.results.richtables import grouped_metrics_table, metrics_table
 
     if summary.get("metrics"):
         console.print(metrics_table(summary))
+        field = group_by_field(by, summary.get("dataset"))
+        if field:
+            try:
+                console.print(grouped_metrics_table(
+                    field, metric_groups(summary.get("episodes") or [], field)))
+            except GroupByError as exc:
+                if by:
+                    console.print(f"[yellow]{exc}[/]", highlight=False)
     counts = ", ".join(f"{k} {v}" for k, v in summary.get("counts_by_status", {}).items())
     console.print(f"episodes {summary.get('episodes_finished')}/{summary.get('episodes_total')}"
                   f"{f' ({counts})' if counts else ''} in {summary.get('elapsed_sec', 0):.1f} s"

@@ -39,8 +39,10 @@ from evaltui.commands.runtables import (  # noqa: F401  (print_run, state_text: 
     runs_table,
     state_text,
 )
+from evaltui.results.groups import GroupByError, group_by_field, groups_json, metric_groups
+from evaltui.results.richtables import grouped_metrics_table
 from evaltui.results.runrows import RunDirError, load_run, resolve_run_dir
-from evaltui.results.tables import FORMATS, summary_table
+from evaltui.results.tables import FORMATS, grouped_table, summary_table
 from evaltui.rundir import read_run_status
 from evaltui.states import RunState
 from evaltui.views import run_view
@@ -64,6 +66,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        "read locally.")
     p.add_argument("run_id", metavar="RUN", help="run id, or a run dir (read locally)")
     p.add_argument("--episodes", action="store_true", help="also list its episodes")
+    p.add_argument("--by", metavar="FIELD", help="metrics by a row field: mean [95%% CI] and n "
+                   "per group plus the overall row, e.g. task, scene_id (default: the "
+                   "benchmark's, task for metaworld; none: no groups)")
     p.add_argument("--format", choices=FORMATS, help="print only the metrics table, as "
                    "Markdown, CSV or LaTeX (booktabs)")
     p.add_argument("--digits", type=int, default=None, help="decimals with --format "
@@ -203,7 +208,8 @@ def run_show(args: argparse.Namespace) -> int:
     client: ApiClient = args.client
     run = client.get_run(args.run_id)
     rows = client.episodes(args.run_id) if args.episodes and not args.format else None
-    return _show_run(args, run, rows)
+    return _show_run(args, run, rows, lambda: rows if rows is not None
+                     else client.episodes(args.run_id))
 
 
 def run_show_local(args: argparse.Namespace) -> int:
@@ -219,24 +225,39 @@ def run_show_local(args: argparse.Namespace) -> int:
                    waiting_reason=waiting_reason(status, sched.get("waiting_reason")),
                    error=status.error or (status.note if status.state.terminal else None))
     rows = [EpisodeRow.model_validate(r) for r in local.rows] if args.episodes else None
-    return _show_run(args, run, rows)
+    return _show_run(args, run, rows, lambda: local.rows)
 
 
-def _show_run(args: argparse.Namespace, run: Run, rows: list[Any] | None) -> int:
+def _show_run(args: argparse.Namespace, run: Run, rows: list[Any] | None,
+              all_rows: Callable[[], list[Any]]) -> int:
+    field = group_by_field(args.by, run.summary.dataset if run.summary else None)
+    groups = None
+    if field and run.summary is not None and run.summary.metrics:
+        try:
+            groups = metric_groups(all_rows(), field)
+        except GroupByError as exc:
+            if args.by:  # asked for; the benchmark's default is only where rows have it
+                return _error(str(exc), 2)
     if args.format:
         if run.summary is None or not run.summary.metrics:
             return _error(f"run {run.run_id} has no metrics yet", 1)
-        sys.stdout.write(summary_table(run.summary.model_dump(mode="json"), fmt=args.format,
+        sys.stdout.write(grouped_table(field, groups, fmt=args.format, digits=args.digits)
+                         if field and groups else
+                         summary_table(run.summary.model_dump(mode="json"), fmt=args.format,
                                        digits=args.digits))
         return 0
     if args.json:
         body = run.model_dump(mode="json")
         if rows is not None:
             body["episodes"] = [r.model_dump(mode="json") for r in rows]
+        if field and groups:
+            body["by"] = groups_json(field, groups)
         emit_json(body)
         return 0
     console = Console()
     print_run(console, run)
+    if field and groups:
+        console.print(grouped_metrics_table(field, groups))
     if rows is not None:
         console.print(episodes_table(rows, width=console.width))
     return 0

@@ -31,6 +31,8 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
                    "table on the terminal)")
     p.add_argument("--metrics", help="metrics to show, comma separated (default: all)")
     p.add_argument("--digits", type=int, default=3)
+    p.add_argument("--by", metavar="FIELD", help="each member by an episode-row field, one "
+                   "more axis (default: the benchmark's, task for metaworld; none: no groups)")
     p.set_defaults(func=show_set)
 
 
@@ -43,7 +45,7 @@ def show_set(args: argparse.Namespace) -> int:
     try:
         record = read_set(resolve_set(args.set, args.outputs))
         return print_table(record, args, as_json=args.format == "json")
-    except (SetDirError, SetFileError, ValueError) as exc:
+    except (SetDirError, SetFileError, ValueError) as exc:  # GroupByError is a ValueError
         return error(str(exc))
 
 
@@ -71,12 +73,17 @@ def baseline_entry(record: SetRecord, raw: str | None) -> dict[str, Any] | None:
 
 def print_table(record: SetRecord, args: argparse.Namespace, *, as_json: bool) -> int:
     """Print the set's table as ``args`` ask (``set run`` ends with it too)."""
+    from evaltui.sets.grouprows import group_table, set_group_field
     from evaltui.sets.render import render, rich_table
     from evaltui.sets.table import build_table, table_json
 
     outputs = getattr(args, "outputs", None)
     entry = baseline_entry(record, getattr(args, "baseline", None))
     table = build_table(record, outputs, baseline=entry)
+    by = getattr(args, "by", None)
+    field = set_group_field(table, by)
+    if field and entry is None:  # a baseline compares whole members
+        table = group_table(table, field, asked=bool(by))
     fmt = getattr(args, "format", None)
     pivot = getattr(args, "pivot", None)
     metrics = [m.strip() for m in (getattr(args, "metrics", None) or "").split(",") if m.strip()]

@@ -238,6 +238,10 @@ class Frame:
     """An image (H x W x 3 uint8 array) that the ExecutionLogger saves as a PNG in assets/.
 
     Any node output or loop port may carry a Frame; the log records its relative path.
+    ``video``: the episode's frames of this kind are encoded into one ``video.mp4`` in the
+    episode dir instead (H.264, needs PyAV; evaltui.engine.episode.videowriter), the log
+    recording the frame's index in it.
     """
 
     pixels: Any
+    video: bool = False

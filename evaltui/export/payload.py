@@ -1,6 +1,7 @@
 """What every tracker export carries, computed once from a :class:`RunSnapshot`.
 
-The summary metrics (mean, CI bounds, n), the spec as config, the episode rows as a
+The summary metrics (mean, CI bounds, n; by group for a benchmark that groups, e.g.
+Meta-World by task), the spec as config, the episode rows as a
 table, the running means as series over episodes finished, and a few episodes' frames
 as GIFs; plus the one key that makes a second export of the same run dir update the
 tracker's run instead of making another. Trackers only translate this into their API.
@@ -19,6 +20,7 @@ from typing import Any
 from PIL import Image, ImageSequence
 
 from evaltui.export.snapshot import RunSnapshot
+from evaltui.results.groups import OVERALL, GroupByError, group_by_field, metric_groups
 from evaltui.results.stopnote import stopped_of
 from evaltui.rundir import episode_dir
 from evaltui.runview.gif import NoFramesError, export_gif
@@ -77,10 +79,37 @@ def summary_values(snap: RunSnapshot) -> dict[str, float | int]:
         metric, (lo, hi) = stopped.get("metric"), stopped.get("interval") or (None, None)
         out[f"{metric}/cs95_low"], out[f"{metric}/cs95_high"] = lo, hi
         out["stopped/n"], out["stopped/full_n"] = stopped.get("n"), stopped.get("full_n")
+    out.update(group_values(snap))
     out["episodes"] = len(snap.rows)
     out["errors"] = snap.error_count
     for status, count in (snap.summary.get("counts_by_status") or {}).items():
         out[f"episodes_{status}"] = int(count)
+    return out
+
+
+def group_values(snap: RunSnapshot) -> dict[str, float | int]:
+    """A grouped benchmark's numbers by group (Meta-World: by task): ``m/by_task/T`` per
+    metric, and ``success/by_task/T/ci95_low``, ``.../ci95_high``, ``.../n`` (the rate
+    papers report per task; every metric's CI would be thousands of keys on MT50)."""
+    field = group_by_field(None, snap.summary.get("dataset"))
+    if not field:
+        return {}
+    try:
+        groups = metric_groups(snap.rows, field)
+    except GroupByError:
+        return {}
+    out: dict[str, float | int] = {}
+    for g in groups:
+        if g.key == OVERALL:  # the run's own numbers, already there
+            continue
+        for name, mean in g.stats.means.items():
+            out[f"{name}/by_{field}/{g.key}"] = mean
+        ci = g.stats.ci95.get("success")
+        if ci is not None:
+            out[f"success/by_{field}/{g.key}/ci95_low"] = ci[0]
+            out[f"success/by_{field}/{g.key}/ci95_high"] = ci[1]
+        if "success" in g.stats.n:
+            out[f"success/by_{field}/{g.key}/n"] = g.stats.n["success"]
     return out
 
 

@@ -19,12 +19,13 @@ from typing import Any
 import orjson
 from PIL import Image
 
+from evaltui.engine.episode.videowriter import VIDEO_FILENAME
 from evaltui.logread import iter_log
 from evaltui.records import EPISODES_DIRNAME, LOG_FILENAME
 from evaltui.report.html import definition_list, esc, js_data, number, page, value_attr, when
 from evaltui.runview.frames import FrameRef
 from evaltui.runview.gif import NoFramesError, episode_frames
-from evaltui.safeopen import LeavesRoot, open_inside
+from evaltui.safeopen import LeavesRoot, open_inside, read_bytes_inside
 
 MAX_FRAMES = 600
 """More frames than this are thinned evenly (first and last kept), and the page says so."""
@@ -130,6 +131,19 @@ def _frames(snap_dir: Path, index: int, dest: Path) -> tuple[FramesSheet | None,
         return None, f"frames unreadable: {exc}"
 
 
+def _video_html(run_dir: Path, index: int, dest: Path) -> str:
+    """The episode's ``assets/video.mp4`` (H.264, which browsers play) copied beside its
+    page as ``epNNNN.mp4`` and a player for it; "" without one (or one leaving the dir)."""
+    rel = f"{EPISODES_DIRNAME}/{ep_name(index)}/{VIDEO_FILENAME}"
+    try:
+        data = read_bytes_inside(run_dir, rel)
+    except (OSError, ValueError):
+        return ""
+    (dest / f"{ep_name(index)}.mp4").write_bytes(data)
+    return (f'<video id="episode-video" controls muted playsinline preload="metadata" '
+            f'src="{ep_name(index)}.mp4"></video>')
+
+
 def write_episode_page(run_dir: Path, row: dict[str, Any], dest: Path, *, run_id: str,
                        neighbours: tuple[int | None, int | None], root: str = "../") -> None:
     """``dest/epNNNN.html`` (+ ``.js``, ``.frames.png``) of the episode ``row``."""
@@ -177,6 +191,7 @@ def write_episode_page(run_dir: Path, row: dict[str, Any], dest: Path, *, run_id
  aria-label="frame">
 <span id="frame-label"></span>
 </div></div>"""
+    frames_html += _video_html(run_dir, index, dest)
     log_note = f'<p class="empty">{esc(log_problem)}</p>' if log_problem else ""
     if total > len(records):
         log_note += (f'<p class="note">first {len(records)} of {total} records shown; the '

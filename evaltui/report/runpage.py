@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.export.snapshot import RunSnapshot
+from evaltui.report.grouptable import groups_section
 from evaltui.report.html import (
     definition_list,
     duration,
@@ -121,6 +122,7 @@ def write_run_page(snap: RunSnapshot, dest: Path, pages: Collection[int], *,
 95% CI and n; numbers from {esc(snap.numbers_from)}.</p>
 {metrics_table(snap)}
 </section>
+{groups_section(snap.summary, snap.rows)}
 <section id="plots"><h2>Plots</h2>
 <figure>{means_svg}<figcaption><a href="{PLOTS_DIR}/running_means.svg">running_means.svg</a>
 </figcaption></figure>

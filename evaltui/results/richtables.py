@@ -1,4 +1,5 @@
-"""The results table as the terminal shows it (rich): ``eval``, ``show`` and ``verify``.
+"""The results table as the terminal shows it (rich): ``eval``, ``show`` and ``verify``,
+and the same metrics by group (``--by``).
 
 Means are over every scored episode, errors and timeouts counting as failures; the
 caption says so whenever there were any, and an "ok only" column shows the diagnosis.
@@ -6,10 +7,12 @@ caption says so whenever there were any, and an "ok only" column shows the diagn
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
 
+from evaltui.results.groups import OVERALL, MetricGroup, metric_names
 from evaltui.results.stopnote import CS_TITLE, T_TITLE, stop_line, stopped_of
 
 
@@ -47,4 +50,24 @@ def metrics_table(summary: dict[str, Any]) -> Table:
         if errors:
             cells.append(f"{ok_only[name]:.4f}" if name in ok_only else "-")
         table.add_row(*cells)
+    return table
+
+
+def grouped_metrics_table(field: str, groups: Sequence[MetricGroup]) -> Table:
+    """Metrics by ``field`` (``--by``): one row per group, a "mean [95% CI]" cell per
+    metric and n episodes; the overall row (over every episode) last."""
+    names = metric_names(groups)
+    table = Table(title=f"by {field}: mean [95% CI]", caption="errors count as failures; "
+                  f"'{OVERALL}' is over every episode", caption_justify="left")
+    table.add_column(field, no_wrap=True)
+    table.add_column("n", justify="right")
+    for name in names:
+        table.add_column(name, justify="right", overflow="fold")
+    for g in groups:
+        cells = [g.key, str(g.episodes)]
+        for name in names:
+            mean, ci = g.stats.means.get(name), g.stats.ci95.get(name)
+            cells.append("-" if mean is None else
+                         f"{mean:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{mean:.3f}")
+        table.add_row(*cells, end_section=g is groups[-2] if len(groups) > 1 else False)
     return table

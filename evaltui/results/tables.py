@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from evaltui.results.compare import Comparison
+from evaltui.results.groups import OVERALL, MetricGroup
 from evaltui.results.stopnote import T_TITLE, stop_line
 
 Format = Literal["md", "csv", "latex"]
@@ -47,6 +48,8 @@ class _Row:
     """One value per column; the CI and n follow them in every format."""
     ci: tuple[float, float] | None
     n: int | None
+    group: str | None = None
+    """The row's group (``--by``): a first column, when the table is grouped."""
 
 
 def summary_table(summary: Mapping[str, Any], *, fmt: Format, digits: int | None = 3) -> str:
@@ -98,6 +101,19 @@ def compare_table(comparison: Comparison, *, fmt: Format, digits: int | None = 3
     return _render(fmt, columns, rows, notes, digits=digits, ci_title="95% CI (B - A)")
 
 
+def grouped_table(field: str, groups: Sequence[MetricGroup], *, fmt: Format,
+                  digits: int | None = 3) -> str:
+    """Metrics by ``field`` (``--by``), long form: one row per group and metric (mean,
+    95% CI, n), the overall group (``all``) last."""
+    rows = [_Row(name, [_num(g.stats.means[name])], _pair(g.stats.ci95.get(name)),
+                 g.stats.n.get(name), group=g.key)
+            for g in groups for name in g.stats.means]
+    notes = [f"by {field}: mean, Student-t 95% CI and n per group; '{OVERALL}' is over "
+             "every episode; errors count as failures"]
+    return _render(fmt, [_Column("mean", "Mean", "mean")], rows, notes, digits=digits,
+                   ci_title="95% CI", group_title=field)
+
+
 def latex_escape(text: str) -> str:
     """``text`` with LaTeX's special characters escaped for text mode."""
     return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in text)
@@ -107,42 +123,47 @@ def latex_escape(text: str) -> str:
 
 
 def _render(fmt: Format, columns: list[_Column], rows: list[_Row], notes: list[str], *,
-            digits: int | None, ci_title: str) -> str:
+            digits: int | None, ci_title: str, group_title: str | None = None) -> str:
     exact = digits is None and fmt == "csv"
     digits = DEFAULT_DIGITS if digits is None else digits
     if digits < 0:
         raise ValueError(f"digits must be >= 0, got {digits}")
     if fmt == "csv":
-        return _csv(columns, rows, digits, exact)
+        return _csv(columns, rows, digits, exact, group_title)
     if fmt == "md":
-        return _markdown(columns, rows, notes, digits, ci_title)
+        return _markdown(columns, rows, notes, digits, ci_title, group_title)
     if fmt == "latex":
-        return _latex(columns, rows, notes, digits, ci_title)
+        return _latex(columns, rows, notes, digits, ci_title, group_title)
     raise ValueError(f"unknown table format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
-def _csv(columns: list[_Column], rows: list[_Row], digits: int, exact: bool = False) -> str:
+def _csv(columns: list[_Column], rows: list[_Row], digits: int, exact: bool = False,
+         group_title: str | None = None) -> str:
     out = io.StringIO()
     fmt = _exact if exact else _fmt
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["metric", *(c.csv for c in columns), "ci_low", "ci_high", "n"])
+    lead = [group_title] if group_title else []
+    writer.writerow([*lead, "metric", *(c.csv for c in columns), "ci_low", "ci_high", "n"])
     for row in rows:
         lo, hi = row.ci if row.ci else (None, None)
-        writer.writerow([row.name, *(fmt(v, digits, "") for v in row.values),
+        writer.writerow([*([row.group] if group_title else []), row.name,
+                         *(fmt(v, digits, "") for v in row.values),
                          fmt(lo, digits, ""), fmt(hi, digits, ""),
                          "" if row.n is None else row.n])
     return out.getvalue()
 
 
 def _markdown(columns: list[_Column], rows: list[_Row], notes: list[str], digits: int,
-              ci_title: str) -> str:
+              ci_title: str, group_title: str | None = None) -> str:
     def cells(items: Sequence[str]) -> str:
         return "| " + " | ".join(s.replace("|", "\\|") for s in items) + " |"
 
-    lines = [cells(["metric", *(c.title for c in columns), ci_title, "n"]),
-             "|:---|" + "---:|" * (len(columns) + 2)]
+    lead = [group_title] if group_title else []
+    lines = [cells([*lead, "metric", *(c.title for c in columns), ci_title, "n"]),
+             "|" + ":---|" * (1 + len(lead)) + "---:|" * (len(columns) + 2)]
     for row in rows:
-        lines.append(cells([row.name, *(_fmt(v, digits, "-") for v in row.values),
+        lines.append(cells([*([str(row.group)] if group_title else []), row.name,
+                            *(_fmt(v, digits, "-") for v in row.values),
                             _ci(row.ci, digits, "-"), "-" if row.n is None else str(row.n)]))
     for note in notes:  # one paragraph each: consecutive lines would merge into one
         lines.extend(["", note])
@@ -150,13 +171,16 @@ def _markdown(columns: list[_Column], rows: list[_Row], notes: list[str], digits
 
 
 def _latex(columns: list[_Column], rows: list[_Row], notes: list[str], digits: int,
-           ci_title: str) -> str:
-    width = len(columns) + 3
-    lines = [r"\begin{tabular}{l" + "r" * (width - 1) + "}", r"\toprule",
-             " & ".join(["Metric", *(c.latex for c in columns), latex_escape(ci_title),
+           ci_title: str, group_title: str | None = None) -> str:
+    lead = [latex_escape(group_title)] if group_title else []
+    width = len(columns) + 3 + len(lead)
+    lines = [r"\begin{tabular}{" + "l" * (1 + len(lead)) + "r" * (width - 1 - len(lead)) + "}",
+             r"\toprule",
+             " & ".join([*lead, "Metric", *(c.latex for c in columns), latex_escape(ci_title),
                          "$n$"]) + r" \\", r"\midrule"]
     for row in rows:
-        cells = [latex_escape(row.name), *(_tex_num(v, digits) for v in row.values),
+        cells = [*([latex_escape(str(row.group))] if group_title else []),
+                 latex_escape(row.name), *(_tex_num(v, digits) for v in row.values),
                  _tex_ci(row.ci, digits), "--" if row.n is None else str(row.n)]
         lines.append(" & ".join(cells) + r" \\")
     lines.append(r"\bottomrule")

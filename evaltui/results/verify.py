@@ -25,6 +25,7 @@ from evaltui.records import (
     SUMMARY_FILENAME,
     TRAJECTORY_FILENAME,
 )
+from evaltui.results.steplog import log_metrics
 from evaltui.results.verifystop import check_stopped
 from evaltui.rundir import episode_index_from_dirname
 from evaltui.safeopen import (
@@ -295,6 +296,10 @@ def verify_run(run_dir: Path, tolerance: float = DEFAULT_TOLERANCE) -> VerifyRep
         report.episodes_checked += 1
         _check_identity(report, ep)
         metrics = recompute_episode(ep.trajectory)
+        if status == EpisodeStatus.OK:
+            # From the logged steps rather than trajectory.json's copies (Meta-World).
+            metrics.update(log_metrics(Path(run_dir), f"{EPISODES_DIRNAME}/{ep.ep_dir.name}",
+                                       ep.trajectory.get("extra") or {}))
         recomputed.append((str(status), metrics))
         by_index[ep.index] = metrics
         report.compare_maps(ep.label, "episode.json metrics", ep.record.get("metrics"), metrics)

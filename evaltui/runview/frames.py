@@ -2,8 +2,10 @@
 
 log.jsonl stands a frame in by ``{"$frame": "assets/<name>.png", "shape": ...}`` (a plain
 frame, one PNG) or ``{"$frame": "frames.bin", "at": offset, "shape": ...}`` (a
-tiled frame, :mod:`evaltui.framefile`). A reference is resolved only inside the episode
-dir: a copied dir comes from someone else, so one pointing out of it is ignored.
+tiled frame, :mod:`evaltui.framefile`) or ``{"$frame": "video.mp4", "at": index, ...}``
+(a frame of the episode's video, :mod:`evaltui.runview.videoframes`). A reference is
+resolved only inside the episode dir: a copied dir comes from someone else, so one
+pointing out of it is ignored.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from evaltui.framefile import read_frame
+from evaltui.runview.videoframes import is_video, video_frame
 
 _MAX_DEPTH = 6
 _MAX_ITEMS = 64
@@ -41,6 +44,8 @@ class FrameRef:
 
     def image(self) -> Image.Image:
         """The frame as an RGB image; OSError or ValueError if it cannot be read."""
+        if self.at is not None and is_video(self.path):
+            return Image.fromarray(video_frame(self.path, self.at))
         if self.at is None:
             with Image.open(self.path) as img:
                 return img.convert("RGB")
@@ -48,6 +53,8 @@ class FrameRef:
 
     def pixels(self) -> np.ndarray:
         """The frame as an (H, W, 3) uint8 array."""
+        if self.at is not None and is_video(self.path):
+            return video_frame(self.path, self.at)
         if self.at is not None:
             return read_frame(self.path, self.at)
         return np.asarray(self.image())

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaltui.engine.graph.benchmarks import get_benchmark
 from evaltui.setspec import DEFAULT_REPEAT_PARAM, NAMED_AXES, SetFile, SetFileError
 from evaltui.spec import SpecError
 from evaltui.specbuild import build_spec
@@ -225,7 +226,7 @@ def _target(target: str, base_dir: Path) -> str:
 
 
 def _dataset(dataset: str | None, base_dir: Path) -> str | None:
-    if dataset is None or dataset == "babyai":
+    if dataset is None or get_benchmark(dataset) is not None:
         return dataset
     path = base_dir / dataset
     return str(path) if path.exists() else dataset

@@ -3,6 +3,7 @@ in test_attach.py."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import socket
 import zipfile
@@ -199,7 +200,11 @@ def test_replay_opens_a_copied_episode_dir(runs, tmp_path: Path) -> None:
 
 def test_demo_specs_validate() -> None:
     specs = demo_cmd.demo_specs(episodes=3)
-    assert len(specs) == 3
+    with_metaworld = importlib.util.find_spec("metaworld") is not None
+    assert len(specs) == 3 + with_metaworld
+    if with_metaworld:  # both built-in benchmarks
+        assert specs[3]["graph"]["name"] == "metaworld-expert"
+        assert specs[3]["eval"]["dataset"] == "metaworld"
     names = [s["graph"]["name"] for s in specs]
     assert names[0] == "babyai-bot" and names[1] == "babyai-noisy-bot"
     if "model" in builtin_graph_names():  # the shipped model, when the package has it

@@ -12,8 +12,11 @@ Importing this package does not import minigrid; only ``minigrid_import`` does.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+from evaltui.engine.graph.benchmarks import Benchmark
 
 #: Split name -> gymnasium env id.
 SPLITS: dict[str, str] = {
@@ -42,3 +45,9 @@ def load_manifest(split: str, limit: int | None = None) -> list[dict[str, Any]]:
             if line.strip():
                 episodes.append(json.loads(line))
     return episodes
+
+
+#: This benchmark in the engine's registry (:mod:`evaltui.engine.graph.benchmarks`).
+BENCHMARK = Benchmark(name="babyai",
+                      splits={split: partial(manifest_path, split) for split in SPLITS},
+                      default_split="GoToLocal", group_by=None)

@@ -6,7 +6,9 @@ JSON object per line; a step's records are written at its end, or together with 
 next steps within :data:`~evaltui.engine.episode.logflush.FLUSH_INTERVAL_SEC` (50 ms) of it
 (:mod:`evaltui.engine.episode.logflush`), so a reader sees whole steps, each soon after its end.
 
-Frames: a :class:`~evaltui.engine.episode.tiles.TiledFrame` (the BabyAI env's) is appended to
+Frames: a :class:`~evaltui.engine.nodes.Frame` with ``video`` set goes into the episode's
+``video.mp4`` (:mod:`evaltui.engine.episode.videowriter`); a
+:class:`~evaltui.engine.episode.tiles.TiledFrame` (the BabyAI env's) is appended to
 ``frames.bin`` as tile ids, written with the log's batch of lines, just before them
 (:mod:`evaltui.framefile`); no image is encoded during the run. A plain
 :class:`~evaltui.engine.nodes.Frame` becomes ``assets/step..._node_N.png``, encoded on a
@@ -31,6 +33,7 @@ from evaltui.engine.episode.logflush import FLUSH_INTERVAL_SEC, StepWriter
 from evaltui.engine.episode.logsummary import summarise
 from evaltui.engine.episode.pngwriter import PngWriter
 from evaltui.engine.episode.tiles import TiledFrame
+from evaltui.engine.episode.videowriter import VIDEO_FILENAME, VideoWriter
 from evaltui.engine.nodes import Frame
 from evaltui.framefile import FrameFileWriter, open_fresh
 from evaltui.records import LOG_FILENAME
@@ -49,6 +52,7 @@ class ExecutionLogger:
         self._log: StepWriter | None = StepWriter(_open_log(ep_dir), flush_interval_sec,
                                                   before_write=self._tiled.flush)
         self._png: PngWriter | None = None
+        self._video: VideoWriter | None = None
         self._frames = 0
         self._step = 0
         self._node = ""
@@ -91,6 +95,9 @@ class ExecutionLogger:
         if self._png is not None:
             self._png.close()
             self._png = None
+        if self._video is not None:
+            self._video.close()
+            self._video = None
         try:
             if self._log is not None:
                 self._log.close()  # the frames first, then the lines
@@ -101,6 +108,13 @@ class ExecutionLogger:
     def _save_frame(self, frame: Frame | TiledFrame) -> dict[str, Any]:
         if isinstance(frame, TiledFrame):
             return self._tiled.write(frame)
+        if frame.video:
+            if self._video is None:
+                self._video = VideoWriter(self.ep_dir)
+            if self._video.accepts(frame.pixels):  # else (odd size, new shape): a PNG
+                at = self._video.put(frame.pixels)
+                return {"$frame": VIDEO_FILENAME, "at": at,
+                        "shape": list(np.shape(frame.pixels))}
         self._frames += 1
         name = f"step{self._step:05d}_{self._node}_{self._frames:05d}.png"
         if self._png is None:

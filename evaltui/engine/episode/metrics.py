@@ -151,6 +151,7 @@ def _finite_float(value: object) -> float | None:
 METRIC_RANGES: dict[str, tuple[float, float]] = {
     "success": (0.0, 1.0), "spl": (0.0, 1.0), "ndtw": (0.0, 1.0), "sdtw": (0.0, 1.0),
     "path_length": (0.0, math.inf), "nav_error": (0.0, math.inf), "steps": (0.0, math.inf),
+    "steps_to_success": (0.0, math.inf),
 }
 
 

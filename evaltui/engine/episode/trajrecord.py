@@ -26,6 +26,13 @@ def dataset_id(value: Any) -> str | int | None:
     return str(value)
 
 
+def task_and_seed(episode: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's ``task`` (as text) and ``seed`` (an integer; any other seed is left out)."""
+    task, seed = episode.get("task"), episode.get("seed")
+    return {"task": None if task is None else str(task),
+            "seed": seed if isinstance(seed, int) and not isinstance(seed, bool) else None}
+
+
 def _points(points: Any) -> list[list[int | float]] | None:
     if points is None:
         return None

@@ -1,10 +1,11 @@
 """Datasets: JSONL episode files (DESIGN §9) and episode selection.
 
-A dataset is named either ``babyai`` (the built-in manifests, one file per split) or by a
-path: a ``.jsonl`` file, or a directory holding ``{split}.jsonl``. Each line is one
-episode; its 0-based line number is the ``episode_index``. Required per line:
-``episode_id``; used when present: ``scene_id``, ``instruction``, ``reference_path``,
-``geodesic_distance`` and whatever the env nodeset reads (e.g. ``seed``).
+A dataset is named either by a registered benchmark (``babyai``, ``metaworld``: their
+manifests, one file per split, :mod:`evaltui.engine.graph.benchmarks`) or by a path: a
+``.jsonl`` file, or a directory holding ``{split}.jsonl``. Each line is one episode; its
+0-based line number is the ``episode_index``. Required per line: ``episode_id``; used when
+present: ``scene_id``, ``task``, ``seed``, ``instruction``, ``reference_path``,
+``geodesic_distance`` and whatever the env nodeset reads.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import orjson
 
-BUILTIN_DATASETS = ("babyai",)
+from evaltui.engine.graph.benchmarks import benchmark_names, get_benchmark
 
 
 class DatasetError(ValueError):
@@ -28,15 +29,10 @@ class DatasetError(ValueError):
         self.field = field
 
 
-def builtin_splits(dataset: str) -> dict[str, Path]:
-    if dataset == "babyai":
-        from evaltui.benchmarks.babyai import SPLITS, manifest_path
-
-        return {split: manifest_path(split) for split in SPLITS}
-    return {}
-
-
-DEFAULT_SPLITS = {"babyai": "GoToLocal"}
+def builtin_splits(dataset: str) -> list[str]:
+    """The split names of a registered benchmark (none for a path)."""
+    bench = get_benchmark(dataset)
+    return list(bench.splits) if bench is not None else []
 
 
 def resolve_dataset(dataset: str, split: str | None) -> tuple[Path, str]:
@@ -45,13 +41,13 @@ def resolve_dataset(dataset: str, split: str | None) -> tuple[Path, str]:
     ``split`` may be omitted for a built-in dataset (its default split) and for a single
     ``.jsonl`` file (the split is the file's stem). Errors name the field at fault.
     """
-    if dataset in BUILTIN_DATASETS:
-        splits = builtin_splits(dataset)
-        split = split or DEFAULT_SPLITS[dataset]
-        if split not in splits:
+    bench = get_benchmark(dataset)
+    if bench is not None:
+        split = split or bench.default_split
+        if split not in bench.splits:
             raise DatasetError("eval.split", f"unknown split {split!r} of dataset {dataset!r} "
-                               f"(choose from {sorted(splits)})")
-        return splits[split], split
+                               f"(choose from {sorted(bench.splits)})")
+        return bench.manifest(split), split
     path = Path(dataset).expanduser()
     if path.is_dir():
         if not split:
@@ -66,7 +62,7 @@ def resolve_dataset(dataset: str, split: str | None) -> tuple[Path, str]:
             raise DatasetError("eval.dataset", f"no such file: {path}")
         return path.resolve(), split or path.stem
     raise DatasetError("eval.dataset", f"unknown dataset {dataset!r}: use one of "
-                       f"{list(BUILTIN_DATASETS)}, a .jsonl file, or a directory of split files")
+                       f"{benchmark_names()}, a .jsonl file, or a directory of split files")
 
 
 def load_episodes(path: Path) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltui.engine.graph.benchmarks import get_benchmark
 from evaltui.engine.graph.datasets import (
     DatasetError,
     load_episodes,
@@ -78,8 +79,13 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
         raise SpecError(exc.field, str(exc).split(": ", 1)[1]) from None
     selected = [episodes[i] for i in indices]
     env_cls = classes[graph.loop.env]
-    budget, warnings = resolve_step_budget(ev.step_budget, env_cls, selected)
-    warnings += reference_warnings(selected)
+    try:
+        budget, warnings = resolve_step_budget(ev.step_budget, env_cls, selected)
+    except ValueError as exc:  # the env refuses an episode it cannot run (step_limit)
+        raise SpecError("eval.dataset", str(exc)) from None
+    bench = get_benchmark(ev.dataset)
+    if bench is None or bench.path_metrics:  # Meta-World has no paths: nothing to warn
+        warnings += reference_warnings(selected)
     spec = spec.model_copy(update={"eval": ev.model_copy(update={
         "step_budget": budget, **stop_fields(ev)})})
     return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path, split=split,

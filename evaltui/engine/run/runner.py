@@ -29,7 +29,12 @@ from typing import Any
 from evaltui.diskfull import DISK, DiskFull
 from evaltui.engine.episode.loop import EpisodeOutcome
 from evaltui.engine.episode.metrics import failure_metrics
-from evaltui.engine.episode.trajrecord import dataset_id, trajectory_json, trajectory_record
+from evaltui.engine.episode.trajrecord import (
+    dataset_id,
+    task_and_seed,
+    trajectory_json,
+    trajectory_record,
+)
 from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
 from evaltui.engine.executor.local.pool import EnvWorkerPool
 from evaltui.engine.executor.local.zygote import WorkerZygote
@@ -388,6 +393,7 @@ class BatchEvalRunner:
             episode_index=result.index, episode_id=dataset_id(episode.get("episode_id")),
             scene_id=dataset_id(episode.get("scene_id")),
             instruction=instruction if instruction is None else str(instruction),
+            **task_and_seed(episode),
             metrics=metrics, step_count=outcome.step_count,
             elapsed_sec=round(outcome.elapsed_sec, 4), status=outcome.status,
             error=outcome.error, worker_id=result.worker_id, node=result.node,

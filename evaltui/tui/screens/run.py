@@ -34,7 +34,7 @@ from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.bars import theme_style
 from evaltui.tui.widgets.episodes_table import COLUMNS, STATUS_FILTERS, EpisodesTable
 from evaltui.tui.widgets.keys_footer import KeysFooter
-from evaltui.tui.widgets.metrics_panel import MetricsPanel
+from evaltui.tui.widgets.metrics_panel import MetricsPanel, run_groups
 from evaltui.tui.widgets.run_progress import Progress, RunProgress
 from evaltui.tui.widgets.running_mean_chart import RunningMeanChart
 from evaltui.tui.widgets.steps_histogram import StepsHistogram
@@ -160,9 +160,10 @@ class RunScreen(Screen[None]):
         if changes.status is not None:
             self._state = changes.status.state
             summary = dict(changes.status.summary or {})
-            summary.pop("episodes", None)  # the table has them; keep the header light
+            episodes = summary.pop("episodes", None)  # the table has them; header light
             self._summary = summary
             self.query_one(MetricsPanel).summary = summary
+            self.query_one(MetricsPanel).groups = run_groups(summary, episodes)
         self._errors = changes.errors
         self._show_progress()
         self._show_header()

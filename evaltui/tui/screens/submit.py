@@ -21,7 +21,7 @@ from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Button, Checkbox, Input, Label, Select
 
-from evaltui.engine.graph.datasets import BUILTIN_DATASETS, builtin_splits
+from evaltui.engine.graph.datasets import builtin_splits
 from evaltui.engine.graph.specchecks import check_executor
 from evaltui.graphs import builtin_graph_names
 from evaltui.spec import JobSpec, SpecError
@@ -83,8 +83,8 @@ def dataset_splits(dataset: str) -> list[str]:
     """The split names of a dataset as the form's dataset field names it: a built-in's
     manifests, a directory's ``{split}.jsonl`` files, a ``.jsonl`` file's stem."""
     dataset = dataset.strip()
-    if dataset in BUILTIN_DATASETS:
-        return list(builtin_splits(dataset))
+    if builtin_splits(dataset):
+        return builtin_splits(dataset)
     path = Path(dataset).expanduser()
     if dataset and path.is_dir():
         return sorted(p.stem for p in path.glob("*.jsonl"))

@@ -7,7 +7,7 @@ headline metrics, for small terminals. A CI is always written compactly
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Group
@@ -16,6 +16,14 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from evaltui.results.groups import (
+    OVERALL,
+    GroupByError,
+    MetricGroup,
+    group_by_field,
+    metric_groups,
+    metric_names,
+)
 from evaltui.results.stopnote import CS_TITLE, T_TITLE, stopped_of
 from evaltui.tui.display import NONE, metric
 from evaltui.tui.widgets.bars import theme_style
@@ -44,6 +52,18 @@ def compact_interval(ci: object) -> str:
     return NONE
 
 
+def run_groups(summary: Mapping[str, Any], episodes: Any
+               ) -> tuple[str, list[MetricGroup]] | None:
+    """The run by its benchmark's default field (Meta-World: task), or None."""
+    field = group_by_field(None, summary.get("dataset"))
+    if not field or not isinstance(episodes, list) or not episodes:
+        return None
+    try:
+        return field, metric_groups(episodes, field)
+    except GroupByError:
+        return None
+
+
 def _mean(value: object) -> str:
     return metric(value if isinstance(value, int | float) else None)
 
@@ -66,6 +86,8 @@ class MetricsPanel(Widget):
     """
 
     summary: reactive[Mapping[str, Any] | None] = reactive(None, layout=True)
+    groups: reactive[tuple[str, Sequence[MetricGroup]] | None] = reactive(None, layout=True)
+    """``(field, groups)``: the run by a row field (Meta-World's task), under the table."""
     collapsed: reactive[bool] = reactive(False, layout=True)
     """One line with the headline metrics instead of the table."""
 
@@ -91,7 +113,29 @@ class MetricsPanel(Widget):
                         overflow="ellipsis")
         if self.collapsed:
             return self._line(summary)
+        if self.groups:
+            return Group(self._table(summary), self._group_table(*self.groups))
         return self._table(summary)
+
+    def _group_table(self, field: str, groups: Sequence[MetricGroup]) -> Table:
+        """The headline metric (SR where there is one) by group: mean, 95% CI and n."""
+        app = self.app
+        muted = theme_style(app, "foreground-muted")
+        names = metric_names(groups)
+        name = next((n for n in HEADLINE if n in names), names[0] if names else "")
+        table = Table(box=None, padding=(0, 1), show_edge=False)
+        table.add_column(field, style=theme_style(app, "primary"), header_style=muted,
+                         no_wrap=True, overflow="ellipsis")
+        table.add_column(SHORT_NAMES.get(name, name), justify="right", header_style=muted,
+                         no_wrap=True)
+        table.add_column("95% CI", justify="right", header_style=muted, style=muted,
+                         no_wrap=True)
+        table.add_column("n", justify="right", header_style=muted, style=muted, no_wrap=True)
+        for g in groups:
+            table.add_row(g.key, Text(_mean(g.stats.means.get(name)), style=theme_style(
+                app, "foreground", bold=g.key == OVERALL)),
+                compact_interval(g.stats.ci95.get(name)), str(g.stats.n.get(name, "")))
+        return table
 
     def _line(self, summary: Mapping[str, Any]) -> Text:
         """``SR 0.583 [.48,.68] n=12 · SPL 0.446 [.35,.55] · nDTW …`` on one line."""
