@@ -26,6 +26,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "compare": ("compare",),
     "demo": ("demo",),
     "serve": ("serve",),
+    "serve_policy": ("serve-policy",),
     "submit": ("submit",),
     "runs": ("ls", "show", "cancel", "resume", "logs"),
     "run": ("run",),
