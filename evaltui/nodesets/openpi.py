@@ -72,8 +72,10 @@ def open_connection(url: str, api_key: str | None, timeout: float
     """Connect and read the metadata frame; one-line errors (OSError when unreachable)."""
     headers = wire.auth_header(api_key) if api_key else None
     try:
+        # Entered as a context manager (websockets >= 17.1 warns otherwise); the nodeset
+        # holds it across episodes and closes it itself.
         ws = connect(url, additional_headers=headers, open_timeout=timeout,
-                     compression=None, max_size=None)
+                     compression=None, max_size=None).__enter__()
     except InvalidStatus as exc:
         code = exc.response.status_code
         if code in (401, 403):
