@@ -11,11 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import reference_server
+from conftest import EPISODES, reference_server, run, same, spec
 from ports import free_port
 from runhelpers import (
-    builtin_graph,
-    comparable,
     episode_rows,
     finished_count,
     running,
@@ -24,40 +22,6 @@ from runhelpers import (
 
 from evaltui.nodesets.serverrecord import read_latency, read_metadata
 from evaltui.rundir import read_json
-
-EPISODES = 8
-
-
-def spec(graph: str, workers: int, episodes: int = EPISODES, retries: int = 0,
-         step_timeout: float | None = None, **policy: Any) -> dict[str, Any]:
-    g = builtin_graph(graph, env__frame_stride=0)
-    g["nodesets"]["policy"]["params"].update(policy)
-    ev: dict[str, Any] = {"dataset": "babyai", "split": "GoToLocal", "episode_count": episodes,
-                          "worker_count": workers, "max_episode_retries": retries}
-    if step_timeout is not None:
-        ev["per_step_budget_sec"] = step_timeout
-    return {"graph": g, "eval": ev}
-
-
-def run(spec_data: dict[str, Any], outputs: Path) -> Path:
-    with running(spec_data, outputs) as (run_dir, proc):
-        proc.wait(timeout=180)
-        return run_dir
-
-
-GRAPH_FIELDS = {"graph_name", "nodes", "worker_count"}  # the graphs differ by design
-
-
-def same(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A row's outcome: what the episode did and scored, not which graph ran it."""
-    return [{k: v for k, v in comparable(r).items() if k not in GRAPH_FIELDS} for r in rows]
-
-
-@pytest.fixture(scope="module")
-def in_process(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    rows = episode_rows(run(spec("model", 1), tmp_path_factory.mktemp("inproc")))
-    assert len(rows) == EPISODES and all(r["status"] == "ok" for r in rows)
-    return same(rows)
 
 
 @pytest.mark.parametrize("workers", [1, 4])
