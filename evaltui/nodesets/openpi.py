@@ -36,21 +36,16 @@ import time
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-import numpy as np
 from pydantic import Field
 from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 from evaltui.engine.episode.loop import StepTimeout
 from evaltui.engine.hosting import openpiwire as wire
-from evaltui.engine.nodes import NodeSet, node
-from evaltui.nodesets.serverrecord import LatencySamples, record_metadata
+from evaltui.nodesets.remotepolicy import PolicyServerError, RemotePolicy
+from evaltui.nodesets.serverrecord import record_metadata
 
 BACKOFF_FIRST_SEC, BACKOFF_MAX_SEC = 0.1, 2.0
-
-
-class PolicyServerError(RuntimeError):
-    """The policy server failed a request (its message is one line)."""
 
 
 class PolicyServerRefused(PolicyServerError):
@@ -104,7 +99,7 @@ def open_connection(url: str, api_key: str | None, timeout: float
         raise PolicyServerError(f"policy server at {url}: metadata frame: {exc}") from None
 
 
-class WebsocketPolicy(NodeSet):
+class WebsocketPolicy(RemotePolicy):
     """A policy served over openpi's websocket dialect; see the module docstring."""
 
     @classmethod
@@ -129,44 +124,25 @@ class WebsocketPolicy(NodeSet):
                  connect_tries: Annotated[int, Field(ge=1)] = 6) -> None:
         self.url = url
         self.api_key = api_key_from(api_key_env)
-        self.obs_keys = dict(obs_keys) if obs_keys else None
-        self.action_key = action_key
-        self.replan_every = replan_every
+        self.setup(obs_keys, action_key, replan_every)
         self.episode_control = episode_control
         self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
         self.connect_tries = connect_tries
         self.metadata: Any = None
-        self.latency = LatencySamples()
         self._ws: ClientConnection | None = None
-        self._chunk: list[Any] = []
         self._episode_open = False
 
-    # ---- the node ---------------------------------------------------------------------------
-    @node(inputs=("obs",), outputs=("action",))
-    def act(self, obs: Any) -> dict[str, Any]:
-        if not self._chunk:
-            action = self._action(self._ask(self._request({"obs": obs})))
-            if self.replan_every is None:
-                return {"action": action}
-            chunk = np.asarray(action)
-            if chunk.ndim < 1 or len(chunk) == 0:
-                raise PolicyServerError(f"policy server reply {self.action_key!r} is not a "
-                                        f"chunk of actions [H, ...]: shape {chunk.shape}")
-            self._chunk = list(chunk[:self.replan_every])
-        return {"action": self._chunk.pop(0)}
-
     def begin_episode(self, episode: Mapping[str, Any]) -> None:
-        self._chunk = []
-        self.latency.save()
+        super().begin_episode(episode)
         if not self.episode_control:
             return
         self._end_episode()
-        self._ask(wire.control(wire.EPISODE_START,
-                               **{wire.EPISODE_ID_KEY: episode.get("episode_id")}))
+        self.ask(wire.control(wire.EPISODE_START,
+                              **{wire.EPISODE_ID_KEY: episode.get("episode_id")}))
         self._episode_open = True
 
     def close(self) -> None:
-        self.latency.save()
+        super().close()
         try:
             if self._ws is not None:
                 self._end_episode()
@@ -174,39 +150,14 @@ class WebsocketPolicy(NodeSet):
             pass
         self._drop()
 
-    # ---- the conversation ---------------------------------------------------------------------
-    def _request(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        if self.obs_keys is None:
-            return dict(inputs)
-        request: dict[str, Any] = {}
-        for port_path, server_key in self.obs_keys.items():
-            try:
-                value = wire.get_path(inputs, port_path)
-            except KeyError as exc:
-                raise PolicyServerError(f"obs_keys {port_path!r}: the node's inputs have "
-                                        f"{exc.args[0]}") from None
-            wire.set_path(request, server_key, value)
-        return request
-
-    def _action(self, reply: Any) -> Any:
-        if not isinstance(reply, Mapping):
-            raise PolicyServerError(f"policy server at {self.url} replied a "
-                                    f"{type(reply).__name__}, not a map")
-        try:
-            return wire.get_path(reply, self.action_key)
-        except KeyError as exc:
-            raise PolicyServerError(f"policy server reply: action_key {self.action_key!r}: "
-                                    f"{exc.args[0]}") from None
-
     def _end_episode(self) -> None:
         if self._episode_open:
             self._episode_open = False
-            self._ask(wire.control(wire.EPISODE_END))
+            self.ask(wire.control(wire.EPISODE_END))
 
-    def _ask(self, message: Mapping[str, Any]) -> Any:
+    def ask(self, request: Mapping[str, Any]) -> Any:
         ws = self._connected()
-        frame = wire.pack(message)
-        started = time.perf_counter()
+        frame = wire.pack(request)
         try:
             ws.send(frame)
             reply = ws.recv(timeout=self.timeout_s)
@@ -218,7 +169,6 @@ class WebsocketPolicy(NodeSet):
             self._drop()
             raise PolicyServerError(f"policy server at {self.url} closed the connection "
                                     f"mid-request ({exc})") from None
-        self.latency.add((time.perf_counter() - started) * 1e3)
         if isinstance(reply, str):
             self._drop()  # openpi's server closes after an error frame
             raise PolicyServerError(f"policy server error: {wire.error_line(reply)}")
