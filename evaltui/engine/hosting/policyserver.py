@@ -11,6 +11,11 @@ batch as soon as every connected caller has a request queued, ``max_batch`` are 
 or the first has waited ``max_wait_ms``. ``max_batch=1`` answers one request at a time
 (what openpi's own server does).
 
+The batches run on the event loop's own thread, between reads (as a run's nodeset
+host drives the same server, engine/hosting/host.py): no request crosses threads, which
+on a loaded machine costs a scheduler wake-up each way. While a forward pass runs, the
+next requests wait in the sockets and form the next batch.
+
 A fault answers one text frame of one line (never a traceback) and keeps the connection
 open: a frame that is not msgpack, a request missing a port, the node raising. Control
 frames (``episode_start``/``episode_end``) are acknowledged. ``GET /healthz`` answers
@@ -77,6 +82,7 @@ class PolicyServer:
                          **dict(metadata or {})}
         self.served = 0
         self.started = time.monotonic()
+        self._timer: asyncio.TimerHandle | None = None
 
     def stats(self) -> dict[str, Any]:
         """Requests served, batch-size histogram, connections (``GET /stats``)."""
@@ -85,7 +91,6 @@ class PolicyServer:
 
     async def run(self, stop: asyncio.Event, ready: Callable[[int], None]) -> None:
         """Serve until ``stop`` is set; ``ready(port)`` once listening."""
-        self.batcher.start()
         try:
             async with serve(self._handle, self.host, self.port, compression=None,
                              max_size=None, process_request=self._process_request) as server:
@@ -154,13 +159,28 @@ class PolicyServer:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[tuple[bool, Any]] = loop.create_future()
 
-        def settle(ok: bool, value: Any) -> None:
+        def settle(ok: bool, value: Any) -> None:  # on this loop's thread (_run_due)
             if not done.done():
                 done.set_result((ok, value))
 
-        self.batcher.submit(self.op, inputs,
-                            lambda ok, value: loop.call_soon_threadsafe(settle, ok, value))
+        self.batcher.submit(self.op, inputs, settle)
+        self._schedule(loop)
         return await done
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run the queue's head when it is due: now if every connection has a request
+        queued, else when the first has waited ``max_wait_ms``."""
+        due = self.batcher.due_in()
+        if due is None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_later(max(due, 0.0), self._run_due, loop)
+
+    def _run_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        self.batcher.run_due()
+        self._schedule(loop)
 
 
 def _bound_port(server: Server) -> int:
