@@ -20,6 +20,7 @@ from runhelpers import (
     wait_until,
 )
 
+from evaltui.cli import main
 from evaltui.nodesets.serverrecord import read_latency, read_metadata
 from evaltui.rundir import read_json
 
@@ -37,6 +38,11 @@ def test_rows_through_the_reference_server_equal_the_in_process_model(
     steps = sum(r["step_count"] for r in episode_rows(run_dir))
     assert latency is not None and latency["steps"] == steps
     assert 0 < latency["p50_ms"] <= latency["p99_ms"]
+    if workers == 1:  # the report's run page says it
+        assert main(["report", str(run_dir), "-o", str(tmp_path / "site")]) == 0
+        html = (tmp_path / "site" / "index.html").read_text()
+        assert (f'<dt>policy server</dt><dd>p50 {latency["p50_ms"]:g} ms, p99 '
+                f'{latency["p99_ms"]:g} ms over {steps} requests</dd>') in html
 
 
 def test_obs_keys_action_key_and_chunks(tmp_path: Path, in_process: list[dict[str, Any]]
