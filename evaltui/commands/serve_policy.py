@@ -4,7 +4,8 @@ across every connection (DESIGN §13, docs/policy-servers.md).
 openpi's own ``openpi-client`` and evaltui's ``WebsocketPolicy`` nodeset both talk to it
 unchanged. Loopback unless ``--host`` names another address, which needs
 ``--api-key-env``. Prints one line with the URL once it listens; SIGTERM or Ctrl-C
-stops it. Every input fault is one line on stderr, exit 2.
+stops it, with a last line of what it served (requests, batch-size histogram; live at
+``GET /stats``). Every input fault is one line on stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -113,3 +114,7 @@ async def _serve(server: object, args: argparse.Namespace) -> None:
               f"{args.max_batch})", flush=True)
 
     await server.run(stop, ready)
+    stats = server.stats()
+    print(f"stopped: served {stats['requests_served']} requests in {stats['batches']} "
+          f"batches (mean batch {stats['mean_batch_size']:g}, histogram "
+          f"{stats['batch_size_histogram']})", flush=True)

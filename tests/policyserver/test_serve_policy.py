@@ -172,8 +172,17 @@ def test_an_api_key_is_required_when_set(monkeypatch: pytest.MonkeyPatch) -> Non
                                           "api_key_env": "WRONG_KEY"})
 
 
-def test_sigterm_stops_it_cleanly() -> None:
-    with serve_policy("model:policy") as (port, proc):
+def test_sigterm_stops_it_cleanly_saying_what_it_served() -> None:
+    with serve_policy("echo_nodesets:TaggedEcho") as (port, proc):
+        client = WebsocketPolicy(url=f"ws://127.0.0.1:{port}")
+        try:
+            for tag in range(3):
+                assert client.act({"tag": np.int64(tag)})["action"] == tag * 10 + 1
+        finally:
+            client.close()
         proc.terminate()
         assert proc.wait(timeout=20) == 0
         assert proc.stderr is not None and proc.stderr.read() == ""
+        assert proc.stdout is not None
+        assert proc.stdout.read().strip() == ("stopped: served 3 requests in 3 batches (mean "
+                                              "batch 1, histogram {1: 3})")
