@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EPISODES, reference_server, run, same, spec
+from policyhelpers import EPISODES, reference_server, run, same, spec
 from ports import free_port
 from runhelpers import (
     episode_rows,

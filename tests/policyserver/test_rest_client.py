@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import run, same, spec
+from policyhelpers import run, same, spec
 from ports import free_port
 from runhelpers import episode_rows
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from conftest import EPISODES, HERE, run, same, serve_policy, spec, stats
+from policyhelpers import EPISODES, HERE, run, same, serve_policy, spec, stats
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
