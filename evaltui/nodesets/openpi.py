@@ -68,9 +68,11 @@ def open_connection(url: str, api_key: str | None, timeout: float
     headers = wire.auth_header(api_key) if api_key else None
     try:
         # Entered as a context manager (websockets >= 17.1 warns otherwise); the nodeset
-        # holds it across episodes and closes it itself.
+        # holds it across episodes and closes it itself. No keepalive pings: a server
+        # whose forward pass blocks its loop longer than the ping timeout would be
+        # dropped, and ``timeout_s`` already bounds every request.
         ws = connect(url, additional_headers=headers, open_timeout=timeout,
-                     compression=None, max_size=None).__enter__()
+                     compression=None, max_size=None, ping_interval=None).__enter__()
     except InvalidStatus as exc:
         code = exc.response.status_code
         if code in (401, 403):

@@ -43,6 +43,9 @@ from evaltui.engine.hosting import openpiwire as wire
 from evaltui.engine.hosting.batching import BatchedInferenceServer
 from evaltui.engine.nodes import NodeSet
 
+MAX_FRAME_BYTES = 1 << 28
+"""The largest request frame accepted (256 MiB: camera images, never a whole dataset)."""
+
 
 def is_loopback_host(host: str) -> bool:
     """``localhost`` or a loopback address (127.0.0.0/8, ::1); any other name is not."""
@@ -93,7 +96,8 @@ class PolicyServer:
         """Serve until ``stop`` is set; ``ready(port)`` once listening."""
         try:
             async with serve(self._handle, self.host, self.port, compression=None,
-                             max_size=None, process_request=self._process_request) as server:
+                             max_size=MAX_FRAME_BYTES, process_request=self._process_request
+                             ) as server:
                 ready(_bound_port(server))
                 await stop.wait()
         finally:
