@@ -15,8 +15,12 @@ import asyncio
 import os
 import signal
 import sys
+from pathlib import Path
+
+from evaltui.rundir import write_json_atomic
 
 DEFAULT_PORT = 8000
+STATS_EVERY_SEC = 2.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,6 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--op", default=None, help="the node op to serve, when there are several")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a nodeset param (JSON value), e.g. --param item_latency_ms=1")
+    p.add_argument("--stats-file", type=Path, default=None, metavar="PATH",
+                   help="keep the served statistics (requests, batch-size histogram, "
+                   "connections) in this JSON file: rewritten every few seconds and at exit")
     p.add_argument("--blas-threads", type=int, default=1,
                    help="OpenBLAS threads of the served model (default 1: numpy's BLAS "
                    "threads spin between the many small batches of a server; a model on "
@@ -98,6 +105,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _keep_stats(server: object, path: Path) -> None:
+    from evaltui.engine.hosting.policyserver import PolicyServer
+
+    assert isinstance(server, PolicyServer)
+    while True:
+        write_json_atomic(path, server.stats(), durable=False)
+        await asyncio.sleep(STATS_EVERY_SEC)
+
+
 async def _serve(server: object, args: argparse.Namespace) -> None:
     from evaltui.engine.hosting.policyserver import PolicyServer
 
@@ -113,8 +129,16 @@ async def _serve(server: object, args: argparse.Namespace) -> None:
               f"ws://{host}:{port} (health: http://{host}:{port}/healthz, batches of up to "
               f"{args.max_batch})", flush=True)
 
-    await server.run(stop, ready)
+    keeper = asyncio.create_task(_keep_stats(server, args.stats_file)) \
+        if args.stats_file else None
+    try:
+        await server.run(stop, ready)
+    finally:
+        if keeper is not None:
+            keeper.cancel()
     stats = server.stats()
+    if args.stats_file:
+        write_json_atomic(args.stats_file, stats, durable=False)
     print(f"stopped: served {stats['requests_served']} requests in {stats['batches']} "
           f"batches (mean batch {stats['mean_batch_size']:g}, histogram "
           f"{stats['batch_size_histogram']})", flush=True)

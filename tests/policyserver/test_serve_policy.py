@@ -172,8 +172,9 @@ def test_an_api_key_is_required_when_set(monkeypatch: pytest.MonkeyPatch) -> Non
                                           "api_key_env": "WRONG_KEY"})
 
 
-def test_sigterm_stops_it_cleanly_saying_what_it_served() -> None:
-    with serve_policy("echo_nodesets:TaggedEcho") as (port, proc):
+def test_sigterm_stops_it_cleanly_saying_what_it_served(tmp_path: Path) -> None:
+    kept = tmp_path / "stats.json"
+    with serve_policy("echo_nodesets:TaggedEcho", "--stats-file", str(kept)) as (port, proc):
         client = WebsocketPolicy(url=f"ws://127.0.0.1:{port}")
         try:
             for tag in range(3):
@@ -186,3 +187,5 @@ def test_sigterm_stops_it_cleanly_saying_what_it_served() -> None:
         assert proc.stdout is not None
         assert proc.stdout.read().strip() == ("stopped: served 3 requests in 3 batches (mean "
                                               "batch 1, histogram {1: 3})")
+        stats = json.loads(kept.read_text())
+        assert stats["requests_served"] == 3 and stats["batch_size_histogram"] == {"1": 3}
