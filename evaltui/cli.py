@@ -28,6 +28,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "race": ("race",),
     "demo": ("demo",),
     "serve": ("serve",),
+    "serve_policy": ("serve-policy",),
     "submit": ("submit",),
     "runs": ("ls", "show", "cancel", "resume", "logs"),
     "run": ("run",),

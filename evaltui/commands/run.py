@@ -7,7 +7,8 @@
    own session, so its GPU usage counts against its reservation (``bind``); it dies
    with the wrapper (PR_SET_PDEATHSIG), so a SIGKILLed wrapper leaves nothing holding
    memory, and the ledger purges the reservation of the dead holder.
-5. When CMD exits the entry is released and CMD's exit code is the wrapper's. Ctrl-C,
+5. When CMD exits the entry is released and CMD's exit code is the wrapper's. An entry
+   released by someone else (``evaltui cancel admit:ID``) stops CMD as SIGTERM would. Ctrl-C,
    SIGTERM or SIGHUP while waiting leave the queue; while CMD runs they are forwarded to
    it (it has no controlling terminal of its own), and SIGKILL follows after a grace
    period. What CMD leaves behind in its process group is ended with it.
@@ -42,6 +43,8 @@ from evaltui.wrapper.profiles import ProfileError, ResolvedProfile, resolve_prof
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 KILL_GRACE_SEC = 10.0
+RELEASE_LOOK_SEC = 1.0
+"""How often a running command's wrapper looks whether its entry was cancelled."""
 REQUEUE_LIMIT = 3
 EXIT_FAILED = 125
 ADMIT_ID_ENV = "EVALTUI_ADMIT_ID"
@@ -227,17 +230,36 @@ class Wrapper:
         return code
 
     def _wait_command(self, proc: subprocess.Popen[bytes]) -> int:
+        next_look = time.monotonic() + RELEASE_LOOK_SEC
         while True:
             try:
                 code = proc.wait(timeout=0.2)
                 break
             except subprocess.TimeoutExpired:
+                if time.monotonic() >= next_look:
+                    next_look = time.monotonic() + RELEASE_LOOK_SEC
+                    self._stop_if_released(proc)
                 if self._kill_at is not None and time.monotonic() > self._kill_at:
                     self.say(f"command still running {KILL_GRACE_SEC:.0f} s after the signal; "
                              "SIGKILL")
                     signal_group(proc.pid, signal.SIGKILL)
                     self._kill_at = None
         return code if code >= 0 else 128 - code
+
+    def _stop_if_released(self, proc: subprocess.Popen[bytes]) -> None:
+        """``evaltui cancel admit:ID`` released the entry: the command has no reservation
+        any more, so it is stopped as if the wrapper had been sent SIGTERM."""
+        if self.client is None or self.entry is None or self._kill_at is not None:
+            return
+        try:
+            entry = self.client.get_admit(self.entry.admit_id)
+        except (ApiError, NotFound):
+            return  # the backend is away: the reservation is still the ledger's
+        if entry.state is AdmitState.RELEASED and proc.poll() is None:
+            self.say(f"{entry.admit_id} was released from outside (evaltui cancel); stopping "
+                     "the command")
+            signal_group(proc.pid, signal.SIGTERM)
+            self._kill_at = time.monotonic() + KILL_GRACE_SEC
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         proc = self.proc

@@ -31,7 +31,7 @@ from evaltui.api.client import (
     InvalidRequest,
     NotFound,
 )
-from evaltui.api.models import EpisodeRow, Run
+from evaltui.api.models import EpisodeRow, Run, RunRef
 from evaltui.commands.runtables import (  # noqa: F401  (print_run, state_text: submit's)
     episodes_table,
     format_log_record,
@@ -44,7 +44,7 @@ from evaltui.results.richtables import grouped_metrics_table
 from evaltui.results.runrows import RunDirError, load_run, resolve_run_dir
 from evaltui.results.tables import FORMATS, grouped_table, summary_table
 from evaltui.rundir import read_run_status
-from evaltui.states import RunState
+from evaltui.states import AdmitState, RunState
 from evaltui.views import run_view
 
 FOLLOW_POLL_SEC = 0.5
@@ -173,11 +173,14 @@ def run_ls(args: argparse.Namespace) -> int:
     # Commands `evaltui run` wraps wait in the same queue as runs: show them too.
     admits = [q for q in client.queue() if q.kind == "admit"] \
         if args.state in (None, RunState.QUEUED.value) else []
+    # ... and those admitted, running their command (e.g. `evaltui serve-policy`).
+    holding = [a for a in client.list_admits() if a.state is AdmitState.ADMITTED] \
+        if args.state in (None, RunState.RUNNING.value) else []
     console = Console()
-    if not runs and not admits:
+    if not runs and not admits and not holding:
         console.print("no runs" + (f" in state {args.state}" if args.state else ""))
         return 0
-    console.print(runs_table(runs, admits, width=console.width))
+    console.print(runs_table(runs, admits, holding, width=console.width))
     if args.limit and len(runs) == args.limit:
         console.print(f"[dim]first {args.limit} runs; --limit 0 lists all[/]")
     return 0
@@ -264,7 +267,20 @@ def _show_run(args: argparse.Namespace, run: Run, rows: list[Any] | None,
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    return _each(args, args.client.cancel, "cancel")
+    return _each(args, lambda run_id: _cancel(args.client, run_id), "cancel")
+
+
+ADMIT_PREFIX = "admit:"
+"""What ``ls`` shows as the id of a command ``evaltui run`` wraps (``admit:{admit_id}``)."""
+
+
+def _cancel(client: ApiClient, run_id: str) -> Any:
+    """A run's cancel, or an admit entry's release (its wrapper then stops the command)."""
+    if not run_id.startswith(ADMIT_PREFIX):
+        return client.cancel(run_id)
+    admit = client.release_admit(run_id.removeprefix(ADMIT_PREFIX))
+    return RunRef(run_id=run_id, state=RunState.CANCELLED if admit.state is
+                  AdmitState.RELEASED else RunState.QUEUED)
 
 
 def run_resume(args: argparse.Namespace) -> int:

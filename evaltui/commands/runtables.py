@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console, Group
 from rich.text import Text
 
-from evaltui.api.models import QueueEntry, Run
+from evaltui.api.models import Admit, QueueEntry, Run
 from evaltui.report.html import when
 from evaltui.results.fittable import FitColumn, fit_table, one_line
 from evaltui.results.richtables import metrics_table
@@ -24,9 +24,10 @@ def state_text(state: str) -> str:
     return f"[{STATE_STYLE.get(state, 'white')}]{state}[/]"
 
 
-def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = (), *,
-               width: int = 80) -> Group:
-    """Runs (and the admit entries waiting for admission, first) as a table ``width`` wide."""
+def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = (),
+               holding: Sequence[Admit] = (), *, width: int = 80) -> Group:
+    """Runs (and the admit entries waiting for admission, then those admitted and running
+    their command, first) as a table ``width`` wide."""
     # A node column only when a run was placed on a Ray node (--ray): one machine's
     # listing stays as it was.
     nodes = [run.node for run in runs]
@@ -50,6 +51,11 @@ def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = (), *,
     for entry in admits:  # `evaltui run PROFILE CMD`: the profile, and the command it runs
         rows.append([entry.run_id, state_cell(RunState.QUEUED.value), *node_cell,
                      entry.label or "?", entry.command or "", "-", "-", entry.waiting_reason])
+    for held in holding:
+        where = f"GPU{held.gpu}" if held.gpu is not None else "host"
+        mib = f", {held.reserved_mb} MiB" if held.reserved_mb else ""
+        rows.append([f"admit:{held.admit_id}", state_cell(RunState.RUNNING.value), *node_cell,
+                     held.label, held.command, "-", "-", f"holds {where}{mib}"])
     for run, node, held in zip(runs, nodes, gpus, strict=True):
         summary, spec = run.summary, run.spec
         graph = (summary and summary.graph_name) or (spec and spec.graph_name) or "?"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.export.snapshot import RunSnapshot
+from evaltui.nodesets.serverrecord import read_latency
 from evaltui.report.grouptable import groups_section
 from evaltui.report.html import (
     definition_list,
@@ -48,7 +49,17 @@ def header_items(snap: RunSnapshot) -> list[tuple[str, Any]]:
         ("finished", when(s.get("finished_at"))), ("took", duration(s.get("elapsed_sec"))),
         ("episodes", f"{finished} of {total}" if isinstance(total, int) else str(finished)),
         ("by status", ", ".join(f"{k} {v}" for k, v in counts.items()) or None),
+        ("policy server", _server_latency(snap.run_dir)),
     ]
+
+
+def _server_latency(run_dir: Path) -> str | None:
+    """A policy served elsewhere (evaltui.nodesets): its per-step round trip."""
+    latency = read_latency(run_dir)
+    if latency is None:
+        return None
+    return (f"p50 {latency['p50_ms']:g} ms, p99 {latency['p99_ms']:g} ms over "
+            f"{latency['steps']} requests")
 
 
 def metrics_table(snap: RunSnapshot) -> str:

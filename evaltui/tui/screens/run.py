@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -23,6 +23,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
+from evaltui.nodesets.serverrecord import DIR as SERVER_DIR
+from evaltui.nodesets.serverrecord import read_latency
 from evaltui.rundir import episode_dir
 from evaltui.runview.runmodel import RunModel
 from evaltui.runview.running_mean import RunningMeans
@@ -71,6 +73,7 @@ class RunScreen(Screen[None]):
                  episodes_total: int | None = None) -> None:
         super().__init__()
         self.run_dir = Path(run_dir)
+        self._latency_read: tuple[Any, dict[str, Any] | None] = (None, None)
         # A queued run has no summary.json yet; the queue knows its total from the spec.
         self.episodes_total = episodes_total
         self.standalone = standalone
@@ -176,7 +179,20 @@ class RunScreen(Screen[None]):
         summary = self._summary
         if self.episodes_total and not (summary or {}).get("episodes_total"):
             summary = {**(summary or {}), "episodes_total": self.episodes_total}
-        self.query_one(RunProgress).progress = Progress.of(summary, counts, running, now)
+        self.query_one(RunProgress).progress = Progress.of(summary, counts, running, now,
+                                                           self._server_latency())
+
+    def _server_latency(self) -> dict[str, Any] | None:
+        """p50/p99 of a remote policy's round trips, read again only when its files
+        change (each worker rewrites its own at every episode's start)."""
+        files = sorted((self.run_dir / SERVER_DIR).glob("latency-*.json"))
+        try:
+            key = tuple((f.name, f.stat().st_mtime_ns) for f in files)
+        except OSError:  # a worker replaced its file meanwhile: next time
+            return self._latency_read[1]
+        if key != self._latency_read[0]:
+            self._latency_read = (key, read_latency(self.run_dir) if files else None)
+        return self._latency_read[1]
 
     def _show_header(self) -> None:
         app = self.app

@@ -37,6 +37,9 @@ class Progress:
     """The run's writes wait (or waited) for room on a full disk (summary ``disk_wait``)."""
     replica_note: str | None = None
     """``degraded: replica GPU1 lost`` (summary ``replicas``)."""
+    server_note: str | None = None
+    """``policy server p50 3.1 ms p99 9.8 ms``: a policy asked over the network
+    (evaltui.nodesets; the run dir's ``policy_server/``)."""
 
     @property
     def finished(self) -> int:
@@ -58,8 +61,9 @@ class Progress:
 
     @classmethod
     def of(cls, summary: Mapping[str, Any] | None, counts: Counter[str], running: bool,
-           now: datetime) -> Progress:
-        """Live counts plus the summary's total and clock (``now`` for a running run)."""
+           now: datetime, server: Mapping[str, Any] | None = None) -> Progress:
+        """Live counts plus the summary's total and clock (``now`` for a running run);
+        ``server``: the round trips of a remote policy (``serverrecord.read_latency``)."""
         summary = summary or {}
         total = summary.get("episodes_total")
         elapsed = summary.get("elapsed_sec")
@@ -68,7 +72,9 @@ class Progress:
         return cls(total=total if isinstance(total, int) else sum(counts.values()),
                    counts=counts, elapsed_sec=elapsed if isinstance(elapsed, int | float)
                    else None, running=running, disk_note=disk_note(summary.get("disk_wait")),
-                   replica_note=replica_note(summary.get("replicas")))
+                   replica_note=replica_note(summary.get("replicas")),
+                   server_note=f"policy server p50 {server['p50_ms']:g} ms p99 "
+                   f"{server['p99_ms']:g} ms" if server else None)
 
 
 def replica_note(replicas: object) -> str | None:
@@ -193,5 +199,8 @@ class RunProgress(Widget):
             pace.no_wrap, pace.overflow = True, "ellipsis"
         if p.replica_note:  # the same line again: the run goes on with fewer replicas
             pace.append(f"  {p.replica_note}", style=theme_style(app, "warning"))
+            pace.no_wrap, pace.overflow = True, "ellipsis"
+        if p.server_note:
+            pace.append(f"  {p.server_note}", style=theme_style(app, "foreground-muted"))
             pace.no_wrap, pace.overflow = True, "ellipsis"
         return pace
