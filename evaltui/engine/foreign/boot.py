@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import site
 import struct
+import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +68,26 @@ def _module_list() -> list[list[Any]]:
     return out
 
 
+def user_path() -> list[str]:
+    """This process's ``sys.path`` minus Python's own and installed packages' dirs: where
+    the user's modules are (the spec's workspace, PYTHONPATH). The other interpreter
+    appends them to its own path, so its own packages (numpy 1.x) still win."""
+    installed = {os.path.realpath(p) for p in (
+        *sysconfig.get_paths().values(), *site.getsitepackages(), site.getusersitepackages(),
+        sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    out = []
+    for entry in sys.path:
+        real = os.path.realpath(entry or os.getcwd())
+        if os.path.isdir(real) and not any(real == p or real.startswith(p + os.sep)
+                                           for p in installed) and real not in out:
+            out.append(real)
+    return out
+
+
 def boot_message(mode: str, impl: str, *, params: dict[str, Any] | None = None,
                  episodes: list[Any] | None = None) -> bytes:
     """The framed boot message for ``mode`` ``describe`` or ``host``."""
     body = json.dumps({"mode": mode, "impl": impl, "params": params or {},
-                       "episodes": episodes, "parent": os.getpid(),
+                       "episodes": episodes, "parent": os.getpid(), "path": user_path(),
                        "modules": _module_list()}).encode()
     return struct.pack("!Q", len(body)) + body

@@ -120,6 +120,7 @@ def _serve(nodeset, fd_in, fd_out):
 def main(fd_in, fd_out, boot):
     """The host's life: import, then describe or build and serve; the exit status."""
     _arm_pdeathsig(boot.get("parent"))
+    sys.path.extend(p for p in boot.get("path", ()) if p not in sys.path)
     try:
         cls = import_impl(boot["impl"])
     except ImplError as exc:

@@ -82,7 +82,7 @@ def _encode_numpy(value, buffers):
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject:
             raise TypeError("cannot send an object array across the environment boundary")
-        buffers.append(np.ascontiguousarray(value).data.cast("B"))
+        buffers.append(memoryview(np.ascontiguousarray(value).reshape(-1).view(np.uint8)))
         return {"~a": [value.dtype.str, list(value.shape), len(buffers) - 1]}
     if isinstance(value, np.generic):
         arr = np.asarray(value)

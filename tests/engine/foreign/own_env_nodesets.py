@@ -7,6 +7,7 @@ imported by the env host inside that environment, where evaltui is not installed
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import numpy as np
@@ -20,11 +21,18 @@ class NumpyCartPole(EnvNodeSet):
 
     ``numpy_major`` (when set) is checked at construction: the environment it runs in."""
 
-    def __init__(self, max_steps: int = 40, numpy_major: int = 0, frame_every: int = 0
-                 ) -> None:
+    def __init__(self, max_steps: int = 40, numpy_major: int = 0, frame_every: int = 0,
+                 require_env: str = "", die_once_in: str = "") -> None:
         seen = int(np.__version__.split(".")[0])
         if numpy_major and seen != numpy_major:
             raise RuntimeError("expected numpy {}.x, got {}".format(numpy_major, np.__version__))
+        if require_env and require_env not in os.environ:
+            raise RuntimeError("{} is not set: not started by its launcher".format(require_env))
+        self.die_once_in = die_once_in
+        self.seed = -1
+        if die_once_in:
+            with open(os.path.join(die_once_in, "host.{}".format(os.getpid())), "w"):
+                pass  # the test watches these PIDs
         self.env = CartPoleEnv()
         self.max_steps = max_steps
         self.frame_every = frame_every
@@ -39,17 +47,29 @@ class NumpyCartPole(EnvNodeSet):
 
     def set_episode(self, episode):
         obs, _ = self.env.reset(seed=int(episode["seed"]))
+        self.seed = int(episode["seed"])
         self.steps = 0
         self.positions = [(float(obs[0]),)]
         return {"obs": self._obs(obs)}
 
     @node(inputs=("action",), outputs=("obs", "done", "reward"))
     def step(self, action):
+        self._maybe_die()
         obs, reward, terminated, truncated, _ = self.env.step(int(action))
         self.steps += 1
         self.positions.append((float(obs[0]),))
         done = bool(terminated or truncated or self.steps >= self.max_steps)
         return {"obs": self._obs(obs), "done": done, "reward": np.float32(reward)}
+
+    def _maybe_die(self):
+        """SIGKILL this host mid-episode, once, in the episode of seed 1."""
+        if not self.die_once_in or self.seed != 1 or self.steps != 5:
+            return
+        marker = os.path.join(self.die_once_in, "killed")
+        if not os.path.exists(marker):
+            with open(marker, "w") as fh:
+                fh.write(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def trajectory(self):
         return Trajectory(positions=list(self.positions), success=self.steps >= self.max_steps,
