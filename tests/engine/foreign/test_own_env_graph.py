@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import cartpole_graph, evaltui_eval, rows, run_dir_of
+from ownenv_helpers import cartpole_graph, evaltui_eval, rows, run_dir_of
 
 from evaltui.engine.graph.definition import GraphDefinition, GraphError
 
