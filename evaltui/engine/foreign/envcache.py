@@ -176,9 +176,14 @@ def _run_logged(argv: list[str], log: Any) -> int:
 
 
 def _last_error(log_path: Path) -> str:
-    """The build log's most telling line: its last ``error``/``ERROR`` line, else its last."""
+    """The build log's most telling line: its last ``error``/``ERROR`` line with the
+    ``cause:`` lines uv puts under it, else its last line."""
     lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines()
              if ln.strip() and not ln.startswith("$ ")]
-    errors = [ln for ln in lines if re.match(r"^(error|ERROR|×)\b|^\s*╰─▶", ln)]
-    line = (errors or lines or ["the builder said nothing"])[-1]
-    return line.lstrip("×╰─▶ ").strip()
+    found = [i for i, ln in enumerate(lines) if re.match(r"^(error|ERROR|×)\b", ln)]
+    if not found:
+        return lines[-1] if lines else "the builder said nothing"
+    at = found[-1]
+    causes = [re.sub(r"^(cause:|╰─▶)\s*", "", ln) for ln in lines[at + 1:]
+              if re.match(r"^(cause:|╰─▶)", ln)]
+    return "; ".join([re.sub(r"^(error:|ERROR:|×)\s*", "", lines[at]), *causes])
