@@ -19,7 +19,6 @@ import fcntl
 import hashlib
 import importlib.util
 import json
-import os
 import re
 import shutil
 import subprocess

@@ -108,7 +108,7 @@ def _serve(nodeset, fd_in, fd_out):
             elif kind == "ping":
                 answer = ["ok", None]
             else:
-                raise ValueError("unknown request {!r} {!r}".format(kind, name))
+                raise ValueError(f"unknown request {kind!r} {name!r}")
         except Exception as exc:  # the nodeset's fault is the caller's to report
             answer = _error(exc)
         try:

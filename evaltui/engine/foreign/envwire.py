@@ -72,9 +72,9 @@ def _encode(value, buffers):
     for base in (bool, int, float, str):  # an IntEnum, a str subclass: as its base type
         if isinstance(value, base):
             return base(value)
-    raise TypeError("cannot send a {}.{} across the environment boundary (send numbers, "
-                    "strings, lists, dicts, tuples, bytes or numpy arrays)".format(
-                        kind.__module__, kind.__qualname__))
+    raise TypeError(f"cannot send a {kind.__module__}.{kind.__qualname__} across the "
+                    "environment boundary (send numbers, strings, lists, dicts, tuples, bytes "
+                    "or numpy arrays)")
 
 
 def _encode_numpy(value, buffers):
@@ -90,8 +90,8 @@ def _encode_numpy(value, buffers):
             raise TypeError("cannot send a numpy object across the environment boundary")
         buffers.append(arr.tobytes())
         return {"~s": [arr.dtype.str, len(buffers) - 1]}
-    raise TypeError("cannot send a numpy {} across the environment boundary".format(
-        type(value).__qualname__))
+    raise TypeError(f"cannot send a numpy {type(value).__qualname__} across the environment "
+                    "boundary")
 
 
 def encode(value):
@@ -152,7 +152,7 @@ def _decode_tagged(key, body, slices):
         return Trajectory(positions=[tuple(p) for p in fields["positions"]],
                           success=fields["success"], nav_error=fields["nav_error"],
                           extra=fields["extra"])
-    raise ValueError("unknown tag {!r} on the environment wire".format(key))
+    raise ValueError(f"unknown tag {key!r} on the environment wire")
 
 
 # ---- on a pair of pipes ---------------------------------------------------------------------

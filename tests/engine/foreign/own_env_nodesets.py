@@ -25,13 +25,13 @@ class NumpyCartPole(EnvNodeSet):
                  require_env: str = "", die_once_in: str = "") -> None:
         seen = int(np.__version__.split(".")[0])
         if numpy_major and seen != numpy_major:
-            raise RuntimeError("expected numpy {}.x, got {}".format(numpy_major, np.__version__))
+            raise RuntimeError(f"expected numpy {numpy_major}.x, got {np.__version__}")
         if require_env and require_env not in os.environ:
-            raise RuntimeError("{} is not set: not started by its launcher".format(require_env))
+            raise RuntimeError(f"{require_env} is not set: not started by its launcher")
         self.die_once_in = die_once_in
         self.seed = -1
         if die_once_in:
-            with open(os.path.join(die_once_in, "host.{}".format(os.getpid())), "w"):
+            with open(os.path.join(die_once_in, f"host.{os.getpid()}"), "w"):
                 pass  # the test watches these PIDs
         self.env = CartPoleEnv()
         self.max_steps = max_steps
@@ -95,7 +95,7 @@ class BatchedBalancePolicy(NodeSet):
 
     def __init__(self, numpy_major: int = 0) -> None:
         if numpy_major and int(np.__version__.split(".")[0]) != numpy_major:
-            raise RuntimeError("expected numpy {}.x, got {}".format(numpy_major, np.__version__))
+            raise RuntimeError(f"expected numpy {numpy_major}.x, got {np.__version__}")
         self.calls = 0
 
     @node(inputs=("obs",), outputs=("action",), batched=True, batch_dim="obs")

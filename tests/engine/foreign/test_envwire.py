@@ -48,7 +48,8 @@ def test_containers_frames_and_trajectories_come_back_as_they_left() -> None:
     value = {"tuple": (1, (2.5, "x")), "keys": {1: "one", (2, 3): [None, b"\x00\xff"]},
              "~tilde": 1, "frame": Frame(pixels), "empty": np.zeros((0, 3))}
     out = roundtrip(value)
-    assert out["tuple"] == (1, (2.5, "x")) and out["keys"] == {1: "one", (2, 3): [None, b"\x00\xff"]}
+    assert out["tuple"] == (1, (2.5, "x"))
+    assert out["keys"] == {1: "one", (2, 3): [None, b"\x00\xff"]}
     assert out["~tilde"] == 1 and isinstance(out["frame"], Frame)
     assert np.array_equal(out["frame"].pixels, pixels) and out["empty"].shape == (0, 3)
     traj = Trajectory(positions=[(0.0, 1.5), (2.0, 3.0)], success=True, nav_error=0.25,
