@@ -35,7 +35,8 @@ from evaltui.settings import settings
 BUILDER_VERSION = 1
 """Part of every key: a change to how environments are built makes new ones."""
 MARKER = ".evaltui-built"
-_PEP723 = re.compile(r"^# /// script\s*$(?P<body>(^#(| .*)$\n?)+)^# ///\s*$", re.MULTILINE)
+_PEP723 = re.compile(r"^# /// script$\s(?P<body>(^#(| .*)$\s)+)^# ///$", re.MULTILINE)
+"""PEP 723's own reference expression, for its ``script`` block."""
 
 
 class EnvBuildError(RuntimeError):
