@@ -11,7 +11,8 @@ graph checking needs) or builds the nodeset and serves requests until its stdin 
 (``host`` mode). Requests are ``[kind, name, payload]``: ``call`` (a node op),
 ``method`` (``set_episode``/``begin_episode``/``trajectory``), ``ping``; answers
 ``["ok", value]`` or ``["error", type, one line, traceback]``. Its stdout is the reply pipe
-(the nodeset's own prints go to stderr); it dies with its parent (PR_SET_PDEATHSIG).
+(the nodeset's own prints go to stderr); it dies with its parent (PR_SET_PDEATHSIG) and
+ignores SIGTERM (a cancel signals the run's whole group; the worker ends it).
 """
 
 from __future__ import annotations
@@ -120,6 +121,11 @@ def _serve(nodeset, fd_in, fd_out):
 def main(fd_in, fd_out, boot):
     """The host's life: import, then describe or build and serve; the exit status."""
     _arm_pdeathsig(boot.get("parent"))
+    # A cancel SIGTERMs the run's whole process group, this host included: quitting at once
+    # would end the episode in flight `error`, not `cancelled` at its next step. The host
+    # serves until its stdin closes (the worker is done) or its parent dies (above).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
     sys.path.extend(p for p in boot.get("path", ()) if p not in sys.path)
     try:
         cls = import_impl(boot["impl"])

@@ -22,13 +22,15 @@ class NumpyCartPole(EnvNodeSet):
     ``numpy_major`` (when set) is checked at construction: the environment it runs in."""
 
     def __init__(self, max_steps: int = 40, numpy_major: int = 0, frame_every: int = 0,
-                 require_env: str = "", die_once_in: str = "") -> None:
+                 require_env: str = "", die_once_in: str = "", step_sleep_ms: float = 0.0
+                 ) -> None:
         seen = int(np.__version__.split(".")[0])
         if numpy_major and seen != numpy_major:
             raise RuntimeError(f"expected numpy {numpy_major}.x, got {np.__version__}")
         if require_env and require_env not in os.environ:
             raise RuntimeError(f"{require_env} is not set: not started by its launcher")
         self.die_once_in = die_once_in
+        self.step_sleep_ms = step_sleep_ms
         self.seed = -1
         if die_once_in:
             with open(os.path.join(die_once_in, f"host.{os.getpid()}"), "w"):
@@ -55,6 +57,8 @@ class NumpyCartPole(EnvNodeSet):
     @node(inputs=("action",), outputs=("obs", "done", "reward"))
     def step(self, action):
         self._maybe_die()
+        if self.step_sleep_ms:
+            time.sleep(self.step_sleep_ms / 1000.0)
         obs, reward, terminated, truncated, _ = self.env.step(int(action))
         self.steps += 1
         self.positions.append((float(obs[0]),))

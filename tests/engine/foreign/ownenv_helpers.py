@@ -89,6 +89,8 @@ def rows(run_dir: Path) -> list[dict[str, Any]]:
     between two equal runs."""
     out = []
     for ep in sorted((run_dir / "episodes").glob("ep*")):
+        if not (ep / "episode.json").exists():
+            continue  # dealt, never run (a cancel)
         row = json.loads((ep / "episode.json").read_text())
         assets = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
                   for p in sorted((ep / "assets").glob("*"))}

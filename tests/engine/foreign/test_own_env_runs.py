@@ -158,3 +158,38 @@ def test_requirements_that_cannot_be_resolved_fail_the_submit_naming_the_build_l
     log = Path(line.rsplit("build log: ", 1)[1].rstrip(")"))
     assert log.is_file() and "evaltui-no-such-package-x" in log.read_text()
     assert not list(env_cache.glob(f"{log.name.split('.')[0]}/{MARKER}"))  # nothing half-built
+
+
+def test_a_cancel_ends_episodes_cancelled_not_error_and_no_env_host_stays(
+        env_cache: Path, tmp_path: Path) -> None:
+    watch = tmp_path / "watch"
+    watch.mkdir()
+    (watch / "killed").write_text("0")  # hosts record their PIDs here, and none kills itself
+    work = tmp_path / "run"
+    graph = cartpole_graph(OWN, numpy_major=1, die_once_in=str(watch), step_sleep_ms=20)
+    argv = eval_argv(work, graph, "--workers", "2", episodes=12)
+    cli = subprocess.Popen(argv, cwd=work, env=eval_env(), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: len(list(watch.glob("host.*"))) >= 2, timeout=120,
+                   what="two env hosts")
+        hosts = [psutil.Process(int(p.name.split(".")[1])) for p in watch.glob("host.*")]
+        run = next(p for p in hosts[0].parents()
+                   if "evaltui.engine.main" in " ".join(p.cmdline()))
+        run_dir = run_dir_of(work)
+        wait_until(lambda: any(p.stat().st_size for p in
+                               (run_dir / "episodes").glob("ep*/log.jsonl")),
+                   what="episodes in flight")
+        os.killpg(os.getpgid(run.pid), signal.SIGTERM)  # the whole group, env hosts too
+        wait_until(lambda: (run_dir / "_DONE").exists(), timeout=60, what="the run to end")
+        wait_until(lambda: not alive(hosts), timeout=20, what="the env hosts to exit")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(cli.pid, signal.SIGKILL)
+        cli.wait(timeout=30)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "cancelled"
+    got = rows(run_dir)
+    statuses = [r["status"] for r in got]  # a pole that fell ended its episode ok before
+    assert "cancelled" in statuses and set(statuses) <= {"ok", "cancelled"}, \
+        [r["error"] for r in got]
