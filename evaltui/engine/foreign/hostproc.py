@@ -13,12 +13,14 @@ from __future__ import annotations
 import select
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from typing import Any
 
 from evaltui.engine.foreign.boot import BOOTSTRAP, boot_message
 from evaltui.engine.foreign.envwire import WireClosed, recv, send
+from evaltui.engine.usererrors import verbose
 
 START_TIMEOUT_SEC = 600.0
 """How long a host may take to import its module and build its nodeset."""
@@ -135,18 +137,25 @@ def describe_class(argv: list[str], impl: str, label: str, *,
     """Ask the other interpreter what ``impl`` is (one short-lived process).
 
     Its stderr goes to a temp file, whose tail the error carries when it fails before
-    answering (an interpreter that cannot run at all).
+    answering (an interpreter that cannot run at all), and which ``--verbose`` prints
+    (the traceback of a module that failed to import over there).
     """
     with tempfile.TemporaryFile() as err:
         host = ForeignHost(argv, impl, label)
         try:
             info = host.start("describe", episodes=episodes, stderr=err)
         except ForeignHostError as exc:
-            err.seek(0)
-            tail = [ln for ln in err.read().decode(errors="replace").splitlines() if ln.strip()]
+            tail = [ln for ln in _text(err).splitlines() if ln.strip()]
             raise ForeignHostError(f"{exc}: {tail[-1].strip()}" if tail else str(exc)) \
                 from None
         finally:
             host.stop(grace_sec=10.0)
+            if verbose():
+                sys.stderr.write(_text(err))
     return info
+
+
+def _text(file: Any) -> str:
+    file.seek(0)
+    return file.read().decode(errors="replace")
 

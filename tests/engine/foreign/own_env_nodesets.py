@@ -42,7 +42,7 @@ class NumpyCartPole(EnvNodeSet):
         self.positions = []
 
     def _obs(self, obs):
-        out = {"state": obs, "pid": os.getpid(), "numpy": np.__version__}
+        out = {"state": obs}
         if self.frame_every and self.steps % self.frame_every == 0:
             out["frame"] = Frame(np.full((8, 8, 3), self.steps % 256, dtype=np.uint8))
         return out

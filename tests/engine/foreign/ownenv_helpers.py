@@ -85,8 +85,8 @@ _VOLATILE = {"elapsed_sec", "finished_at", "run_id", "worker_id", "dataset", "wo
 
 
 def rows(run_dir: Path) -> list[dict[str, Any]]:
-    """Each episode's row, trajectory and frames (PNG digests), without what differs
-    between two equal runs."""
+    """Each episode's row, trajectory, frames (PNG digests) and log, without what differs
+    between two equal runs (times, worker ids)."""
     out = []
     for ep in sorted((run_dir / "episodes").glob("ep*")):
         if not (ep / "episode.json").exists():
@@ -96,8 +96,14 @@ def rows(run_dir: Path) -> list[dict[str, Any]]:
                   for p in sorted((ep / "assets").glob("*"))}
         out.append({**{k: v for k, v in row.items() if k not in _VOLATILE},
                     "trajectory": json.loads((ep / "trajectory.json").read_text()),
-                    "assets": assets})
+                    "assets": assets, "log": _log(ep / "log.jsonl")})
     return out
+
+
+def _log(path: Path) -> list[dict[str, Any]]:
+    """An episode's log records without their times (everything a node saw and said)."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [{k: v for k, v in r.items() if k not in ("t", "dur_ms")} for r in records]
 
 
 def alive(procs: list[psutil.Process]) -> list[psutil.Process]:

@@ -80,3 +80,34 @@ def test_a_command_prefix_wraps_the_interpreter(tmp_path: Path) -> None:
     got = rows(run_dir_of(tmp_path / "prefixed"))
     assert got == rows(run_dir_of(tmp_path / "plain"))
     assert [r["status"] for r in got] == ["ok"] * 3
+
+
+def test_verbose_prints_the_traceback_from_the_other_environment(tmp_path: Path) -> None:
+    (tmp_path / "broken_sim.py").write_text(
+        "import os\n\ndef load():\n    raise ImportError('no mujoco_py')\n\nload()\n")
+    graph = cartpole_graph({"python": sys.executable})
+    graph["nodesets"]["env"]["impl"] = "broken_sim:SimEnv"
+    out = evaltui_eval(tmp_path, graph, "--verbose")
+    assert out.returncode == 2, out.stderr
+    assert "Traceback (most recent call last)" in out.stderr
+    assert f'File "{tmp_path / "broken_sim.py"}", line 4, in load' in out.stderr
+    assert f"{tmp_path / 'broken_sim.py'}:4: ImportError: no mujoco_py" in out.stderr
+
+
+def test_a_launcher_not_on_path_is_one_line_naming_it() -> None:
+    graph = GraphDefinition.from_dict(cartpole_graph({"command": ["no-such-launcher-x", "run"]}))
+    with pytest.raises(GraphError, match="the launcher 'no-such-launcher-x' of nodeset 'env' "
+                                         "is not on PATH") as info:
+        graph.check()
+    assert info.value.path == "nodesets.env.environment"
+
+
+def test_an_interpreter_named_on_path_is_found_and_describes_the_class() -> None:
+    name = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    graph = GraphDefinition.from_dict(cartpole_graph({"python": name}, numpy_major=2))
+    classes = graph.check()
+    env = classes["env"]
+    assert env.__name__ == "NumpyCartPole" and env.__module__ == "own_env_nodesets"
+    assert set(env.node_specs()) == {"step"} and env.node_specs()["step"].outputs == (
+        "obs", "done", "reward")
+    assert graph.resolved_params(classes)["env"]["max_steps"] == 30  # its defaults, from there
