@@ -106,3 +106,35 @@ def _stdlib() -> frozenset[str]:
     import sys
 
     return frozenset(sys.stdlib_module_names) | {"__future__", "numpy"}  # numpy: lazily
+
+
+def test_the_shipped_modules_use_no_3_9_plus_runtime_forms() -> None:
+    """3.8 *syntax* is not enough: ``isinstance(x, A | B)`` and ``list[int]`` outside an
+    annotation parse on 3.8 but fail when run there."""
+    generics = {"list", "dict", "tuple", "set", "frozenset", "type"}
+    for module in boot.SHIPPED:
+        tree = ast.parse(Path(str(module.__file__)).read_text())
+        in_annotations = set()
+        for node in ast.walk(tree):
+            for ann in _annotations(node):
+                in_annotations.update(id(n) for n in ast.walk(ann))
+        for node in ast.walk(tree):
+            if id(node) in in_annotations:
+                continue
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in (
+                    "isinstance", "issubclass") and len(node.args) == 2:
+                assert not isinstance(node.args[1], ast.BinOp), \
+                    f"{module.__name__}:{node.lineno}: isinstance with X | Y"
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+                assert node.value.id not in generics, \
+                    f"{module.__name__}:{node.lineno}: {node.value.id}[...] at runtime"
+
+
+def _annotations(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.AnnAssign):
+        return [node.annotation]
+    if isinstance(node, ast.arg) and node.annotation is not None:
+        return [node.annotation]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
+        return [node.returns]
+    return []
