@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     """``EVALTUI_STATE_DIR``: per-user state (ledger, token, calibration, fake-GPU charges)."""
     config_dir: str | None = None
     """``EVALTUI_CONFIG_DIR``: per-user configuration (user themes in its ``themes/``)."""
+    env_cache: str | None = None
+    """``EVALTUI_ENV_CACHE``: where nodesets' own environments are built and kept (shared by
+    every run, and by users who can write there); default ``~/.cache/evaltui/envs``."""
     fake_gpus: str | None = None
     """``EVALTUI_FAKE_GPUS``: simulated devices, ``NxMiB`` terms (``2x24576``), instead of NVML."""
     fake_gpu_index: str | None = None

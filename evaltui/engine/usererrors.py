@@ -53,7 +53,9 @@ def one_line(exc: BaseException) -> str:
 def report_traceback(exc: BaseException) -> None:
     """Print ``exc``'s traceback on stderr when asked for (``--verbose``)."""
     if verbose():
-        traceback.print_exception(exc, file=sys.stderr)
+        # the three-argument form: this module also runs in a nodeset's own environment,
+        # on Python 3.8 (evaltui.engine.foreign.boot)
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
 
 
 class NodesetConstructorError(RuntimeError):
@@ -73,6 +75,8 @@ def build_nodeset(name: str, cls: type, params: Mapping[str, Any]) -> Any:
     naming the nodeset, where it raised and why."""
     try:
         return cls(**params)
+    except NodesetConstructorError:
+        raise  # said already (a nodeset in its own environment: where it raised there)
     except Exception as exc:
         raise NodesetConstructorError(
             f"nodeset {name!r} ({cls.__name__}) failed to build: {one_line(exc)}",

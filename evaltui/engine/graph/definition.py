@@ -23,6 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from evaltui.engine.foreign.envspec import (
+    EnvironmentSpecError,
+    NodesetEnvironment,
+    parse_environment,
+)
+from evaltui.engine.foreign.hostproc import ForeignRemoteError
+from evaltui.engine.foreign.standin import ENVIRONMENT_ERRORS, foreign_class
 from evaltui.engine.nodes import EnvNodeSet, ImplError, NodeSet, NodeSpec, Parallelism, import_impl
 from evaltui.spec import PER_GPU
 
@@ -48,6 +55,8 @@ class NodesetDef:
     gets); None = one host (DESIGN §12 "Replicas")."""
     min_replicas: int = 1
     """The fewest GPUs the run starts on (admission waits for that many)."""
+    environment: NodesetEnvironment | None = None
+    """Its own Python environment (DESIGN §13); None = evaltui's own interpreter."""
 
 
 @dataclass
@@ -106,7 +115,8 @@ class GraphDefinition:
         for ns_name, ns in _require(data["nodesets"], dict, "nodesets").items():
             path = f"nodesets.{ns_name}"
             _require(ns, dict, path)
-            extra = set(ns) - {"impl", "parallelism", "params", "replicas", "min_replicas"}
+            extra = set(ns) - {"impl", "parallelism", "params", "replicas", "min_replicas",
+                               "environment"}
             if extra:
                 raise GraphError(f"{path}.{sorted(extra)[0]}", "unknown field")
             if "impl" not in ns:
@@ -121,6 +131,7 @@ class GraphDefinition:
                 params=dict(_require(ns.get("params", {}), dict, f"{path}.params")),
                 replicas=replicas,
                 min_replicas=least,
+                environment=check_environment(ns, par, path),
             )
         nodes: dict[str, NodeDef] = {}
         for node_name, nd in _require(data["nodes"], dict, "nodes").items():
@@ -184,9 +195,15 @@ class GraphDefinition:
         classes: dict[str, type[NodeSet]] = {}
         for ns_name, ns in self.nodesets.items():
             try:
-                classes[ns_name] = import_impl(ns.impl)
+                classes[ns_name] = import_impl(ns.impl) if ns.environment is None else \
+                    foreign_class(ns_name, ns.impl, ns.environment,
+                                  shared=ns.parallelism == "shared")
             except ImplError as exc:
                 raise GraphError(f"nodesets.{ns_name}.impl", str(exc)) from None
+            except ForeignRemoteError as exc:  # its module, in its environment
+                raise GraphError(f"nodesets.{ns_name}.impl", exc.line) from None
+            except ENVIRONMENT_ERRORS as exc:
+                raise GraphError(f"nodesets.{ns_name}.environment", str(exc)) from None
             _check_params(classes[ns_name], ns.params, f"nodesets.{ns_name}.params")
             batching = classes[ns_name].batching_error()
             if batching is not None:
@@ -302,7 +319,26 @@ def _nodeset_dict(ns: NodesetDef) -> dict[str, Any]:
     if ns.replicas is not None:  # absent otherwise: graphs without replicas are unchanged
         out["replicas"] = ns.replicas
         out["min_replicas"] = ns.min_replicas
+    if ns.environment is not None:
+        out["environment"] = ns.environment.to_dict()
     return out
+
+
+def check_environment(ns: Mapping[str, Any], parallelism: str, path: str
+                      ) -> NodesetEnvironment | None:
+    """A nodeset's ``environment`` (JSON form), checked: GraphError naming the key."""
+    if "environment" not in ns:
+        return None
+    try:
+        env = parse_environment(ns["environment"])
+    except EnvironmentSpecError as exc:
+        where = f".{exc.field}" if exc.field else ""
+        raise GraphError(f"{path}.environment{where}", str(exc)) from None
+    if parallelism == "inline":
+        raise GraphError(f"{path}.environment", "an 'inline' nodeset runs inside each "
+                         "worker's own process, so it cannot have its own environment: make "
+                         "it 'replicated' (a host per worker) or 'shared' (one host)")
+    return env
 
 
 def check_replicas(ns: Mapping[str, Any], parallelism: str, path: str

@@ -119,8 +119,9 @@ def resolve_step_budget(asked: int | None, env_cls: type[NodeSet],
                         episodes: list[dict[str, Any]]) -> tuple[int, list[str]]:
     """The step budget to run with, and a warning when it cuts the env's own limit."""
     step_limit = getattr(env_cls, "step_limit", None)
-    limits = [lim for ep in episodes
-              if step_limit is not None and (lim := step_limit(ep)) is not None]
+    in_own_env = getattr(env_cls, "step_limits", None)  # one call into its environment
+    limits = [lim for lim in in_own_env(episodes) if lim is not None] if in_own_env else \
+        [lim for ep in episodes if step_limit is not None and (lim := step_limit(ep)) is not None]
     if asked is None:
         return (max(limits) if limits else DEFAULT_STEP_BUDGET), []
     cut = [lim for lim in limits if lim > asked]

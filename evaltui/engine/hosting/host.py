@@ -28,6 +28,8 @@ from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection
 from typing import Any
 
+from evaltui.engine.foreign.envspec import NodesetEnvironment
+from evaltui.engine.foreign.standin import foreign_class
 from evaltui.engine.hosting.batching import BatchedInferenceServer
 from evaltui.engine.hosting.channel import listen, parse_url, server_handshake
 from evaltui.engine.hosting.packing import Packed
@@ -273,12 +275,18 @@ def _error_message(exc: BaseException) -> tuple[str, str, str, str]:
 
 def serve_nodeset(impl: str, params: Mapping[str, Any], url: str, secret: bytes, *,
                   stop: threading.Event, max_batch_size: int = 32, max_wait_ms: float = 2.0,
-                  batching: bool = True, on_ready: Callable[[str], None] | None = None) -> None:
+                  batching: bool = True, on_ready: Callable[[str], None] | None = None,
+                  environment: NodesetEnvironment | None = None, name: str | None = None
+                  ) -> None:
     """Build ``impl(**params)``, host it at ``url`` until ``stop`` is set, then close it.
 
     ``on_ready`` gets the actual URL once clients can connect (a tcp port 0 resolved).
+    With an ``environment`` the nodeset is a stand-in for one hosted in that environment
+    (:mod:`evaltui.engine.foreign.standin`); batching happens here as for any nodeset.
     """
-    nodeset = build_nodeset(impl, import_impl(impl), params)
+    cls = import_impl(impl) if environment is None else \
+        foreign_class(name or impl, impl, environment, shared=True)
+    nodeset = build_nodeset(impl, cls, params)
     try:
         with NodesetServer(nodeset, url, secret, max_batch_size=max_batch_size,
                          max_wait_ms=max_wait_ms, batching=batching) as host:

@@ -24,6 +24,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from evaltui.engine.foreign.envspec import NodesetEnvironment
 from evaltui.engine.processes.child import Child, child_bootstrap, spawn_child
 from evaltui.engine.usererrors import NodesetConstructorError, one_line
 
@@ -50,6 +51,8 @@ class HostConfig:
     """OpenBLAS threads in the host (None: OpenBLAS's default); the environment wins."""
     env: dict[str, str] = field(default_factory=dict)
     """Set in the host's environment (a replica's ``CUDA_VISIBLE_DEVICES``)."""
+    environment: NodesetEnvironment | None = None
+    """The nodeset's own Python environment (DESIGN §13): the host fronts one there."""
 
 
 class HostProcess:
@@ -151,8 +154,8 @@ def main() -> int:
     try:
         serve_nodeset(config.impl, config.params, config.url, config.secret, stop=stop,
                       max_batch_size=config.max_batch_size, max_wait_ms=config.max_wait_ms,
-                      batching=config.batching,
-                      on_ready=lambda url: conn.send(("ready", url, os.getpid())))
+                      batching=config.batching, environment=config.environment,
+                      name=config.name, on_ready=lambda url: conn.send(("ready", url, os.getpid())))
     except Exception as exc:
         # One line for the run's error; the traceback to stderr (the run's run.log).
         build = isinstance(exc, NodesetConstructorError)

@@ -88,7 +88,7 @@ class RunReplicas:
             host = HostProcess(HostConfig(
                 name=name, impl=ns.impl, params=dict(ns.params), secret=secret, url=url,
                 max_batch_size=HOST_MAX_BATCH_SIZE, max_wait_ms=HOST_MAX_WAIT_MS,
-                env=gpu.env() if gpu else {}))
+                env=gpu.env() if gpu else {}, environment=ns.environment))
             hosts.append(host)
             replicas.append(Replica(gpu, host))
             host.spawn()  # side by side: N model loads overlap

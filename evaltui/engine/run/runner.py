@@ -310,7 +310,8 @@ class BatchEvalRunner:
                 url=f"evaltui+tcp://{tcp_host}:0" if tcp_host else
                 f"evaltui+unix://{sockets.path()}/{i}-{name[:32]}.sock",
                 max_batch_size=HOST_MAX_BATCH_SIZE, max_wait_ms=HOST_MAX_WAIT_MS,
-                env=allocation_host_env(checked.spec)))  # a Slurm job's GPUs: the freest
+                env=allocation_host_env(checked.spec),  # a Slurm job's GPUs: the freest
+                environment=ns.environment))
             hosts.append(host)
             urls[name] = host.start()
             endpoints[name] = SharedEndpoint(host.url, secret)

@@ -259,9 +259,13 @@ class Starter:
             return []
         # A nodeset with replicas is hosted by the run itself, one host per GPU.
         replicated = replicated_nodesets(job.spec.graph)
+        # So is one in its own Python environment (its host starts one over there).
+        nodesets = job.spec.graph.get("nodesets")
+        own_env = {n for n, ns in nodesets.items() if isinstance(ns, dict)
+                   and "environment" in ns} if isinstance(nodesets, dict) else set()
         return [p for p in job.parts
                 if p.parallelism == "shared" and p.name not in job.spec.shared_urls
-                and p.name not in replicated]
+                and p.name not in replicated | own_env]
 
     def _fail_unstarted(self, job: Job, error: str) -> None:
         c = self.core

@@ -52,7 +52,8 @@ def preload_modules(spec: Any) -> list[str]:
     try:
         nodesets = spec["graph"]["nodesets"].values()
         return sorted({ns["impl"].split(":", 1)[0] for ns in nodesets
-                       if isinstance(ns.get("impl"), str)})
+                       if isinstance(ns.get("impl"), str)
+                       and "environment" not in ns})  # those import in their own
     except (KeyError, TypeError, AttributeError):
         return []  # a malformed spec: the runner reports it; the first fork imports
 
