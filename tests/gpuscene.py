@@ -17,11 +17,13 @@ from pathlib import Path
 import psutil
 from proctools import end_session
 
-from evaltui.rundir import PidRef, runs_root, write_json_atomic
+from evaltui.contract.pidref import PidRef
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import runs_root
 
 WORKER = textwrap.dedent("""
     import sys, time
-    from evaltui import fakegpu
+    from evaltui.gpu import fakegpu
     fakegpu.charge(int(sys.argv[1]), gpu=int(sys.argv[2]))
     print("charged", flush=True)
     time.sleep(600)

@@ -14,10 +14,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.views import LedgerEntry
 from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.admission.ledgerfiles import VERSION, entry_filename
-from evaltui.views import LedgerEntry
 
 
 def held_entry(run_id: str, *, holder: PidRef | None = None, vram_mb: int = 1000,

@@ -10,8 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from evaltui.process import signal_group
-from evaltui.rundir import PidRef, read_json, runs_root
+from evaltui.contract.pidref import PidRef
+from evaltui.procs.groups import signal_group
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.scheduler import JobScheduler
 
 

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.states import RunState
 from evaltui.engine.graph.specchecks import CheckedSpec, validate_spec
-from evaltui.launch import write_run
-from evaltui.states import RunState
+from evaltui.rundir.store import write_run
 
 
 def prepare_run(spec_data: Any, outputs: Path, *, state: RunState = RunState.QUEUED,

@@ -12,7 +12,7 @@ import pytest
 from evaltui.cli import COMMAND_MODULES, MODULE_OF, build_parser, invoked_command, main
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("numpy", "pydantic", "textual", "httpx", "rich", "fastapi", "evaltui.views",
+HEAVY = ("numpy", "pydantic", "textual", "httpx", "rich", "fastapi", "evaltui.contract.views",
          "evaltui.results", "evaltui.api")
 
 
@@ -47,7 +47,7 @@ def test_parsing_eval_imports_its_module_alone() -> None:
 
 def test_eval_help_still_names_the_spec_s_default_step_budget(
         capsys: pytest.CaptureFixture[str]) -> None:
-    from evaltui.spec import DEFAULT_STEP_BUDGET
+    from evaltui.contract.spec import DEFAULT_STEP_BUDGET
 
     with pytest.raises(SystemExit):
         main(["eval", "--help"])

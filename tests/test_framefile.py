@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evaltui.engine.episode.tiles import TileAtlas, TiledFrame
-from evaltui.framefile import FRAMES_FILENAME, FrameFileError, FrameFileWriter, read_frame
+from evaltui.rundir.framefile import FRAMES_FILENAME, FrameFileError, FrameFileWriter, read_frame
 
 TILES_HEAD = struct.calcsize("<cIIHHQ")
 FRAME_HEAD = struct.calcsize("<cIHHQ")

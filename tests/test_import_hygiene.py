@@ -19,7 +19,7 @@ UI = ("textual", "fastapi")
 
 # package or module -> what importing it (or any module in it) must not load
 RULES: dict[str, tuple[str, ...]] = {
-    "evaltui.spec": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
+    "evaltui.contract.spec": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
     "evaltui.engine": ("evaltui.scheduler", "evaltui.tui", "evaltui.api", *UI),
     "evaltui.scheduler": ("evaltui.tui", *UI),
     "evaltui.api.client": ("evaltui.scheduler", "evaltui.tui", *UI),
@@ -28,10 +28,10 @@ RULES: dict[str, tuple[str, ...]] = {
     # Slurm's client commands only: the contract may carry its options model
     "evaltui.slurm": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
     "evaltui.gpu": ("evaltui.scheduler", "evaltui.tui", "evaltui.api", *UI),
-    "evaltui.setspec": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
+    "evaltui.contract.setspec": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
                         *UI),
     "evaltui.sets": ("evaltui.tui", *UI),
-    "evaltui.settings": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
+    "evaltui.contract.settings": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
                          *UI),
     # The pure admission decision is read (and tested) without the scheduler around it.
     "evaltui.scheduler.admission.decision": (
@@ -40,7 +40,7 @@ RULES: dict[str, tuple[str, ...]] = {
         *UI),
     # The report and what every export reads (the trackers' modules need their extras).
     "evaltui.report": ("evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
-    "evaltui.export.snapshot": ("evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
+    "evaltui.runview.snapshot": ("evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
     "evaltui.export.payload": ("evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
 }
 

@@ -1,4 +1,4 @@
-"""evaltui.records: what the engine writes fits its models exactly; older and newer files
+"""evaltui.contract.records: what the engine writes fits its models exactly; older and newer files
 still load; a file that does not fit is named instead of served half-read."""
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 from evaltui import cli
-from evaltui.graphs import builtin_graph_path
-from evaltui.launch import spawn_run
-from evaltui.recordparse import parse_lenient
-from evaltui.records import (
+from evaltui.contract.recordparse import parse_lenient
+from evaltui.contract.records import (
     EPISODE_FILENAME,
     SCHEDULER_FILENAME,
     SUMMARY_FILENAME,
@@ -26,10 +24,13 @@ from evaltui.records import (
     SummaryHeader,
     TrajectoryRecord,
 )
+from evaltui.contract.states import EpisodeStatus, RunState, SummaryStatus
+from evaltui.contract.views import SpecBrief, run_view
+from evaltui.graphs import builtin_graph_path
+from evaltui.procs.spawn import spawn_run
 from evaltui.results.runrows import load_run
-from evaltui.rundir import episode_dir, read_json
-from evaltui.states import EpisodeStatus, RunState, SummaryStatus
-from evaltui.views import SpecBrief, run_view
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import episode_dir
 from tests.runprep import prepare_run
 
 # The field order of DESIGN §2's row, then what the run adds: readers may rely on it.

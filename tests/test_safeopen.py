@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.safeopen import (
+from evaltui.rundir.safeopen import (
     LeavesRoot,
     NotRegularFile,
     check_inside,

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-import evaltui.settings
-from evaltui.settings import Settings, env_names, settings
+import evaltui.contract.settings
+from evaltui.contract.settings import Settings, env_names, settings
 
 
 def test_every_field_has_a_docstring_naming_its_variable():
-    source = Path(evaltui.settings.__file__).read_text()
+    source = Path(evaltui.contract.settings.__file__).read_text()
     for name in env_names():
         assert f'"""``{name}``' in source, name
     assert len(env_names()) == len(Settings.model_fields)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaltui.stoprule import parse_rule
+from evaltui.contract.stoprule import parse_rule
 
 
 @pytest.mark.parametrize(("rule", "interval", "answer"), [

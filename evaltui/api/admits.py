@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.models import Admit, AdmitBind, AdmitRequest
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
 from evaltui.scheduler.admits.queue import AdmitError, AdmitNotFound, AdmitQueue, HolderNotRunning
 
 router = APIRouter(tags=["admits"])

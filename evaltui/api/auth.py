@@ -15,8 +15,8 @@ import secrets
 import stat
 from pathlib import Path
 
-from evaltui.rundir import state_dir
-from evaltui.settings import settings
+from evaltui.contract.settings import settings
+from evaltui.rundir.layout import state_dir
 
 TOKEN_FILENAME = "token"
 TOKEN_ENV = "EVALTUI_TOKEN"

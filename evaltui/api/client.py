@@ -36,7 +36,7 @@ from evaltui.api.models import (
     SubmitRef,
 )
 from evaltui.api.sse import ServerEvent, iter_sse
-from evaltui.settings import settings
+from evaltui.contract.settings import settings
 
 URL_ENV = "BACKEND_URL"
 DEFAULT_URL = "http://127.0.0.1:8000"

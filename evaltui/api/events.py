@@ -19,13 +19,13 @@ from typing import Any
 
 import orjson
 
+from evaltui.contract.views import Admit
 from evaltui.scheduler.events import (
     EpisodeFinished,
     NodesetsChanged,
     RunStateChanged,
     SchedulerEvent,
 )
-from evaltui.views import Admit
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Request and response bodies of the HTTP API: the typed contract behind /openapi.json.
 
 The response models of runs, episodes, the queue, resources, nodesets and admits ARE the
-status views (:mod:`evaltui.views`) and run-dir records (:mod:`evaltui.records`) the
+status views (:mod:`evaltui.contract.views`) and run-dir records (:mod:`evaltui.contract.records`) the
 scheduler builds and the engine writes: one schema, re-exported here for the routes and
 :class:`~evaltui.api.client.ApiClient`, so a script, the CLI and the attached TUI all see
 the same fields. This module adds what only the API has: request bodies, errors,
@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaltui.records import EpisodeRow
-from evaltui.states import RunState
-from evaltui.views import (
+from evaltui.contract.records import EpisodeRow
+from evaltui.contract.states import RunState
+from evaltui.contract.views import (
     Admit,
     Gpu,
     GpuProcess,

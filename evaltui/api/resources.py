@@ -19,12 +19,12 @@ from evaltui.api.models import (
     Resources,
     Unlocked,
 )
+from evaltui.contract.settings import settings
 from evaltui.engine.nodes import import_impl
-from evaltui.rundir import state_dir
+from evaltui.rundir.layout import state_dir
 from evaltui.scheduler.lock import LockHeldError
 from evaltui.scheduler.reads import lock_view
 from evaltui.scheduler.shared.nodesets import NodesetError
-from evaltui.settings import settings
 
 router = APIRouter(tags=["machine"])
 Ctx = Annotated[ApiContext, Depends(context)]

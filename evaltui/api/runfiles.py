@@ -2,7 +2,7 @@
 
 Paths are built only from a validated run id (``rundir.is_run_id``: digits and
 underscores) and an integer episode index, and every file is opened through
-:mod:`evaltui.safeopen` under the runs root: a symlink that leads out of it (the run dir
+:mod:`evaltui.rundir.safeopen` under the runs root: a symlink that leads out of it (the run dir
 itself, a file at its top level, an ep dir, episode.json, log.jsonl) is never followed.
 A run with such a symlink at its top level is refused as a whole (the scheduler's own
 status read follows scheduler.json and summary.json), an episode with one is refused
@@ -22,9 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from evaltui.logread import iter_log
-from evaltui.logtail import torn_tail
-from evaltui.records import (
+from evaltui.contract.records import (
     EPISODE_FILENAME,
     EPISODES_DIRNAME,
     LOG_FILENAME,
@@ -32,9 +30,11 @@ from evaltui.records import (
     SUMMARY_FILENAME,
 )
 from evaltui.results.runrows import UNREADABLE, unreadable_row
-from evaltui.rundir import episode_index_from_dirname, is_run_id
-from evaltui.runguard import leaving
-from evaltui.safeopen import (
+from evaltui.rundir.layout import episode_index_from_dirname, is_run_id
+from evaltui.rundir.logread import iter_log
+from evaltui.rundir.logtail import torn_tail
+from evaltui.rundir.runguard import leaving
+from evaltui.rundir.safeopen import (
     LeavesRoot,
     Root,
     kind_inside,
@@ -57,7 +57,7 @@ class BadOffset(ValueError):
 
 def run_refusal(root: str | os.PathLike[str], run_id: str) -> str | None:
     """Why run ``run_id`` under ``root`` may not be served (a symlink out of the root at
-    the run dir or its top level: :mod:`evaltui.runguard`), or None. Logs a warning when
+    the run dir or its top level: :mod:`evaltui.rundir.runguard`), or None. Logs a warning when
     it refuses."""
     exc = leaving(root, run_id)
     if exc is None:

@@ -18,13 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 from evaltui.api.runfiles import run_refusal
-from evaltui.rundir import DONE_FILENAME, SCHEDULER_FILENAME, SUMMARY_FILENAME, is_run_id
-from evaltui.safeopen import Root
+from evaltui.contract.records import DONE_FILENAME, SCHEDULER_FILENAME, SUMMARY_FILENAME
+from evaltui.contract.states import RunState
+from evaltui.contract.views import Run
+from evaltui.rundir.layout import is_run_id
+from evaltui.rundir.safeopen import Root
 from evaltui.scheduler import procs
 from evaltui.scheduler.core import RunNotFound
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
-from evaltui.views import Run
 
 _Key = tuple[int, int, bool]
 _LIVE = (RunState.STARTING.value, RunState.RUNNING.value)

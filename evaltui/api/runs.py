@@ -10,11 +10,11 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.models import EpisodeRow, LogPage, PriorityRequest, Run, RunRef, SubmitRef
 from evaltui.api.runfiles import BadOffset, NotFoundError
-from evaltui.diskfull import is_disk_full
+from evaltui.contract.spec import JobSpec, SpecError
+from evaltui.contract.states import RunState
+from evaltui.rundir.diskfull import is_disk_full
 from evaltui.scheduler.core import NotQueued, NotResumable, RunNotFound
 from evaltui.slurm.commands import SlurmError
-from evaltui.spec import JobSpec, SpecError
-from evaltui.states import RunState
 
 router = APIRouter(tags=["runs"])
 Ctx = Annotated[ApiContext, Depends(context)]

@@ -19,12 +19,12 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
+from evaltui.contract.setspec import MemberState, SetMemberRecord
 from evaltui.scheduler.scheduler import JobScheduler, RunNotFound
 from evaltui.sets.plan import SetPlan
 from evaltui.sets.runner import RunnerOptions, SetRunner
 from evaltui.sets.setdir import SetBusy, hold_set, read_set, write_set
 from evaltui.sets.targets import EmbeddedTarget, TargetError
-from evaltui.setspec import MemberState, SetMemberRecord
 
 log = logging.getLogger(__name__)
 

@@ -22,12 +22,12 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.setdrivers import SetBusyHere, SetDrivers
+from evaltui.contract.setspec import SET_FILENAME, SetFileError, SetRecord, is_set_name
 from evaltui.scheduler.scheduler import RunNotFound
 from evaltui.sets.plan import SetPlan, plan_data, plan_record
 from evaltui.sets.runner import RunnerOptions
 from evaltui.sets.setdir import SetBusy, SetDirError, read_set, sets_root
 from evaltui.sets.slurmarray import is_array_set
-from evaltui.setspec import SET_FILENAME, SetFileError, SetRecord, is_set_name
 
 router = APIRouter(tags=["sets"])
 Ctx = Annotated[ApiContext, Depends(context)]

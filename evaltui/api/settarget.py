@@ -13,10 +13,10 @@ import os
 from typing import Any
 
 from evaltui.api.client import ApiClient, ApiError, Conflict, InvalidRequest, NotFound
+from evaltui.contract.settings import settings
+from evaltui.contract.spec import SpecError
+from evaltui.contract.views import Run
 from evaltui.sets.targets import EmbeddedTarget, ResumeRefused, RunGone, SetTarget, TargetError
-from evaltui.settings import settings
-from evaltui.spec import SpecError
-from evaltui.views import Run
 
 
 class ApiTarget:

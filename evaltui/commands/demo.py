@@ -17,8 +17,8 @@ import sys
 from contextlib import ExitStack
 from typing import Any
 
+from evaltui.contract.settings import settings
 from evaltui.graphs import builtin_graph_names
-from evaltui.settings import settings
 
 FAKE_GPU = "1x24576"
 DEMO_VRAM_MB = 14 * 1024
@@ -45,7 +45,7 @@ def demo_specs(episodes: int | None = None) -> list[dict[str, Any]]:
 
     def spec(graph: str, split: str, count: int, dataset: str = "babyai",
              **scheduling: Any) -> dict[str, Any]:
-        from evaltui.specbuild import build_spec
+        from evaltui.engine.graph.specbuild import build_spec
 
         built = build_spec(graph, dataset=dataset, split=split, episodes=episodes or count,
                            workers=2, workspace=workspace)
@@ -81,9 +81,9 @@ def ensure_gpu() -> str | None:
 def run(args: argparse.Namespace) -> int:
     note = ensure_gpu()
     from evaltui.commands.tui import run_app, serve_api
-    from evaltui.rundir import outputs_root
+    from evaltui.contract.spec import SpecError
+    from evaltui.rundir.layout import outputs_root
     from evaltui.scheduler.scheduler import JobScheduler
-    from evaltui.spec import SpecError
     from evaltui.tui.embedded import EmbeddedBackend
 
     outputs = outputs_root(args.outputs)

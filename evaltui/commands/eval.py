@@ -20,14 +20,14 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaltui.contract.states import RunState
 from evaltui.graphs import builtin_graph_names
-from evaltui.states import RunState
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from evaltui.commands.evalstart import DeferredInterrupt, RunProcess
-    from evaltui.records import SummaryHeader
+    from evaltui.contract.records import SummaryHeader
 
 POLL_SEC = 0.25
 
@@ -132,10 +132,10 @@ def slurm_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 class _SpecDefaultBudget:
     """The spec's default step budget, read only when a help text prints it: importing
-    evaltui.spec (pydantic) would delay every ``evaltui eval`` before its run starts."""
+    evaltui.contract.spec (pydantic) would delay every ``evaltui eval`` before its run starts."""
 
     def __str__(self) -> str:
-        from evaltui.spec import DEFAULT_STEP_BUDGET
+        from evaltui.contract.spec import DEFAULT_STEP_BUDGET
 
         return str(DEFAULT_STEP_BUDGET)
 
@@ -162,7 +162,7 @@ def auto_workers() -> int:
 
 def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The JobSpec dict that ``eval``/``submit`` options describe."""
-    from evaltui.specbuild import build_spec
+    from evaltui.engine.graph.specbuild import build_spec
 
     spec = build_spec(args.target, demo=args.demo, dataset=args.dataset, split=args.split,
                       episodes=args.episodes, start=args.start, indices=args.indices,
@@ -202,10 +202,10 @@ def run(args: argparse.Namespace) -> int:
         # Imported before Ctrl-C raises again; all of it overlaps with the run's start.
         import rich.progress  # noqa: F401  (follow's)
 
-        import evaltui.records  # noqa: F401  (follow's)
-        from evaltui.launch import update_scheduler_record
-        from evaltui.rundir import DISK_FULL_NOTE, read_run_status
-        from evaltui.states import RunExit
+        import evaltui.contract.records  # noqa: F401  (follow's)
+        from evaltui.contract.states import RunExit
+        from evaltui.rundir.status import DISK_FULL_NOTE, read_run_status
+        from evaltui.rundir.store import update_scheduler_record
 
         proc, run_dir = early.proc, Path(answer["run_dir"])
         console = _console()
@@ -257,7 +257,7 @@ def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInter
     """Build the spec and hand it over: the run process's answer, or the exit code (2: the
     spec was refused, here or by the run process; 130: Ctrl-C before the run existed)."""
     from evaltui.commands.evalstart import discard, hand_over
-    from evaltui.spec import SpecError
+    from evaltui.contract.spec import SpecError
 
     try:
         spec = spec_from_args(args)
@@ -291,9 +291,10 @@ def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInter
 def _cancel(run_dir: Path, proc: subprocess.Popen[bytes], console: Console) -> None:
     """Ctrl-C: record the cancel request, SIGTERM the run's group, SIGKILL it after a
     grace period; the run ends ``cancelled``."""
-    from evaltui.launch import spawned_ref, update_scheduler_record
-    from evaltui.process import terminate_group
-    from evaltui.rundir import now_iso
+    from evaltui.procs.groups import terminate_group
+    from evaltui.procs.spawn import spawned_ref
+    from evaltui.rundir.layout import now_iso
+    from evaltui.rundir.store import update_scheduler_record
 
     console.print("[yellow]cancelling[/] (SIGTERM to the run; Ctrl-C again waits anyway)")
     update_scheduler_record(run_dir, cancel_requested_at=now_iso())
@@ -349,8 +350,8 @@ def _console() -> Console:
 
 def _header(summary: dict[str, Any] | None) -> SummaryHeader | None:
     """summary.json's header as its record (None if absent or not fitting the schema)."""
-    from evaltui.recordparse import parse
-    from evaltui.records import SUMMARY_FILENAME, SummaryHeader
+    from evaltui.contract.recordparse import parse
+    from evaltui.contract.records import SUMMARY_FILENAME, SummaryHeader
 
     rows_left_out = {k: v for k, v in (summary or {}).items() if k != "episodes"}
     return parse(SummaryHeader, rows_left_out or None, SUMMARY_FILENAME)[0]
@@ -389,8 +390,8 @@ def follow(run_dir: Path, proc: Any, total: int, console: Console) -> None:
 
 
 def _read_summary(run_dir: Path) -> dict[str, Any] | None:
-    from evaltui.records import SUMMARY_FILENAME
-    from evaltui.rundir import read_json
+    from evaltui.contract.records import SUMMARY_FILENAME
+    from evaltui.rundir.jsonfiles import read_json
 
     try:
         data = read_json(run_dir / SUMMARY_FILENAME)

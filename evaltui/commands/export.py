@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from evaltui.export.snapshot import RunSnapshot
+    from evaltui.runview.snapshot import RunSnapshot
 
 TRACKERS = {"wandb": "wandb", "mlflow": "mlflow", "tensorboard": "tensorboard"}
 """``--to`` value -> the module its extra installs (``pip install 'evaltui[NAME]'``)."""
@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         from evaltui.commands.export_set import export_set
 
         return export_set(args, set_path.resolve())
-    from evaltui.export.snapshot import read_snapshot
     from evaltui.results.runrows import RunDirError
+    from evaltui.runview.snapshot import read_snapshot
 
     try:
         snap = read_snapshot(Path(args.run_dir).expanduser())

@@ -19,8 +19,8 @@ from evaltui.export.setmember import SetMember
 
 def export_set(args: argparse.Namespace, set_path: Path) -> int:
     from evaltui.commands.export import _fail
-    from evaltui.export.snapshot import read_snapshot
     from evaltui.results.runrows import RunDirError
+    from evaltui.runview.snapshot import read_snapshot
     from evaltui.sets.setdir import SetDirError, read_set
     from evaltui.sets.table import member_run_dir
 

@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaltui.rundir import outputs_root, runs_root
+    from evaltui.rundir.layout import outputs_root, runs_root
     from evaltui.scheduler.admission.resources import make_gpu_probe
 
     probe = make_gpu_probe()

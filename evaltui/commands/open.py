@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evaltui.records import EPISODES_DIRNAME, SPEC_FILENAME, SUMMARY_FILENAME
+from evaltui.contract.records import EPISODES_DIRNAME, SPEC_FILENAME, SUMMARY_FILENAME
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -53,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from evaltui.commands.evalstart import discard, hand_over, start_run_process
+    from evaltui.contract.spec import SpecError
     from evaltui.engine.episode.metrics import METRIC_RANGES
-    from evaltui.spec import SpecError
-    from evaltui.specbuild import build_spec
+    from evaltui.engine.graph.specbuild import build_spec
 
     console = Console(stderr=True)
     if METRIC_RANGES.get(args.metric) != (0.0, 1.0):
@@ -104,7 +104,7 @@ def _follow(dirs: list[Path], procs: list[Any], args: argparse.Namespace) -> Any
     from evaltui.engine.episode.metrics import row_values
     from evaltui.engine.stats.paired import PairedRace
     from evaltui.results.verifystop import dealt_order
-    from evaltui.rundir import read_json
+    from evaltui.rundir.jsonfiles import read_json
 
     order = dealt_order(read_json(dirs[0] / "spec.json"))
     race = PairedRace(order, min_diff=args.min_diff)
@@ -130,8 +130,8 @@ def _follow(dirs: list[Path], procs: list[Any], args: argparse.Namespace) -> Any
 
 
 def _stop(procs: list[Any]) -> None:
-    from evaltui.launch import spawned_ref
-    from evaltui.process import terminate_group
+    from evaltui.procs.groups import terminate_group
+    from evaltui.procs.spawn import spawned_ref
 
     for proc in procs:
         if proc.poll() is None:

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from evaltui.records import EPISODE_FILENAME, LOG_FILENAME
+from evaltui.contract.records import EPISODE_FILENAME, LOG_FILENAME
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -35,11 +35,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaltui.export.snapshot import read_snapshot
     from evaltui.report.build import write_run_report
     from evaltui.report.episodechoice import EpisodeChoiceError, parse_episode_choice
     from evaltui.report.outdir import OutputDirError, check_output
     from evaltui.results.runrows import RunDirError
+    from evaltui.runview.snapshot import read_snapshot
 
     if (Path(args.run_dir).expanduser() / "set.json").is_file():
         from evaltui.commands.report_set import report_set

@@ -34,9 +34,10 @@ from types import FrameType
 
 from evaltui.api.client import URL_ENV, ApiClient, ApiError, BackendUnavailable, NotFound
 from evaltui.api.models import Admit
-from evaltui.process import signal_group
-from evaltui.rundir import PidRef, outputs_root
-from evaltui.states import AdmitState
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.states import AdmitState
+from evaltui.procs.groups import signal_group
+from evaltui.rundir.layout import outputs_root
 from evaltui.wrapper.backends import BackendLease, BackendStartError, acquire_backend
 from evaltui.wrapper.ports import parse_pool, port_pool
 from evaltui.wrapper.profiles import ProfileError, ResolvedProfile, resolve_profile

@@ -39,13 +39,13 @@ from evaltui.commands.runtables import (  # noqa: F401  (print_run, state_text: 
     runs_table,
     state_text,
 )
+from evaltui.contract.states import AdmitState, RunState
+from evaltui.contract.views import run_view
 from evaltui.results.groups import GroupByError, group_by_field, groups_json, metric_groups
 from evaltui.results.richtables import grouped_metrics_table
 from evaltui.results.runrows import RunDirError, load_run, resolve_run_dir
 from evaltui.results.tables import FORMATS, grouped_table, summary_table
-from evaltui.rundir import read_run_status
-from evaltui.states import AdmitState, RunState
-from evaltui.views import run_view
+from evaltui.rundir.status import read_run_status
 
 FOLLOW_POLL_SEC = 0.5
 """``logs --follow``: how often it asks for new lines."""

@@ -11,10 +11,10 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from evaltui.api.models import Admit, QueueEntry, Run
+from evaltui.contract.states import RunState
 from evaltui.report.html import when
 from evaltui.results.fittable import FitColumn, fit_table, one_line
 from evaltui.results.richtables import metrics_table
-from evaltui.states import RunState
 
 STATE_STYLE = {"queued": "cyan", "starting": "blue", "running": "bold blue", "done": "green",
                "failed": "red", "cancelled": "yellow", "aborted": "magenta"}

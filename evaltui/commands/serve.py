@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from evaltui.rundir import outputs_root
+from evaltui.rundir.layout import outputs_root
 
 DEFAULT_PORT = 8000
 

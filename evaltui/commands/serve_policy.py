@@ -17,7 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
-from evaltui.rundir import write_json_atomic
+from evaltui.rundir.jsonfiles import write_json_atomic
 
 DEFAULT_PORT = 8000
 STATS_EVERY_SEC = 2.0

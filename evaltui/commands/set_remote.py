@@ -18,7 +18,13 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from evaltui.setspec import SET_FILENAME, MemberState, SetFileError, SetMemberRecord, SetRecord
+from evaltui.contract.setspec import (
+    SET_FILENAME,
+    MemberState,
+    SetFileError,
+    SetMemberRecord,
+    SetRecord,
+)
 
 POLL_SEC = 0.5
 
@@ -32,7 +38,7 @@ def set_ref(ref: str) -> str:
 def run_remote(args: argparse.Namespace, kind: str, url: str, options: Any) -> int:
     from evaltui.api.client import ApiClient, ApiError, InvalidRequest
     from evaltui.commands.sets import error
-    from evaltui.setspec import load_set_file
+    from evaltui.contract.setspec import load_set_file
 
     console = Console(stderr=True)
     client = ApiClient(url)

@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from evaltui.setspec import SetFileError, SetRecord
+from evaltui.contract.setspec import SetFileError, SetRecord
 
 FORMATS = ("md", "latex", "csv", "json")
 

@@ -23,9 +23,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from evaltui.contract.setspec import MemberState, SetFileError, SetMemberRecord, SetRecord
 from evaltui.sets.slurmarray import DEFAULT_ARRAY_PARALLELISM, ArrayManifest, ArrayTask
 from evaltui.sets.slurmfollow import refresh
-from evaltui.setspec import MemberState, SetFileError, SetMemberRecord, SetRecord
 
 POLL_SEC = 0.5
 
@@ -73,8 +73,8 @@ def _file_and_dir(args: argparse.Namespace, kind: str) -> tuple[dict[str, Any], 
 
 
 def _given_file_and_dir(args: argparse.Namespace, kind: str) -> tuple[dict[str, Any], Path]:
+    from evaltui.contract.setspec import load_set_file
     from evaltui.sets.setdir import read_set, resolve_set
-    from evaltui.setspec import load_set_file
 
     if kind == "run":
         data = load_set_file(Path(args.file))[1]
@@ -153,11 +153,11 @@ def _submit(plan: Any, args: argparse.Namespace, parallelism: int
             ) -> tuple[SetRecord, ArrayManifest, str | None]:
     """set.json merged with the plan; the due members submitted as one array (held until
     their run dirs and the manifest are written). Raises SlurmError before writing."""
-    from evaltui.launch import update_scheduler_record
+    from evaltui.contract.setspec import SET_FILENAME
+    from evaltui.rundir.store import update_scheduler_record
     from evaltui.sets import slurmarray as arr
     from evaltui.sets.setdir import read_set, write_set
     from evaltui.sets.slurmfollow import queued_tasks
-    from evaltui.setspec import SET_FILENAME
     from evaltui.slurm.control import cancel
 
     old = {m.key: m for m in read_set(plan.path).members} \

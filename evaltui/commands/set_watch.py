@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from evaltui.setspec import SetFileError
+from evaltui.contract.setspec import SetFileError
 
 
 def add_parser(cmds: argparse._SubParsersAction) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from evaltui.setspec import MemberState, SetFileError, SetRecord
+from evaltui.contract.setspec import MemberState, SetFileError, SetRecord
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -91,7 +91,7 @@ def runner_options(args: argparse.Namespace) -> Any:
 
 def _backend_url(args: argparse.Namespace) -> str | None:
     """``--url`` or ``$BACKEND_URL``: then the commands are clients of its /sets routes."""
-    from evaltui.settings import settings
+    from evaltui.contract.settings import settings
 
     return getattr(args, "url", None) or settings().backend_url or None
 
@@ -196,8 +196,8 @@ def exit_code(record: SetRecord, held: bool, console: Console) -> int:
         return 1
     if any(m.state is MemberState.CANCELLED for m in record.members):
         return 130
-    from evaltui.records import SUMMARY_FILENAME
-    from evaltui.rundir import read_json
+    from evaltui.contract.records import SUMMARY_FILENAME
+    from evaltui.rundir.jsonfiles import read_json
 
     for m in record.members:
         run_dir = member_run_dir(m, None)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -107,12 +107,12 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
     from rich.markup import escape
 
     from evaltui.commands.eval import _console, _refused
+    from evaltui.contract.spec import SpecError
     from evaltui.engine.graph.specchecks import validate_spec
-    from evaltui.launch import update_scheduler_record, write_run
-    from evaltui.rundir import outputs_root
+    from evaltui.rundir.layout import outputs_root
+    from evaltui.rundir.store import update_scheduler_record, write_run
     from evaltui.slurm.commands import SlurmError
     from evaltui.slurm.submit import BatchJob, submit
-    from evaltui.spec import SpecError
 
     workspace = spec.get("active_workspace_dir")
     if isinstance(workspace, str) and workspace:
@@ -148,8 +148,9 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
     from rich.markup import escape
 
     from evaltui.commands.eval import _header, _read_summary, exit_code, follow, print_results
-    from evaltui.launch import update_scheduler_record
-    from evaltui.rundir import read_run_status, touch_done
+    from evaltui.rundir.jsonfiles import touch_done
+    from evaltui.rundir.status import read_run_status
+    from evaltui.rundir.store import update_scheduler_record
     from evaltui.slurm.commands import SlurmError
     from evaltui.slurm.resubmit import MAX_RESUBMITS, clear_for_resubmit, resubmit_reason
 

@@ -25,10 +25,10 @@ from evaltui.api.client import ApiClient
 from evaltui.api.models import Run
 from evaltui.commands import eval as eval_cmd
 from evaltui.commands.runs import emit_json, print_run, reachable, state_text, with_client
+from evaltui.contract.spec import JobSpec, SpecError
+from evaltui.contract.states import RunExit, RunState
 from evaltui.engine.graph.specchecks import check_executor
 from evaltui.graphs import builtin_graph_names
-from evaltui.spec import JobSpec, SpecError
-from evaltui.states import RunExit, RunState
 
 # --wait exits as the run process would have (evaltui eval does the same).
 EXIT_BY_STATE = {RunState.DONE: RunExit.OK, RunState.CANCELLED: RunExit.CANCELLED}

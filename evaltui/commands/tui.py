@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "attach", None):
         return _attach(args)
     from evaltui.commands.startchecks import start_problem
-    from evaltui.rundir import outputs_root
+    from evaltui.rundir.layout import outputs_root
 
     # Said in one line before the screen is taken over.
     problem = start_problem("--api-port", args.api_port, "0: no API", args.outputs)

@@ -20,7 +20,7 @@ from evaltui.results.verify import (
     load_episode_dirs,
     verify_run,
 )
-from evaltui.rundir import is_run_id
+from evaltui.rundir.layout import is_run_id
 
 if TYPE_CHECKING:
     from evaltui.results.replaycheck import ReplayReport

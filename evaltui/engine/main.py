@@ -24,11 +24,11 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaltui.contract.states import RunExit
 from evaltui.engine.executor.local.zygote import WorkerZygote, preload_modules
 from evaltui.engine.processes.pdeathsig import arm_pdeathsig
 from evaltui.engine.processes.quickexit import exit_now
 from evaltui.engine.run.preemption import is_slurm_batch, requeue_on_signal, requeue_self, restarted
-from evaltui.states import RunExit
 
 if TYPE_CHECKING:
     from evaltui.engine.graph.specchecks import CheckedSpec
@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         record_placement(run_dir)  # where it runs, for readers on the login node
         requeue = requeue_on_signal(stop)
         restarted(run_dir)
+    from evaltui.contract.spec import parse_spec
     from evaltui.engine.graph.specchecks import check_spec
-    from evaltui.spec import parse_spec
 
     try:
         checked: CheckedSpec | None = check_spec(parse_spec(spec))

@@ -19,11 +19,11 @@ from typing import Any
 
 from PIL import Image, ImageSequence
 
-from evaltui.export.snapshot import RunSnapshot
 from evaltui.results.groups import OVERALL, GroupByError, group_by_field, metric_groups
 from evaltui.results.stopnote import stopped_of
-from evaltui.rundir import episode_dir
+from evaltui.rundir.layout import episode_dir
 from evaltui.runview.gif import NoFramesError, export_gif
+from evaltui.runview.snapshot import RunSnapshot
 
 MEDIA_EPISODES = 4
 """Episodes whose frames are exported as GIFs: the first errored one, then the first ok."""

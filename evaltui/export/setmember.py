@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaltui.export import payload
-from evaltui.export.snapshot import RunSnapshot
+from evaltui.runview.snapshot import RunSnapshot
 
 CHECKPOINT_PREFIX = "checkpoint/"
 STEP_KEY = "checkpoint_step"

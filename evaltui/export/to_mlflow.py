@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 
 from evaltui.export import payload
 from evaltui.export.setmember import SetMember
-from evaltui.export.snapshot import RunSnapshot
+from evaltui.runview.snapshot import RunSnapshot
 
 DEFAULT_EXPERIMENT = "evaltui"
 KEY_TAG = "evaltui.run_key"

@@ -26,7 +26,7 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from evaltui.export import payload
 from evaltui.export.setmember import SetMember
-from evaltui.export.snapshot import RunSnapshot
+from evaltui.runview.snapshot import RunSnapshot
 
 SUFFIX = ".evaltui"
 """Ends the name of every event file evaltui writes (and so may replace)."""

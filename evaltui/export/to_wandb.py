@@ -18,7 +18,7 @@ import wandb
 
 from evaltui.export import payload
 from evaltui.export.setmember import CHECKPOINT_PREFIX, STEP_KEY, SetMember
-from evaltui.export.snapshot import RunSnapshot
+from evaltui.runview.snapshot import RunSnapshot
 
 DEFAULT_PROJECT = "evaltui"
 

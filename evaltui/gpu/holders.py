@@ -22,8 +22,9 @@ from typing import Any, Protocol
 import orjson
 import psutil
 
-from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME
-from evaltui.rundir import PidRef, state_dir
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.records import DONE_FILENAME, SCHEDULER_FILENAME
+from evaltui.rundir.layout import state_dir
 
 
 class ProcessMemory(Protocol):

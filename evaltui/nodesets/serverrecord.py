@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from evaltui.rundir import now_iso, read_json, write_json_atomic
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.layout import now_iso
 
 DIR = "policy_server"
 METADATA = "metadata.json"

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from evaltui.export.snapshot import RunSnapshot
 from evaltui.report.episodechoice import EpisodeChoice
 from evaltui.report.episodepage import write_episode_page
 from evaltui.report.html import ASSETS_DIR, CSS_NAME, JS_NAME
 from evaltui.report.outdir import publish
 from evaltui.report.runpage import write_run_page
+from evaltui.runview.snapshot import RunSnapshot
 
 EPISODE_PAGES_DIR = "episodes"
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from evaltui.states import EpisodeStatus
+from evaltui.contract.states import EpisodeStatus
 
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 STATUS_WORDS = frozenset(s.value for s in EpisodeStatus) | {"unreadable"}

@@ -5,7 +5,7 @@ Each page has its own data file (``epNNNN.js``: frame geometry and the log's rec
 and frames sheet (``epNNNN.frames.png``, every frame in one image, one tile per frame),
 so opening the run's index loads no episode's frames and an episode page loads only its
 own. The frames and log are read with the replay viewer's readers
-(:func:`evaltui.runview.gif.episode_frames`, :func:`evaltui.logread.iter_log`), opened
+(:func:`evaltui.runview.gif.episode_frames`, :func:`evaltui.rundir.logread.iter_log`), opened
 without following a symlink out of the run dir.
 """
 
@@ -19,13 +19,13 @@ from typing import Any
 import orjson
 from PIL import Image
 
+from evaltui.contract.records import EPISODES_DIRNAME, LOG_FILENAME
 from evaltui.engine.episode.videowriter import VIDEO_FILENAME
-from evaltui.logread import iter_log
-from evaltui.records import EPISODES_DIRNAME, LOG_FILENAME
 from evaltui.report.html import definition_list, esc, js_data, number, page, value_attr, when
+from evaltui.rundir.logread import iter_log
+from evaltui.rundir.safeopen import LeavesRoot, open_inside, read_bytes_inside
 from evaltui.runview.frames import FrameRef
 from evaltui.runview.gif import NoFramesError, episode_frames
-from evaltui.safeopen import LeavesRoot, open_inside, read_bytes_inside
 
 MAX_FRAMES = 600
 """More frames than this are thinned evenly (first and last kept), and the page says so."""

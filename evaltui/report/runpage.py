@@ -13,7 +13,6 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from evaltui.export.snapshot import RunSnapshot
 from evaltui.nodesets.serverrecord import read_latency
 from evaltui.report.grouptable import groups_section
 from evaltui.report.html import (
@@ -27,6 +26,7 @@ from evaltui.report.html import (
     when,
 )
 from evaltui.report.svgplots import running_means_svg, steps_histogram_svg
+from evaltui.runview.snapshot import RunSnapshot
 
 DATA_DIR = "data"
 EPISODES_JS = "episodes.js"

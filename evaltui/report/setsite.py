@@ -48,8 +48,8 @@ def write_set_report(table: Any, out: Path, choice: EpisodeChoice, *, pivot: str
                      snapshot: Callable[[Path], Any] | None = None) -> SetSite:
     """The site of ``table`` (a :class:`~evaltui.sets.table.SetTable`, baseline attached
     if any) at ``out``."""
-    from evaltui.export.snapshot import read_snapshot
     from evaltui.results.runrows import RunDirError
+    from evaltui.runview.snapshot import read_snapshot
 
     read = snapshot or read_snapshot
     site = SetSite()

@@ -12,9 +12,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.states import RunState
 from evaltui.engine.episode.metrics import aggregate
 from evaltui.results.runrows import RunDirError, load_run
-from evaltui.states import RunState
 
 _FAILED = ("error", "timeout")
 

@@ -16,11 +16,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.records import (
+    GRAPH_FILENAME,
+    LOG_FILENAME,
+    SPEC_FILENAME,
+    TRAJECTORY_FILENAME,
+)
 from evaltui.engine.graph.datasets import DatasetError, load_episodes, resolve_dataset
-from evaltui.logread import iter_log
-from evaltui.records import GRAPH_FILENAME, LOG_FILENAME, SPEC_FILENAME, TRAJECTORY_FILENAME
 from evaltui.results.verify import AGGREGATED, StoredEpisode, VerifyInputError
-from evaltui.safeopen import LeavesRoot, open_inside, read_json_inside
+from evaltui.rundir.logread import iter_log
+from evaltui.rundir.safeopen import LeavesRoot, open_inside, read_json_inside
 
 BABYAI_ENV_IMPL = "evaltui.benchmarks.babyai.env:BabyAIEnv"
 

@@ -6,7 +6,7 @@ the last summary write (a running or killed run) are added from their ep dirs, a
 missing or unreadable summary.json is rebuilt from the ep dirs alone. An episode.json
 that exists but cannot be used is an ``unreadable`` row (it never counts in a metric),
 not a missing one, also where summary.json still has an ok row for it (the API's
-episode routes say the same). Files are opened through :mod:`evaltui.safeopen` with the run dir as
+episode routes say the same). Files are opened through :mod:`evaltui.rundir.safeopen` with the run dir as
 the root: a run dir copied from someone else never makes us read through a symlink out
 of it.
 """
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaltui.records import EPISODE_FILENAME, EPISODES_DIRNAME, SUMMARY_FILENAME
-from evaltui.rundir import episode_index_from_dirname, is_run_id, outputs_root, runs_root
-from evaltui.safeopen import (
+from evaltui.contract.records import EPISODE_FILENAME, EPISODES_DIRNAME, SUMMARY_FILENAME
+from evaltui.rundir.layout import episode_index_from_dirname, is_run_id, outputs_root, runs_root
+from evaltui.rundir.safeopen import (
     LeavesRoot,
     NotAnObject,
     kind_or_outside,

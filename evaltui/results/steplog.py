@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evaltui.logread import iter_log
-from evaltui.records import LOG_FILENAME
-from evaltui.safeopen import kind_or_outside, open_inside
+from evaltui.contract.records import LOG_FILENAME
+from evaltui.rundir.logread import iter_log
+from evaltui.rundir.safeopen import kind_or_outside, open_inside
 
 
 def step_outcomes(run_dir: Path, ep_rel: str) -> tuple[list[float], list[bool]] | None:

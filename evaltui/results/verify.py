@@ -18,24 +18,24 @@ from typing import Any
 
 import numpy as np
 
-from evaltui.engine.episode.metrics import METRIC_RANGES, ndtw, path_length, spl, t_quantile_975
-from evaltui.records import (
+from evaltui.contract.records import (
     EPISODE_FILENAME,
     EPISODES_DIRNAME,
     SUMMARY_FILENAME,
     TRAJECTORY_FILENAME,
 )
+from evaltui.contract.states import EpisodeStatus
+from evaltui.engine.episode.metrics import METRIC_RANGES, ndtw, path_length, spl, t_quantile_975
 from evaltui.results.steplog import log_metrics
 from evaltui.results.verifystop import check_stopped
-from evaltui.rundir import episode_index_from_dirname
-from evaltui.safeopen import (
+from evaltui.rundir.layout import episode_index_from_dirname
+from evaltui.rundir.safeopen import (
     LeavesRoot,
     NotAnObject,
     kind_or_outside,
     list_dir_inside,
     read_object_inside,
 )
-from evaltui.states import EpisodeStatus
 
 DEFAULT_TOLERANCE = 1e-9
 AGGREGATED = frozenset({EpisodeStatus.OK, EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT})
@@ -222,7 +222,7 @@ def aggregate_metrics(
 def load_episode_dirs(run_dir: Path) -> list[StoredEpisode]:
     """Every ``epNNNN`` dir with an episode.json, by index (trajectory.json may be absent).
 
-    Files are opened with the run dir as the root (:mod:`evaltui.safeopen`): a symlink out
+    Files are opened with the run dir as the root (:mod:`evaltui.rundir.safeopen`): a symlink out
     of it is an input error, never followed.
     """
     try:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaltui.contract.records import SPEC_FILENAME, SUMMARY_FILENAME
 from evaltui.engine.graph.datasets import (
     DatasetError,
     load_episodes,
@@ -21,8 +22,7 @@ from evaltui.engine.graph.datasets import (
 from evaltui.engine.stats.betting import betting_interval
 from evaltui.engine.stats.order import dealing_order
 from evaltui.engine.stats.stopwatch import ALPHA
-from evaltui.records import SPEC_FILENAME, SUMMARY_FILENAME
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 if TYPE_CHECKING:  # verify imports this module
     from evaltui.results.verify import VerifyReport

@@ -2,7 +2,7 @@
 
 log.jsonl stands a frame in by ``{"$frame": "assets/<name>.png", "shape": ...}`` (a plain
 frame, one PNG) or ``{"$frame": "frames.bin", "at": offset, "shape": ...}`` (a
-tiled frame, :mod:`evaltui.framefile`) or ``{"$frame": "video.mp4", "at": index, ...}``
+tiled frame, :mod:`evaltui.rundir.framefile`) or ``{"$frame": "video.mp4", "at": index, ...}``
 (a frame of the episode's video, :mod:`evaltui.runview.videoframes`). A reference is
 resolved only inside the episode dir: a copied dir comes from someone else, so one
 pointing out of it is ignored.
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from evaltui.framefile import read_frame
+from evaltui.rundir.framefile import read_frame
 from evaltui.runview.videoframes import is_video, video_frame
 
 _MAX_DEPTH = 6

@@ -3,7 +3,7 @@
 The frames are those log.jsonl references as ``{"$frame": ...}`` in its records'
 outputs (PNGs under ``assets/``, or records of ``frames.bin``), in log order; a frame a
 node received as input was already logged as the output of the node that made it. The
-log is opened without following a symlink out of the ep dir (:mod:`evaltui.safeopen`);
+log is opened without following a symlink out of the ep dir (:mod:`evaltui.rundir.safeopen`);
 frames resolve only inside it (:mod:`evaltui.runview.frames`).
 """
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 from PIL import Image
 
-from evaltui.logread import iter_log
+from evaltui.rundir.logread import iter_log
+from evaltui.rundir.safeopen import LeavesRoot, open_inside
 from evaltui.runview.frames import FrameRef, record_frames
 from evaltui.runview.replay import LOG_FILENAME
-from evaltui.safeopen import LeavesRoot, open_inside
 
 
 class NoFramesError(ValueError):

@@ -6,7 +6,7 @@ chunk, so memory grows by the offsets only, 8 bytes a line) and each line is rea
 with one ``pread`` when it is shown. A trailing line without its newline is a writer
 mid-append, or a crash: it is left out until it is complete (:meth:`LineIndex.torn` has
 it, for a reader that knows the episode is over). Given a ``root``, the file is opened
-without following a symlink out of it (:mod:`evaltui.safeopen`).
+without following a symlink out of it (:mod:`evaltui.rundir.safeopen`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from evaltui.logread import parse_log_line
-from evaltui.logtail import torn_tail
-from evaltui.safeopen import LeavesRoot, open_file_fd
+from evaltui.rundir.logread import parse_log_line
+from evaltui.rundir.logtail import torn_tail
+from evaltui.rundir.safeopen import LeavesRoot, open_file_fd
 
 CHUNK_BYTES = 4 << 20
 _ERROR_MARK = b'"event":"error"'

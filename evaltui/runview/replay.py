@@ -7,7 +7,7 @@ bisecting the line index, parsing ~log2(lines) lines instead of the whole log. F
 :class:`~evaltui.runview.frames.FrameRef` values (a PNG, or a record of frames.bin).
 
 Files are opened without following a symlink out of the run dir when the ep dir sits in
-one (``RUN/episodes/epNNNN``), else out of the ep dir (:mod:`evaltui.safeopen`). Once the
+one (``RUN/episodes/epNNNN``), else out of the ep dir (:mod:`evaltui.rundir.safeopen`). Once the
 episode is over (episode.json exists), a last log line cut short is shown as a ``torn``
 firing of the last step rather than dropped.
 """
@@ -21,9 +21,9 @@ from typing import Any
 
 import orjson
 
+from evaltui.rundir.safeopen import LeavesRoot, kind_inside, read_json_inside
 from evaltui.runview.frames import FrameRef, record_frames
 from evaltui.runview.logindex import LineIndex
-from evaltui.safeopen import LeavesRoot, kind_inside, read_json_inside
 
 LOG_FILENAME = "log.jsonl"
 EPISODE_FILENAME = "episode.json"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaltui.results.runrows import UNREADABLE
-from evaltui.rundir import RunStatus
+from evaltui.rundir.status import RunStatus
 
 
 @dataclass

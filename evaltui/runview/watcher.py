@@ -10,10 +10,10 @@ Like toolong's watcher it owns no UI: it reports through the ``on_change`` callb
 and ``close()`` stops and joins it. If the OS refuses a watch (inotify limits), it
 falls back to polling the run dir every ``poll_interval`` seconds; it polls from the
 start where inotify cannot see the writes (a network filesystem, ``EVALTUI_POLL_FILES``:
-:mod:`evaltui.pollfiles`).
+:mod:`evaltui.rundir.pollfiles`).
 
 Files are opened without following a symlink out of the dir holding the run dir (the
-outputs root's ``eval_runs``; :mod:`evaltui.safeopen`): a run dir with one at its top
+outputs root's ``eval_runs``; :mod:`evaltui.rundir.safeopen`): a run dir with one at its top
 level is not read at all, an episode.json with one is an ``unreadable`` row. A torn
 summary.json is rebuilt from the episode files (:mod:`evaltui.results.rebuild`) and
 the model says so.
@@ -32,8 +32,7 @@ from typing import Any
 import orjson
 import watchfiles
 
-from evaltui.pollfiles import should_poll
-from evaltui.records import (
+from evaltui.contract.records import (
     DONE_FILENAME,
     EPISODE_FILENAME,
     EPISODES_DIRNAME,
@@ -42,10 +41,12 @@ from evaltui.records import (
 )
 from evaltui.results.rebuild import rebuild_summary
 from evaltui.results.runrows import unreadable_row
-from evaltui.rundir import episode_index_from_dirname, read_run_status
-from evaltui.runguard import leaving
+from evaltui.rundir.layout import episode_index_from_dirname
+from evaltui.rundir.pollfiles import should_poll
+from evaltui.rundir.runguard import leaving
+from evaltui.rundir.safeopen import LeavesRoot, Root, kind_inside, list_dir_inside, read_json_inside
+from evaltui.rundir.status import read_run_status
 from evaltui.runview.runmodel import RunModel
-from evaltui.safeopen import LeavesRoot, Root, kind_inside, list_dir_inside, read_json_inside
 from evaltui.slurm.follow import follow_status
 
 log = logging.getLogger(__name__)

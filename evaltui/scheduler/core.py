@@ -27,11 +27,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from evaltui import fakegpu
-from evaltui.gpuenv import gpu_env
-from evaltui.process import terminate_group
-from evaltui.records import SchedulerRecord
-from evaltui.rundir import PidRef, is_run_id, outputs_root, runs_root
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.records import SchedulerRecord
+from evaltui.contract.spec import JobSpec
+from evaltui.contract.states import RunState
+from evaltui.contract.views import LedgerEntry
+from evaltui.gpu import fakegpu
+from evaltui.gpu.env import gpu_env
+from evaltui.procs.groups import terminate_group
+from evaltui.rundir.layout import is_run_id, outputs_root, runs_root
 from evaltui.scheduler.admission.accounting import RssCache
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
 from evaltui.scheduler.admission.decision import Wait
@@ -52,9 +56,6 @@ from evaltui.scheduler.runs.ownership import new_owner
 from evaltui.scheduler.runs.runindex import RunIndex
 from evaltui.scheduler.shared.launcher import SubprocessLauncher, hosts_dir
 from evaltui.scheduler.shared.nodesets import NodesetLauncher, SharedNodeset, SharedNodesets
-from evaltui.spec import JobSpec
-from evaltui.states import RunState
-from evaltui.views import LedgerEntry
 
 log = logging.getLogger(__name__)
 

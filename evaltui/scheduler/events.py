@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import orjson
 
-from evaltui.rundir import PRIVATE_MODE, state_dir, write_json_atomic
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import PRIVATE_MODE, state_dir
 from evaltui.scheduler.admission.decision import format_clock
 
 LOCK_FILENAME = "interactive_lock.json"

@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from evaltui.gpuenv import gpu_env
-from evaltui.records import ReservationRecord
+from evaltui.contract.records import ReservationRecord
+from evaltui.contract.views import LedgerEntry, NodeHost, NodeLost
+from evaltui.gpu.env import gpu_env
 from evaltui.scheduler.admission.accounting import Accounting, GpuView
 from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.scheduler.admission.resources import ResourceSnapshot
-from evaltui.views import LedgerEntry, NodeHost, NodeLost
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import time
 
 import psutil
 
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
 
 _TOLERANCE_SEC = 0.5
 _BOOT_TIME_TTL_SEC = 30.0

@@ -1,4 +1,4 @@
-"""Status reads of a scheduler (evaltui.views types): runs, the queue, resources, nodesets.
+"""Status reads of a scheduler (evaltui.contract.views types): runs, the queue, resources, nodesets.
 
 Any thread; they take the core's lock only to copy what they need, and read run dirs of
 runs this scheduler does not track through the run index.
@@ -6,9 +6,12 @@ runs this scheduler does not track through the run index.
 
 from __future__ import annotations
 
-from evaltui import views
-from evaltui.records import SUMMARY_FILENAME
-from evaltui.rundir import read_json
+from evaltui.contract import views
+from evaltui.contract.records import SUMMARY_FILENAME
+from evaltui.contract.spec import JobSpec
+from evaltui.contract.states import RunState
+from evaltui.contract.views import run_view
+from evaltui.rundir.jsonfiles import read_json
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.gpukey import split_key
 from evaltui.scheduler.admission.sampling import Sampler
@@ -19,9 +22,6 @@ from evaltui.scheduler.lock import LockInfo
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.shared.nodesets import SharedNodeset
 from evaltui.scheduler.ticking import queue_order
-from evaltui.spec import JobSpec
-from evaltui.states import RunState
-from evaltui.views import run_view
 
 
 class Reads:

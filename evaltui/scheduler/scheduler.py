@@ -30,6 +30,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from evaltui.contract.spec import JobSpec
+from evaltui.contract.states import RunState
+from evaltui.contract.views import Nodeset, QueueEntry, Resources, Run
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_key
 from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.admission.resources import GpuProbe, HostProbe, make_gpu_probe
@@ -46,9 +49,6 @@ from evaltui.scheduler.runs.ownership import retire, revive
 from evaltui.scheduler.runs.starting import Spawner, Starter, default_spawner
 from evaltui.scheduler.shared.nodesets import NodesetLauncher
 from evaltui.scheduler.ticking import Ticker
-from evaltui.spec import JobSpec
-from evaltui.states import RunState
-from evaltui.views import Nodeset, QueueEntry, Resources, Run
 
 __all__ = ["JobScheduler", "NotQueued", "NotResumable", "RunNotFound", "Spawner",
            "default_spawner"]

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from evaltui.contract.setspec import SetFileError
 from evaltui.results.runrows import RunDirError, load_run
 from evaltui.sets.expansion import same_value
 from evaltui.sets.stats import baseline_diffs
 from evaltui.sets.table import MemberRow, SetTable
-from evaltui.setspec import SetFileError
 
 
 def find_baseline(table: SetTable, entry: dict[str, Any]) -> MemberRow:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import sys
 
+from evaltui.contract.setspec import DEFAULT_REPEAT_PARAM, SetFile, SetFileError
+from evaltui.contract.spec import SpecError
 from evaltui.engine.graph.specchecks import validate_spec
 from evaltui.sets.expansion import Expansion, Member
-from evaltui.setspec import DEFAULT_REPEAT_PARAM, SetFile, SetFileError
-from evaltui.spec import SpecError
 
 _EVAL_OPTION = {"episode_count": "episodes", "start_episode_index": "start",
                 "episode_indices": "indices", "worker_count": "workers",

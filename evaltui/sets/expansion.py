@@ -3,7 +3,7 @@
 Members are the cartesian product of the matrix axes in the file's order, then the
 ``include`` entries, less those an ``exclude`` entry matches (a partial match: every
 axis it names has that value). Each member's spec is built by the one spec builder
-(:func:`evaltui.specbuild.build_spec`) from ``base`` plus the member's axis values, so a
+(:func:`evaltui.engine.graph.specbuild.build_spec`) from ``base`` plus the member's axis values, so a
 member is exactly the run ``evaltui eval`` would make of the same options. Nothing here
 imports a nodeset: :mod:`evaltui.sets.checking` holds the specs to the graphs.
 """
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.setspec import DEFAULT_REPEAT_PARAM, NAMED_AXES, SetFile, SetFileError
+from evaltui.contract.spec import SpecError
 from evaltui.engine.graph.benchmarks import get_benchmark
-from evaltui.setspec import DEFAULT_REPEAT_PARAM, NAMED_AXES, SetFile, SetFileError
-from evaltui.spec import SpecError
-from evaltui.specbuild import build_spec
+from evaltui.engine.graph.specbuild import build_spec
 
 STEP_AXIS = "step"
 """The axis a checkpoint member's step is shown under (parsed from the file's name)."""

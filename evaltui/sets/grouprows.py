@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from evaltui.records import SUMMARY_FILENAME
+from evaltui.contract.records import SUMMARY_FILENAME
 from evaltui.results.groups import GroupByError, group_by_field, metric_groups
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 from evaltui.sets.table import MemberRow, SetTable
 
 

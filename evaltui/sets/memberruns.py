@@ -15,9 +15,10 @@ import os
 import shutil
 from pathlib import Path
 
-from evaltui.launch import reap_cut_short
-from evaltui.records import SCHEDULER_FILENAME, SPEC_FILENAME
-from evaltui.rundir import read_json, runs_root
+from evaltui.contract.records import SCHEDULER_FILENAME, SPEC_FILENAME
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
+from evaltui.rundir.store import reap_cut_short
 
 
 def member_runs(outputs: str | os.PathLike[str], set_id: str) -> dict[str, str]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.setspec import SetFile, SetRecord, load_set_file, parse_set_file
 from evaltui.sets.expansion import Expansion, expand
 from evaltui.sets.setdir import set_dir
-from evaltui.setspec import SetFile, SetRecord, load_set_file, parse_set_file
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.setspec import SET_FILENAME, MemberState, SetMemberRecord, SetRecord
+from evaltui.contract.states import RunState
+from evaltui.contract.views import Run
 from evaltui.sets.expansion import Expansion, Member
 from evaltui.sets.setdir import read_set, write_set
 from evaltui.sets.targets import ResumeRefused, RunGone, SetTarget, TargetError
-from evaltui.setspec import SET_FILENAME, MemberState, SetMemberRecord, SetRecord
-from evaltui.states import RunState
-from evaltui.views import Run
 
 FAILED = (MemberState.FAILED, MemberState.ABORTED)
 MAX_BACKOFF_SEC = 60.0

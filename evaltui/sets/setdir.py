@@ -1,6 +1,6 @@
 """The set dir, ``outputs/eval_sets/{set_id}/``: set.json, read and written atomically.
 
-set.json (:class:`~evaltui.setspec.SetRecord`) holds the set file as given and every
+set.json (:class:`~evaltui.contract.setspec.SetRecord`) holds the set file as given and every
 member's key, axes, run and state. It is written with the project's atomic JSON writer
 (a reader sees the old file or the new one), so a crash of ``set run`` loses at most the
 last state change, which the next ``set run`` reads back from the members' run dirs.
@@ -16,8 +16,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from evaltui.rundir import outputs_root, read_json, write_json_atomic
-from evaltui.setspec import SET_FILENAME, SETS_DIRNAME, SetRecord
+from evaltui.contract.setspec import SET_FILENAME, SETS_DIRNAME, SetRecord
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.layout import outputs_root
 
 LOCK_FILENAME = ".lock"
 """flock'ed by the one process running the set."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaltui.slurmoptions import SlurmOptions
+from evaltui.contract.slurmoptions import SlurmOptions
 
 ARRAY_FILENAME = "slurm_array.json"
 """In the set dir: task id -> run dir and array job (:class:`ArrayManifest`)."""
@@ -52,7 +52,7 @@ class ArrayManifest:
     @classmethod
     def read(cls, set_path: Path) -> ArrayManifest:
         """The manifest of a set dir; empty when it has none."""
-        from evaltui.rundir import read_json
+        from evaltui.rundir.jsonfiles import read_json
 
         try:
             data = read_json(Path(set_path) / ARRAY_FILENAME)
@@ -63,7 +63,7 @@ class ArrayManifest:
         return cls(tasks, [str(j) for j in data.get("jobs") or []])
 
     def write(self, set_path: Path) -> None:
-        from evaltui.rundir import write_json_atomic
+        from evaltui.rundir.jsonfiles import write_json_atomic
 
         write_json_atomic(Path(set_path) / ARRAY_FILENAME, {
             "tasks": {str(i): {"run_dir": t.run_dir, "job": t.job, "key": t.key}
@@ -144,8 +144,8 @@ def submit_held(set_path: Path, set_id: str, indices: Sequence[int], options: Sl
 def write_member_run(spec: dict[str, Any], outputs: str | os.PathLike[str] | None) -> Path:
     """A new run dir for a member's spec (checked again: the set's check was the same)."""
     from evaltui.engine.graph.specchecks import validate_spec
-    from evaltui.launch import write_run
-    from evaltui.rundir import outputs_root
+    from evaltui.rundir.layout import outputs_root
+    from evaltui.rundir.store import write_run
 
     return write_run(validate_spec(spec), outputs_root(outputs))
 
@@ -153,9 +153,10 @@ def write_member_run(spec: dict[str, Any], outputs: str | os.PathLike[str] | Non
 def requeue_member_run(run_dir: Path) -> None:
     """Make a finished member's run dir queued again for the next array (its ``ok``
     episodes stay; the run re-runs the others), as the scheduler's resume does."""
-    from evaltui.launch import scheduler_record_lock
-    from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME
-    from evaltui.rundir import now_iso, read_json, write_json_atomic
+    from evaltui.contract.records import DONE_FILENAME, SCHEDULER_FILENAME
+    from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+    from evaltui.rundir.layout import now_iso
+    from evaltui.rundir.store import scheduler_record_lock
 
     with scheduler_record_lock(run_dir):
         try:

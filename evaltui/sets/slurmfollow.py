@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.setspec import MemberState, SetRecord
+from evaltui.contract.states import RunState
 from evaltui.sets.slurmarray import ArrayManifest
-from evaltui.setspec import MemberState, SetRecord
 from evaltui.slurm.jobinfo import SlurmJobInfo
-from evaltui.states import RunState
 
 _FINAL = (RunState.DONE, RunState.FAILED, RunState.CANCELLED)
 
@@ -49,7 +49,7 @@ def read_member(manifest: ArrayManifest, index: int, queued: dict[str, SlurmJobI
                 ) -> TaskReading:
     """Member ``index``'s state: Slurm's while its task is queued, else its run dir's
     (Slurm's last word written into the run dir where the run said nothing final)."""
-    from evaltui.rundir import read_run_status
+    from evaltui.rundir.status import read_run_status
 
     task_id = manifest.task_id(index)
     info = queued.get(task_id)
@@ -75,7 +75,7 @@ def _why(status: object) -> str | None:
 def _ended_without_word(run_dir: Path, task_id: str) -> TaskReading:
     """A task out of the queue whose run dir says nothing final: Slurm's final state
     (``scontrol show job``), kept in the run dir."""
-    from evaltui.launch import update_scheduler_record
+    from evaltui.rundir.store import update_scheduler_record
     from evaltui.slurm.commands import SlurmError
     from evaltui.slurm.jobinfo import show_job
 

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaltui.records import SUMMARY_FILENAME
-from evaltui.rundir import outputs_root, read_json, read_run_status, runs_root
+from evaltui.contract.records import SUMMARY_FILENAME
+from evaltui.contract.setspec import SetMemberRecord, SetRecord
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import outputs_root, runs_root
+from evaltui.rundir.status import read_run_status
 from evaltui.sets.stats import BaselineDiff
-from evaltui.setspec import SetMemberRecord, SetRecord
 
 LOWER_IS_BETTER = frozenset({"nav_error"})
 NO_BEST = frozenset({"path_length"})

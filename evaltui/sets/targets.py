@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 from typing import Any, Protocol
 
+from evaltui.contract.spec import SpecError
+from evaltui.contract.views import Run
 from evaltui.sets.memberruns import member_runs
-from evaltui.spec import SpecError
-from evaltui.views import Run
 
 
 class TargetError(RuntimeError):
@@ -70,7 +70,7 @@ class EmbeddedTarget:
     def start(cls, outputs: str | os.PathLike[str] | None = None, **options: Any
               ) -> EmbeddedTarget:
         """A new scheduler on ``outputs`` (same admission and machine ledger as any)."""
-        from evaltui.rundir import outputs_root
+        from evaltui.rundir.layout import outputs_root
         from evaltui.scheduler.scheduler import JobScheduler
 
         return cls(JobScheduler(outputs_root(outputs), **options).start(), owned=True)

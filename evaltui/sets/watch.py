@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaltui.pollfiles import POLL_DELAY_MS, should_poll
+from evaltui.contract.setspec import STOP_FILENAME
+from evaltui.rundir.pollfiles import POLL_DELAY_MS, should_poll
 from evaltui.sets.expansion import Member, checkpoint_step, inside
 from evaltui.sets.runner import SetRunner
-from evaltui.setspec import STOP_FILENAME
 
 DONE_SUFFIX = ".done"
 

@@ -1,6 +1,6 @@
 """Slurm's client commands, read and driven from Python: no engine, no Textual.
 
-- :mod:`~evaltui.slurmoptions`: ``eval.slurm`` (DESIGN §12) as :class:`SlurmOptions`.
+- :mod:`~evaltui.contract.slurmoptions`: ``eval.slurm`` (DESIGN §12) as :class:`SlurmOptions`.
 - :mod:`~evaltui.slurm.commands`: whether sbatch & co. exist; their errors as one line.
 - :mod:`~evaltui.slurm.submit`: the sbatch command line, submission, ``--test-only``.
 - :mod:`~evaltui.slurm.jobid`: job ids (``123``, ``123_4``, ``123_[5-9%2]``).

@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaltui.records import SUMMARY_FILENAME
-from evaltui.rundir import is_run_id, read_json
-from evaltui.slurmoptions import SlurmOptions
+from evaltui.contract.records import SUMMARY_FILENAME
+from evaltui.contract.slurmoptions import SlurmOptions
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import is_run_id
 
 LOOK_BACK = 20
 """How many of the newest run dirs are looked at for an earlier run's episode time."""

@@ -4,7 +4,7 @@ hint (docs/slurm.md, "Following a run").
 A run submitted with ``--executor slurm`` records its job in scheduler.json
 (``slurm_job_id``, ``slurm_cluster``) and no pid: its process is the job's batch step, on a
 node of the cluster, where no liveness check of this host can see it. So
-:func:`follow_status` reads what :func:`evaltui.rundir.read_run_status` found and, unless
+:func:`follow_status` reads what :func:`evaltui.rundir.status.read_run_status` found and, unless
 the run dir has the last word (``_DONE`` with a terminal summary, or a terminal state a
 follower wrote), asks Slurm through :class:`SlurmQueue`: one ``squeue`` of every job
 for every reader of this process per :data:`SQUEUE_EVERY_SEC` (a TUI refreshing a table
@@ -30,12 +30,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME, SUMMARY_FILENAME
-from evaltui.rundir import RunStatus
+from evaltui.contract.records import DONE_FILENAME, SCHEDULER_FILENAME, SUMMARY_FILENAME
+from evaltui.contract.states import RunState
+from evaltui.rundir.status import RunStatus
 from evaltui.slurm.commands import SlurmError, missing_commands, run_slurm
 from evaltui.slurm.jobinfo import SQUEUE_FORMAT, SlurmJobInfo, parse_squeue_line
 from evaltui.slurm.jobstate import SlurmJobState
-from evaltui.states import RunState
 
 SQUEUE_EVERY_SEC = 2.0
 """How old Slurm's queue may be when a reader asks (the TUI refreshes about once a second)."""
@@ -177,8 +177,8 @@ def cancel_slurm_run(run_dir: Path, job: str) -> None:
     """Cancel a Slurm run: the request recorded first (so the run reads ``cancelled`` once
     its job is gone, whoever looks), then ``scancel`` of its job. SlurmError (one line) when
     scancel fails; the request stays recorded."""
-    from evaltui.launch import update_scheduler_record
-    from evaltui.rundir import now_iso
+    from evaltui.rundir.layout import now_iso
+    from evaltui.rundir.store import update_scheduler_record
     from evaltui.slurm.control import cancel
 
     update_scheduler_record(Path(run_dir), cancel_requested_at=now_iso())

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from evaltui.contract.slurmoptions import slurm_time_seconds
+from evaltui.contract.states import RunState
 from evaltui.slurm.commands import raise_for_exit, run_slurm
 from evaltui.slurm.jobid import SlurmJobId
 from evaltui.slurm.jobstate import RUN_STATE_OF, SlurmJobState
-from evaltui.slurmoptions import slurm_time_seconds
-from evaltui.states import RunState
 
 SQUEUE_FORMAT = "%i|%F|%K|%T|%r|%N|%j"
 """id, array job id, array task id, state, reason, nodes, name (last: it may hold ``|``)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
 
 
 class SlurmJobState(StrEnum):

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaltui.records import DONE_FILENAME
-from evaltui.rundir import read_run_status
+from evaltui.contract.records import DONE_FILENAME
+from evaltui.contract.states import RunState
+from evaltui.rundir.status import read_run_status
 from evaltui.slurm.jobinfo import SlurmJobInfo
 from evaltui.slurm.jobstate import SlurmJobState
-from evaltui.states import RunState
 
 REQUEUE_REFUSED_FILENAME = "_REQUEUE_REFUSED"
 """In the run dir: the run asked Slurm to requeue its job and was refused (Slurm's words)."""

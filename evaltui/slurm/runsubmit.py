@@ -51,7 +51,7 @@ def submit_run(spec: Mapping[str, Any], outputs: Path) -> SubmittedSlurmRun:
     before anything is written; SlurmError (one line) when Slurm refuses, with the run dir
     removed (nothing left behind)."""
     from evaltui.engine.graph.specchecks import validate_spec
-    from evaltui.launch import update_scheduler_record, write_run
+    from evaltui.rundir.store import update_scheduler_record, write_run
 
     workspace = spec.get("active_workspace_dir")
     if isinstance(workspace, str) and workspace and workspace not in sys.path:
@@ -86,9 +86,10 @@ def resubmit_run(run_dir: Path, checked: CheckedSpec, previous: str) -> str:
     job id throughout, so no backend takes the run for a queued run of its own; where
     sbatch refuses, the run reads ``previous`` again, Slurm's line in its error, and
     SlurmError (one line) is raised."""
-    from evaltui.launch import scheduler_record_lock, update_scheduler_record
-    from evaltui.records import DONE_FILENAME
-    from evaltui.rundir import now_iso, read_json
+    from evaltui.contract.records import DONE_FILENAME
+    from evaltui.rundir.jsonfiles import read_json
+    from evaltui.rundir.layout import now_iso
+    from evaltui.rundir.store import scheduler_record_lock, update_scheduler_record
 
     with scheduler_record_lock(run_dir):
         try:
@@ -118,7 +119,7 @@ def record_placement(run_dir: Path, environ: Mapping[str, str] | None = None) ->
     run dir that cannot take it (a full disk) runs all the same."""
     import os
 
-    from evaltui.launch import update_scheduler_record
+    from evaltui.rundir.store import update_scheduler_record
 
     env = os.environ if environ is None else environ
     fields = {key: env.get(var) for key, var in (

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaltui.contract.slurmoptions import SlurmOptions
 from evaltui.slurm.commands import SlurmError, check_controller, error_line, run_slurm
 from evaltui.slurm.jobid import SlurmJobId, parse_parsable
-from evaltui.slurmoptions import SlurmOptions
 
 DEFAULT_SIGNAL = "B:USR1@90"
 """USR1 to the batch step 90 s before the time limit: time to flush and requeue."""

@@ -22,8 +22,8 @@ import httpx
 from evaltui.api.auth import TokenError, read_token
 from evaltui.api.client import ApiClient, ApiError, BackendUnavailable, InvalidRequest, NotFound
 from evaltui.api.models import BackendInfo, Resources
-from evaltui.spec import SpecError
-from evaltui.states import RunState
+from evaltui.contract.spec import SpecError
+from evaltui.contract.states import RunState
 from evaltui.tui.backend import (
     BackendError,
     QueueSnapshot,

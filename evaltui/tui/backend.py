@@ -4,7 +4,7 @@ The screens talk to a :class:`Backend` only. Its methods block (file locks, NVML
 so the UI calls them from thread workers and never from the event loop. Two kinds
 exist: :class:`~evaltui.tui.embedded.EmbeddedBackend` wraps a JobScheduler in this
 process; an attached backend (``evaltui --attach URL``) speaks the HTTP API of
-``evaltui serve``. Both read the same status views (:mod:`evaltui.views`) and turn them
+``evaltui serve``. Both read the same status views (:mod:`evaltui.contract.views`) and turn them
 into the display rows below with one :func:`run_row`.
 """
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from evaltui.states import RunState
-from evaltui.views import QueueEntry, Resources, Run, SpecBrief
+from evaltui.contract.states import RunState
+from evaltui.contract.views import QueueEntry, Resources, Run, SpecBrief
 
 ACTIVE = (RunState.STARTING, RunState.RUNNING)
 
@@ -185,7 +185,7 @@ class Backend(Protocol):
         """Scheduler state, resources and all runs: active, queued (admission order), done."""
 
     def submit(self, spec: dict[str, Any]) -> tuple[str, RunState]:
-        """Validate and enqueue a JobSpec; raises ``evaltui.spec.SpecError`` naming the field."""
+        """Validate and enqueue a JobSpec; raises ``evaltui.contract.spec.SpecError`` naming the field."""
 
     def submit_warnings(self, run_id: str) -> list[str]:
         """What submit warned about for this run (step budget, missing references)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
 
 STATE_COLOUR: Mapping[str, str] = {
     RunState.QUEUED: "secondary",

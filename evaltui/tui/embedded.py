@@ -16,10 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.states import RunState
+from evaltui.contract.views import Resources
 from evaltui.scheduler.core import NotResumable, RunNotFound
 from evaltui.scheduler.lock import LockHeldError
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
 from evaltui.tui.backend import (
     BackendError,
     QueueSnapshot,
@@ -27,7 +28,6 @@ from evaltui.tui.backend import (
     SchedulerMode,
     queue_rows,
 )
-from evaltui.views import Resources
 
 
 class EmbeddedBackend:

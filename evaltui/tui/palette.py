@@ -16,7 +16,7 @@ from textual.app import SystemCommand
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 
-from evaltui.rundir import episode_dir
+from evaltui.rundir.layout import episode_dir
 
 if TYPE_CHECKING:
     from evaltui.tui.app import EvalApp

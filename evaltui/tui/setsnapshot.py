@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.setspec import is_set_name
 from evaltui.sets.setdir import SetDirError, read_set, sets_root
-from evaltui.setspec import is_set_name
 
 ORDER = ("done", "running", "starting", "queued", "pending", "failed", "aborted",
          "cancelled")

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from textual.theme import Theme
 
-from evaltui.settings import settings
+from evaltui.contract.settings import settings
 
 DEFAULT_THEME = "evaltui-dark"
 _THEME_FIELDS = {f.name for f in fields(Theme)}

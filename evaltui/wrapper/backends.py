@@ -27,7 +27,9 @@ import httpx
 
 from evaltui.api.auth import TokenError, read_token
 from evaltui.api.models import API_PREFIX
-from evaltui.rundir import PRIVATE_MODE, PidRef, write_json_atomic
+from evaltui.contract.pidref import PidRef
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import PRIVATE_MODE
 from evaltui.wrapper.pidfiles import PidFile, backends_dir, pid_file_path
 from evaltui.wrapper.ports import HOST, bindable, port_lock, port_pool, use_lock
 

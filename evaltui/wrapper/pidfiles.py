@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaltui.rundir import PidRef, read_json, state_dir
+from evaltui.contract.pidref import PidRef
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import state_dir
 
 
 def backends_dir() -> Path:

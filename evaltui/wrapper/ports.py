@@ -14,8 +14,8 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from evaltui.rundir import state_dir
-from evaltui.settings import settings
+from evaltui.contract.settings import settings
+from evaltui.rundir.layout import state_dir
 
 DEFAULT_POOL = "8765-8769"
 HOST = "127.0.0.1"

@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
-from evaltui.rundir import state_dir
+from evaltui.rundir.layout import state_dir
 
 PROFILES_FILENAME = "profiles.yaml"
 

@@ -19,8 +19,9 @@ from evaltui.api import backend_start
 from evaltui.api.client import ApiClient
 from evaltui.api.models import API_PREFIX
 from evaltui.api.server import ApiServer
+from evaltui.contract.pidref import PidRef
 from evaltui.graphs import builtin_graph_path
-from evaltui.rundir import PidRef, read_json
+from evaltui.rundir.jsonfiles import read_json
 from evaltui.scheduler.admits.queue import AdmitQueue
 from evaltui.scheduler.scheduler import JobScheduler
 

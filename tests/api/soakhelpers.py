@@ -22,8 +22,9 @@ import httpx
 import psutil
 
 from evaltui.api.models import API_PREFIX
+from evaltui.contract.pidref import PidRef
 from evaltui.graphs import builtin_graph_path
-from evaltui.rundir import PidRef, runs_root
+from evaltui.rundir.layout import runs_root
 
 TERMINAL = {"done", "failed", "cancelled", "aborted"}
 

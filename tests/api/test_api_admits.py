@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from apihelpers import Backend, bot_spec, wait_until
 
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.states import RunState
 from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.admits.queue import AdmitError, AdmitQueue, AdmitState, HolderNotRunning
 from evaltui.scheduler.lock import InteractiveLock
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
 
 GIB = 1024
 

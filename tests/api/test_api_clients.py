@@ -17,7 +17,8 @@ from evaltui.api.client import (
     NotFound,
 )
 from evaltui.cli import main
-from evaltui.rundir import episode_dir, read_json, write_json_atomic
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.layout import episode_dir
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ import threading
 
 from apihelpers import Backend, bot_spec
 
-from evaltui.rundir import read_json, runs_root
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 
 CLIENTS = 3
 PER_CLIENT = 15

@@ -12,7 +12,7 @@ from apihelpers import Backend, bot_spec
 
 from evaltui.api.events import EventHub
 from evaltui.api.sse import ServerEvent, iter_sse
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
 
 
 def _collect(backend: Backend, out: queue.Queue, **kwargs: object) -> threading.Thread:

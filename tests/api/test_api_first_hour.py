@@ -13,8 +13,8 @@ import pytest
 from apihelpers import Backend, bot_spec, wait_until
 
 from evaltui.cli import main
-from evaltui.rundir import episode_dir
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
+from evaltui.rundir.layout import episode_dir
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from apihelpers import Backend, bot_spec
 
-from evaltui.rundir import runs_root
+from evaltui.rundir.layout import runs_root
 
 
 def test_submit_on_a_full_outputs_disk_is_507_and_leaves_no_run_dir(

@@ -19,7 +19,7 @@ import hypothesis.strategies as st
 from apihelpers import Backend, bot_spec
 from hypothesis import HealthCheck, given, settings
 
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
 
 EXAMPLES_PER_ROUTE = 100
 NASTY = ["..", "../..", "../../etc/passwd", "..%2F..%2Fetc%2Fpasswd", "%2e%2e%2f", "/", "%00",

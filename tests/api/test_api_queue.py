@@ -7,7 +7,7 @@ import httpx
 from apihelpers import bot_spec, wait_until
 
 from evaltui import cli
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
 
 COMMAND = "python train.py --lr 3e-4"
 

@@ -10,7 +10,7 @@ import pytest
 from apihelpers import Backend
 
 from evaltui.cli import main
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
 
 
 @pytest.fixture

@@ -11,8 +11,10 @@ import pytest
 from apihelpers import Backend, bot_spec, wait_until
 
 from evaltui.api.models import API_PREFIX
-from evaltui.rundir import PidRef, episode_dir, read_json, write_json_atomic
-from evaltui.states import RunState
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.layout import episode_dir
 
 
 def _done_run(backend: Backend, episodes: int = 2) -> str:

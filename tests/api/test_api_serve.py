@@ -20,7 +20,7 @@ from apihelpers import bot_spec, wait_until
 from evaltui.api.client import ApiClient
 from evaltui.api.server import is_loopback
 from evaltui.cli import main
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
 
 Popen = Callable[..., subprocess.Popen[Any]]
 

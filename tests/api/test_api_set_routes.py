@@ -16,7 +16,7 @@ from apihelpers import Backend, wait_until
 
 from evaltui.api.client import ApiClient, Conflict, InvalidRequest, NotFound
 from evaltui.api.sse import ServerEvent
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 
 def _events(client: ApiClient, out: queue.Queue) -> None:

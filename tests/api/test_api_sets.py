@@ -10,7 +10,7 @@ import yaml
 from apihelpers import Backend
 
 from evaltui.cli import main
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 
 def test_set_run_submits_to_the_backend_at_backend_url(

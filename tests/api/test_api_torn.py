@@ -11,8 +11,8 @@ import pytest
 from apihelpers import Backend, bot_spec
 
 from evaltui.cli import main
-from evaltui.rundir import episode_dir, runs_root
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
+from evaltui.rundir.layout import episode_dir, runs_root
 
 
 @pytest.fixture

@@ -13,9 +13,10 @@ import pytest
 from apihelpers import Backend, bot_spec
 
 from evaltui.api.models import API_PREFIX
-from evaltui.rundir import runs_root, write_json_atomic
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.runs.episodes import EpisodeWatcher
-from evaltui.states import RunState
 
 SECRET = "top-secret-outside-the-outputs-root"
 

@@ -17,7 +17,8 @@ from proctools import kill_group
 
 from evaltui.api.client import ApiClient, ApiError
 from evaltui.cli import main
-from evaltui.rundir import PidRef, read_json
+from evaltui.contract.pidref import PidRef
+from evaltui.rundir.jsonfiles import read_json
 from evaltui.scheduler.admission.ledger import Ledger
 
 Popen = Callable[..., subprocess.Popen[Any]]

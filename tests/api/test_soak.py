@@ -38,8 +38,9 @@ from fulldisk import SmallDisk
 from ports import free_ports
 from soakhelpers import TERMINAL, Backends, Tracker, job_spec
 
-from evaltui.logread import read_log
-from evaltui.rundir import PidRef, runs_root
+from evaltui.contract.pidref import PidRef
+from evaltui.rundir.layout import runs_root
+from evaltui.rundir.logread import read_log
 from evaltui.scheduler.admission.ledger import Ledger
 
 CAPACITY_MB = 24576

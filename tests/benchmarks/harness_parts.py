@@ -22,11 +22,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.spec import parse_spec
 from evaltui.engine.episode import loop, session
 from evaltui.engine.graph.datasets import load_episodes
 from evaltui.engine.graph.specchecks import check_spec
-from evaltui.rundir import episode_dir, read_json
-from evaltui.spec import parse_spec
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import episode_dir
 
 GRAPHS = Path(__file__).resolve().parents[2] / "evaltui" / "graphs"
 

@@ -13,9 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+from evaltui.contract.states import SummaryStatus
 from evaltui.engine.run.summary import SummaryWriter
-from evaltui.rundir import episode_dir, touch_done, write_json_atomic
-from evaltui.states import SummaryStatus
+from evaltui.rundir.jsonfiles import touch_done, write_json_atomic
+from evaltui.rundir.layout import episode_dir
 
 
 def row(index: int) -> dict[str, object]:

@@ -22,7 +22,8 @@ from evaltui.api.auth import load_or_create_token
 from evaltui.api.models import API_PREFIX
 from evaltui.api.server import ApiServer
 from evaltui.graphs import builtin_graph_path
-from evaltui.rundir import runs_root, touch_done, write_json_atomic
+from evaltui.rundir.jsonfiles import touch_done, write_json_atomic
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.scheduler import JobScheduler
 
 RUNS = 2000

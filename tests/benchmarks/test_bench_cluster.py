@@ -43,10 +43,10 @@ from clusterbench import (
     timed_ticks,
 )
 
-from evaltui.rundir import read_json
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json
 from evaltui.scheduler.cluster.probe import ClusterProbe
 from evaltui.scheduler.scheduler import JobScheduler, default_spawner
-from evaltui.states import RunState
 
 TESTS = Path(__file__).resolve().parents[1]
 for folder in (TESTS / "ray", TESTS / "scheduler"):

@@ -21,7 +21,7 @@ import pytest
 
 from evaltui.engine.run.summary import row_json
 from evaltui.engine.stats.betting import BettingCS
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 from tests.engine.runhelpers import run_to_end
 
 GRAPHS = Path(__file__).resolve().parents[2] / "evaltui" / "graphs"

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from evaltui.engine.episode.logger import ExecutionLogger
-from evaltui.launch import spawn_run
-from evaltui.rundir import episode_dir, read_json, write_json_atomic
+from evaltui.procs.spawn import spawn_run
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.layout import episode_dir
 from tests.runprep import prepare_run
 
 GRAPHS = Path(__file__).resolve().parents[2] / "evaltui" / "graphs"

@@ -23,8 +23,8 @@ import pytest
 from harness_parts import SessionParts, first_episode_latency
 from PIL import Image
 
-from evaltui.launch import spawn_run
-from evaltui.rundir import read_json
+from evaltui.procs.spawn import spawn_run
+from evaltui.rundir.jsonfiles import read_json
 from tests.runprep import prepare_run
 
 GRAPHS = Path(__file__).resolve().parents[2] / "evaltui" / "graphs"
@@ -195,7 +195,7 @@ def test_frame_cost_per_step_before_and_after(tmp_path: Path) -> None:
     from evaltui.benchmarks.babyai import load_manifest
     from evaltui.benchmarks.babyai.frames import GridFrames
     from evaltui.benchmarks.babyai.minigrid_import import BabyAIBot, make_env
-    from evaltui.framefile import FrameFileWriter
+    from evaltui.rundir.framefile import FrameFileWriter
 
     env = make_env("BabyAI-GoToObjMaze-v0")
     frames = GridFrames(8)

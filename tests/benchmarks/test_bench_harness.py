@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 from test_bench_pool import GRAPHS, MODEL, observations, timed_run
 
+from evaltui.contract.spec import parse_spec
 from evaltui.engine.executor.local.pool import EnvWorkerPool
 from evaltui.engine.executor.local.worker import WorkerConfig
 from evaltui.engine.executor.local.zygote import WorkerZygote
@@ -44,7 +45,6 @@ from evaltui.engine.graph.specchecks import check_spec
 from evaltui.engine.hosting.channel import new_secret
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess
 from evaltui.engine.hosting.proxy import connect
-from evaltui.spec import parse_spec
 
 REPEAT = int(os.environ.get("EVALTUI_BENCH_REPEAT", "3"))
 

@@ -19,8 +19,8 @@ import psutil
 import pytest
 
 from evaltui.benchmarks.babyai import manifest_path
-from evaltui.launch import spawn_run
-from evaltui.rundir import read_json
+from evaltui.procs.spawn import spawn_run
+from evaltui.rundir.jsonfiles import read_json
 from tests.runprep import prepare_run
 
 GRAPHS = Path(__file__).resolve().parents[2] / "evaltui" / "graphs"

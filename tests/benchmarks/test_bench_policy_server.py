@@ -32,9 +32,9 @@ from evaltui.benchmarks.babyai import load_manifest
 from evaltui.benchmarks.babyai.env import BabyAIEnv
 from evaltui.benchmarks.babyai.model import BabyAIModelPolicy
 from evaltui.engine.hosting.stacking import BatchOfOne
-from evaltui.launch import spawn_run
 from evaltui.nodesets.openpi import WebsocketPolicy
-from evaltui.rundir import read_json
+from evaltui.procs.spawn import spawn_run
+from evaltui.rundir.jsonfiles import read_json
 from tests.runprep import prepare_run
 from tests.waiting import wait_until
 

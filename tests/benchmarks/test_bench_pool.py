@@ -28,8 +28,8 @@ import pytest
 from evaltui.engine.hosting.channel import new_secret
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess
 from evaltui.engine.hosting.proxy import connect
-from evaltui.launch import spawn_run
-from evaltui.rundir import read_json
+from evaltui.procs.spawn import spawn_run
+from evaltui.rundir.jsonfiles import read_json
 from tests.runprep import prepare_run
 
 GRAPHS = Path(__file__).resolve().parents[2] / "evaltui" / "graphs"

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from evaltui.launch import spawn_run
-from evaltui.rundir import read_json
+from evaltui.procs.spawn import spawn_run
+from evaltui.rundir.jsonfiles import read_json
 from tests.runprep import prepare_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ray"))

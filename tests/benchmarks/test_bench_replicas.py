@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from evaltui.launch import spawn_run
-from evaltui.rundir import read_json
+from evaltui.procs.spawn import spawn_run
+from evaltui.rundir.jsonfiles import read_json
 from tests.runprep import prepare_run
 
 GRAPHS = Path(__file__).resolve().parents[2] / "evaltui" / "graphs"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from evaltui.contract.states import RunState
 from evaltui.scheduler.scheduler import JobScheduler, default_spawner
-from evaltui.states import RunState
 
 SCHED_TESTS = Path(__file__).resolve().parents[1] / "scheduler"
 if str(SCHED_TESTS) not in sys.path:

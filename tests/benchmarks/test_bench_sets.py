@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from evaltui.cli import main
+from evaltui.contract.setspec import SetMemberRecord, SetRecord
 from evaltui.sets.plan import plan_file
 from evaltui.sets.setdir import write_set
-from evaltui.setspec import SetMemberRecord, SetRecord
 
 pytestmark = pytest.mark.bench
 
@@ -60,7 +60,8 @@ def test_a_48_member_set_on_a_fake_24_gib_gpu(
     times), and the GPU memory-time the members held over what the GPU offered."""
     from datetime import datetime
 
-    from evaltui.rundir import read_json, runs_root
+    from evaltui.rundir.jsonfiles import read_json
+    from evaltui.rundir.layout import runs_root
 
     monkeypatch.setenv("EVALTUI_FAKE_GPUS", "1x24576")
     path = tmp_path / "gpu.yaml"

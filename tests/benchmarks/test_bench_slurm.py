@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "slurm"))

@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 import pytest
 
-from evaltui.rundir import write_json_atomic
+from evaltui.rundir.jsonfiles import write_json_atomic
 from evaltui.tui.app import make_app
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.episodes_table import EpisodesTable

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from evaltui import fakegpu
 from evaltui.engine.nodes import NodeSet, node
+from evaltui.gpu import fakegpu
 
 
 class PinnedPolicy(NodeSet):

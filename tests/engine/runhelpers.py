@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from evaltui.launch import spawn_run
-from evaltui.rundir import read_json
+from evaltui.procs.spawn import spawn_run
+from evaltui.rundir.jsonfiles import read_json
 
 # tests/ holds the suite-wide helpers; driver scripts run from their own folder need it too.
 _TESTS_DIR = str(Path(__file__).resolve().parents[1])

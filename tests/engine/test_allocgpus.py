@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evaltui import fakegpu
 from evaltui.engine.run.allocgpus import adopt_slurm_gpus, host_gpu_env
+from evaltui.gpu import fakegpu
 
 
 def test_the_fake_index_follows_the_gpus_slurm_gave() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from runhelpers import builtin_graph
 
-from evaltui.spec import SpecError
+from evaltui.contract.spec import SpecError
 from tests.runprep import prepare_run
 
 

@@ -9,9 +9,9 @@ import pytest
 from pool_helpers import walk_graph, walk_spec
 from runhelpers import comparable, episode_rows, run_to_end
 
+from evaltui.contract.spec import SpecError
 from evaltui.engine.nodes import NodeSet, NodeSpec, node
-from evaltui.rundir import read_json
-from evaltui.spec import SpecError
+from evaltui.rundir.jsonfiles import read_json
 from tests.runprep import prepare_run
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import psutil
 from runhelpers import finished_count, wait_until
 
-from evaltui.rundir import derive_run_state, read_json
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.status import derive_run_state
 
 
 def slow_eval(tmp_path: Path, outputs: Path) -> subprocess.Popen[str]:

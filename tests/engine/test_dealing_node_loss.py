@@ -13,11 +13,11 @@ from collections import deque
 
 import pytest
 
+from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.episode.loop import EpisodeOutcome
 from evaltui.engine.executor.dealing import SlotExecutor
 from evaltui.engine.executor.protocol import EpisodeResult
 from evaltui.engine.executor.slots import Died, Finished, Ready, Slot, SlotEvent
-from evaltui.states import EpisodeStatus
 
 
 class ScriptedExecutor(SlotExecutor[Slot]):

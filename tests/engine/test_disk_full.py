@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 from runhelpers import finished_count, wait_until
 
-from evaltui.rundir import read_json, runs_root
+from evaltui.contract.states import RunState
+from evaltui.engine.graph.specbuild import build_spec
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.specbuild import build_spec
-from evaltui.states import RunState
 
 EPISODES = 24
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 from tests.engine.runhelpers import builtin_graph
 
 ENGINE_TESTS = Path(__file__).resolve().parent

@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 from runhelpers import builtin_graph, comparable, episode_rows, run_to_end
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 PRESTART_FLAG = "--spec-from-stdin"
 

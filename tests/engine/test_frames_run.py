@@ -23,8 +23,8 @@ from evaltui.benchmarks.babyai import SPLITS, load_manifest
 from evaltui.benchmarks.babyai.minigrid_import import make_env
 from evaltui.engine.episode.logger import ExecutionLogger
 from evaltui.engine.nodes import Frame
-from evaltui.logread import iter_log
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.logread import iter_log
 from evaltui.runview.gif import episode_frames, export_gif
 from evaltui.runview.replay import EpisodeReplay
 

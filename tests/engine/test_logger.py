@@ -10,7 +10,7 @@ import orjson
 
 from evaltui.engine.episode.logger import ExecutionLogger
 from evaltui.engine.episode.tiles import TileAtlas, TiledFrame
-from evaltui.framefile import FRAMES_FILENAME, read_frame
+from evaltui.rundir.framefile import FRAMES_FILENAME, read_frame
 
 
 def lines(path: Path) -> list[dict]:

@@ -8,8 +8,8 @@ import pytest
 from fixture_nodesets import corridor_graph
 from runhelpers import ENGINE_TESTS, episode_rows, run_to_end, write_corridor_dataset
 
-from evaltui.logread import iter_log
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.logread import iter_log
 
 
 def corridor_spec(tmp_path: Path, goals: list[int], **eval_fields) -> dict:

@@ -18,8 +18,9 @@ from pool_helpers import (
 )
 from runhelpers import episode_rows, running, wait_until
 
-from evaltui.process import terminate_group
-from evaltui.rundir import PidRef, read_json
+from evaltui.contract.pidref import PidRef
+from evaltui.procs.groups import terminate_group
+from evaltui.rundir.jsonfiles import read_json
 
 
 def slow_spec(tmp_path: Path, **env: object) -> dict:

@@ -17,7 +17,7 @@ from pool_helpers import (
 )
 from runhelpers import episode_rows, running, wait_until
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 
 def test_the_worker_starts_its_next_episode_while_the_run_is_stopped(tmp_path: Path) -> None:

@@ -29,9 +29,9 @@ from runhelpers import (
 
 from evaltui.engine.hosting.channel import host_secret
 from evaltui.engine.hosting.host import NodesetServer
-from evaltui.launch import spawn_run
-from evaltui.logread import iter_log
-from evaltui.rundir import read_json
+from evaltui.procs.spawn import spawn_run
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.logread import iter_log
 
 
 @pytest.mark.parametrize("graph,workers", [("bot", 4), ("model", 3)])

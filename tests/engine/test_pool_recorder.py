@@ -10,14 +10,14 @@ from pathlib import Path
 
 from pool_helpers import walk_graph, walk_spec
 
+from evaltui.contract.spec import parse_spec
 from evaltui.engine.executor.local.pool import EnvWorkerPool
 from evaltui.engine.executor.local.worker import WorkerConfig
 from evaltui.engine.executor.protocol import EpisodeResult
 from evaltui.engine.executor.recorder import Recorder
 from evaltui.engine.executor.watchdog import LogWatch
 from evaltui.engine.graph.specchecks import check_spec
-from evaltui.rundir import episode_dir
-from evaltui.spec import parse_spec
+from evaltui.rundir.layout import episode_dir
 
 
 def test_a_slow_recording_holds_up_no_dealing(tmp_path: Path) -> None:

@@ -12,13 +12,13 @@ import pytest
 from pool_helpers import alive, start_pids, starts, walk_graph, walk_spec
 from runhelpers import episode_rows, running, wait_until
 
+from evaltui.contract.spec import parse_spec
 from evaltui.engine.executor.local.pool import EnvWorkerPool
 from evaltui.engine.executor.local.worker import WorkerConfig
 from evaltui.engine.executor.local.zygote import MAX_STARTS, WorkerZygote, ZygoteError
 from evaltui.engine.graph.specchecks import check_spec
 from evaltui.engine.hosting.channel import SharedEndpoint
-from evaltui.rundir import read_json
-from evaltui.spec import parse_spec
+from evaltui.rundir.jsonfiles import read_json
 
 
 def started_pids(trace: Path) -> set[int]:

@@ -8,11 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from evaltui.contract.states import RunState
 from evaltui.engine.episode.metrics import row_values
 from evaltui.engine.stats.betting import betting_interval
 from evaltui.results.verifystop import dealt_order
-from evaltui.rundir import derive_run_state, read_json
-from evaltui.states import RunState
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.status import derive_run_state
 
 
 def _race(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from evaltui.contract.spec import SpecError
 from evaltui.engine.graph.definition import GraphDefinition, GraphError
 from evaltui.engine.graph.replicas import ReplicaAsk, replica_ask
+from evaltui.engine.graph.specbuild import build_spec
 from evaltui.graphs import builtin_graph_path
-from evaltui.spec import SpecError
-from evaltui.specbuild import build_spec
 
 
 def model_graph() -> dict:

@@ -108,7 +108,7 @@ def test_requests_move_off_a_replica_that_refuses_at_once(sockets: Path) -> None
 
 def test_a_multi_gpu_run_s_own_processes_charge_its_first_fake_gpu(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from evaltui import fakegpu
+    from evaltui.gpu import fakegpu
 
     monkeypatch.setenv("EVALTUI_FAKE_GPUS", "4x1000")
     monkeypatch.setenv("EVALTUI_FAKE_GPU_INDEX", "2,3")  # as the scheduler starts the run

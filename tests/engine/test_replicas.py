@@ -12,8 +12,8 @@ import pytest
 from pool_helpers import walk_graph, walk_spec
 from runhelpers import builtin_graph, comparable, episode_rows, finished_count, running, wait_until
 
-from evaltui.logread import iter_log
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.logread import iter_log
 
 EPISODES = 12
 

@@ -21,9 +21,10 @@ from runhelpers import (
     wait_until,
 )
 
-from evaltui.logread import iter_log
-from evaltui.rundir import derive_run_state, read_json
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.logread import iter_log
+from evaltui.rundir.status import derive_run_state
 
 
 def bot_spec(noise: float = 0.0, episodes: int = 20, **env_params) -> dict:

@@ -18,24 +18,20 @@ import orjson
 import psutil
 import pytest
 
-from evaltui import rundir
-from evaltui.logread import iter_log, read_log
-from evaltui.rundir import (
-    PidRef,
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json, sync_files, touch_done, write_json_atomic
+from evaltui.rundir.layout import (
     allocate_run_dir,
-    derive_run_state,
     episode_dir,
     episode_index_from_dirname,
     is_run_id,
     outputs_root,
-    read_json,
-    read_run_status,
     runs_root,
     state_dir,
-    touch_done,
-    write_json_atomic,
 )
-from evaltui.states import RunState
+from evaltui.rundir.logread import iter_log, read_log
+from evaltui.rundir.status import RunStatus, derive_run_state, read_run_status
 
 FIXED_NOW = datetime(2026, 1, 2, 3, 4, 5)
 
@@ -124,7 +120,7 @@ _ALLOCATE_CHILD = textwrap.dedent(
     import sys, time
     from datetime import datetime
     from pathlib import Path
-    from evaltui.rundir import allocate_run_dir
+    from evaltui.rundir.layout import allocate_run_dir
 
     outputs, go = Path(sys.argv[1]), Path(sys.argv[2])
     print("ready", flush=True)
@@ -576,7 +572,7 @@ def test_a_symlink_out_of_the_run_dir_is_not_read_by_the_status_read(tmp_path: P
 def test_read_run_status_returns_parsed_files(tmp_path: Path) -> None:
     run = _make_run(tmp_path, scheduler=_sched(state="queued"), summary_status=None)
     status = read_run_status(run)
-    assert status == rundir.RunStatus(RunState.QUEUED, None, _sched(state="queued"), None)
+    assert status == RunStatus(RunState.QUEUED, None, _sched(state="queued"), None)
 
 
 @pytest.mark.parametrize("count", [1, 40])
@@ -585,10 +581,10 @@ def test_sync_files_skips_gone_files_and_raises_a_failed_fsync(tmp_path: Path,
     files = []
     for i in range(count):
         path = tmp_path / f"ep{i:04d}.json"
-        rundir.write_json_atomic(path, {"i": i}, durable=False)
+        write_json_atomic(path, {"i": i}, durable=False)
         files.append(path)
-    rundir.sync_files([*files, tmp_path / "gone.json"])  # one by one, or from threads
+    sync_files([*files, tmp_path / "gone.json"])  # one by one, or from threads
     # fsync of a /proc file fails (EINVAL): the error reaches the caller, whose summary
     # must then not claim the rows durable.
     with pytest.raises(OSError):
-        rundir.sync_files([*files, Path("/proc/self/stat")])
+        sync_files([*files, Path("/proc/self/stat")])

@@ -14,9 +14,9 @@ from evaltui.engine.graph.datasets import load_episodes, resolve_dataset
 from evaltui.engine.stats.betting import betting_interval
 from evaltui.engine.stats.order import dealing_order
 from evaltui.export.payload import summary_values
-from evaltui.export.snapshot import read_snapshot
 from evaltui.results.verify import verify_run
-from evaltui.rundir import read_json, write_json_atomic
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.runview.snapshot import read_snapshot
 
 SPLIT = 120
 

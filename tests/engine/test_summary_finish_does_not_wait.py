@@ -9,9 +9,9 @@ from pathlib import Path
 
 from waiting import wait_until
 
+from evaltui.contract.states import SummaryStatus
 from evaltui.engine.run.summary import SummaryWriter
-from evaltui.rundir import write_json_atomic
-from evaltui.states import SummaryStatus
+from evaltui.rundir.jsonfiles import write_json_atomic
 
 HEADER = {"run_id": "r", "graph_name": "g", "dataset": "d", "split": "s", "worker_count": 1}
 

@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
+from evaltui.contract.records import ROWS_FILENAME, Summary
+from evaltui.contract.states import SummaryStatus
 from evaltui.engine.episode.metrics import aggregate
 from evaltui.engine.run.summary import SummaryWriter
-from evaltui.records import ROWS_FILENAME, Summary
 from evaltui.results.runrows import load_run
-from evaltui.rundir import read_run_status, write_json_atomic
-from evaltui.states import SummaryStatus
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.status import read_run_status
 
 HEADER = {"run_id": "20250101_120000", "graph_name": "bot", "dataset": "babyai",
           "split": "GoToLocal", "worker_count": 2}

@@ -15,7 +15,7 @@ pytest.importorskip("av", reason="PyAV is not installed (pip install 'evaltui[me
 from evaltui.engine.episode.logger import ExecutionLogger  # noqa: E402
 from evaltui.engine.episode.videowriter import VIDEO_FILENAME, VideoWriter  # noqa: E402
 from evaltui.engine.nodes import Frame  # noqa: E402
-from evaltui.logread import read_log  # noqa: E402
+from evaltui.rundir.logread import read_log  # noqa: E402
 from evaltui.runview.frames import record_frames  # noqa: E402
 from evaltui.runview.videoframes import video_frame  # noqa: E402
 

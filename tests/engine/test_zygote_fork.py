@@ -20,7 +20,7 @@ from runhelpers import wait_until
 from evaltui.engine.graph.specchecks import check_spec
 from evaltui.engine.executor.local.worker import WorkerConfig
 from evaltui.engine.executor.local.zygote import WorkerZygote
-from evaltui.spec import parse_spec
+from evaltui.contract.spec import parse_spec
 
 tmp = {tmp!r}
 checked = check_spec(parse_spec(walk_spec(__import__("pathlib").Path(tmp), [2], walk_graph())))

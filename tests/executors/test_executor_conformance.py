@@ -21,7 +21,7 @@ from pool_helpers import (
 )
 from runhelpers import comparable, episode_rows, run_to_end, running, wait_until
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 
 def spec_for(executor: Executor, tmp_path: Path, lengths: list[int], graph: dict[str, Any],

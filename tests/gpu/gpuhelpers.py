@@ -15,7 +15,8 @@ from typing import Any
 from proctools import kill_group
 
 from evaltui.gpu.cudadriver import LIBCUDA
-from evaltui.rundir import read_json, runs_root
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.admission.resources import GpuSnapshot, NvmlProbe
 
 # tests/ holds the suite-wide helpers; driver scripts run from their own folder need it too.

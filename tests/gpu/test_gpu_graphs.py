@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from gpuhelpers import holding_spec, libcuda_loads, summary
 
+from evaltui.contract.states import RunState
 from evaltui.gpu.cudadriver import LIBCUDA
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
 
 MakeScheduler = Callable[..., JobScheduler]
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from gpuhelpers import GpuUnderTest, holding_spec, read_gpu, used_by, wait_until
 
-from evaltui.launch import spawn_run
-from evaltui.rundir import read_json
+from evaltui.procs.spawn import spawn_run
+from evaltui.rundir.jsonfiles import read_json
 from evaltui.scheduler.admission.resources import NvmlProbe
 from tests.runprep import prepare_run
 

@@ -13,7 +13,7 @@ from gpuscene import HOST_NODESET, RUN_ID, GpuScene, build_scene
 
 from evaltui.cli import main
 from evaltui.gpu.holders import gpu_holders, live_run_dirs, shared_hosts_dir
-from evaltui.rundir import runs_root
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.admission.resources import FakeGpuProbe, NvmlProbe
 from evaltui.scheduler.shared.launcher import hosts_dir
 

@@ -12,7 +12,8 @@ import pytest
 from gpuhelpers import GpuUnderTest, Holder
 
 from evaltui.cli import main
-from evaltui.rundir import runs_root, write_json_atomic
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import runs_root
 
 pytestmark = pytest.mark.gpu
 

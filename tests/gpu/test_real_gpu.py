@@ -27,8 +27,8 @@ from gpuhelpers import (
     wait_until,
 )
 
+from evaltui.contract.states import RunState
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
 
 pytestmark = pytest.mark.gpu
 

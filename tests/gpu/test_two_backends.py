@@ -19,8 +19,8 @@ from proctools import kill_group, kill_runs
 
 from evaltui.api.auth import load_or_create_token
 from evaltui.api.client import ApiClient
+from evaltui.contract.states import RunState
 from evaltui.scheduler.admission.ledger import Ledger
-from evaltui.states import RunState
 
 pytestmark = pytest.mark.gpu
 

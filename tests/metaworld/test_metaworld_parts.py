@@ -16,8 +16,8 @@ from evaltui.benchmarks.metaworld.manifest import manifest_text  # noqa: E402
 from evaltui.benchmarks.metaworld.model import MetaWorldLinearPolicy  # noqa: E402
 from evaltui.benchmarks.metaworld.mw_import import make_env, make_expert  # noqa: E402
 from evaltui.benchmarks.metaworld.rendering import FrameSchedule  # noqa: E402
+from evaltui.engine.graph.specbuild import build_spec  # noqa: E402
 from evaltui.engine.graph.specchecks import validate_spec  # noqa: E402
-from evaltui.specbuild import build_spec  # noqa: E402
 
 
 def test_task_lists_and_shipped_manifests_match_metaworld() -> None:
@@ -81,7 +81,7 @@ def test_the_frame_schedule() -> None:
 
 
 def test_a_metaworld_graph_on_a_dataset_without_tasks_is_refused_at_spec_check() -> None:
-    from evaltui.spec import SpecError
+    from evaltui.contract.spec import SpecError
 
     with pytest.raises(SpecError, match="eval.dataset: .* has no task and seed"):
         validate_spec(build_spec("mw_expert", dataset="babyai", episodes=2))

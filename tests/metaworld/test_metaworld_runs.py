@@ -17,8 +17,8 @@ from plainloop import expert_episodes
 
 from evaltui.benchmarks.metaworld import MT10_TASKS
 from evaltui.export.payload import summary_values
-from evaltui.export.snapshot import read_snapshot
 from evaltui.results.groups import GroupByError
+from evaltui.runview.snapshot import read_snapshot
 from evaltui.runview.videoframes import video_frame
 from evaltui.sets.grouprows import group_table, set_group_field
 from evaltui.sets.render import render
@@ -115,7 +115,7 @@ def test_spec_check_imports_no_simulator_or_gl_before_the_workers_fork() -> None
     code = """
 import json, sys
 from evaltui.engine.graph.specchecks import validate_spec
-from evaltui.specbuild import build_spec
+from evaltui.engine.graph.specbuild import build_spec
 import importlib
 from evaltui.engine.executor.local.zygote import preload_modules
 spec = build_spec("mw_expert", dataset="metaworld", split="MT10", episodes=2,

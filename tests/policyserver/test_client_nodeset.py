@@ -22,7 +22,7 @@ from runhelpers import (
 
 from evaltui.cli import main
 from evaltui.nodesets.serverrecord import read_latency, read_metadata
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 
 @pytest.mark.parametrize("workers", [1, 4])

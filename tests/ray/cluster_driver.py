@@ -24,7 +24,8 @@ sys.path.insert(0, str(HERE.parent))  # shared test helpers the scheduler's impo
 
 from schedhelpers import line_spec, write_dataset  # noqa: E402
 
-from evaltui.rundir import read_json, runs_root  # noqa: E402
+from evaltui.rundir.jsonfiles import read_json  # noqa: E402
+from evaltui.rundir.layout import runs_root  # noqa: E402
 from evaltui.scheduler.cluster.probe import ClusterProbe  # noqa: E402
 from evaltui.scheduler.scheduler import JobScheduler  # noqa: E402
 

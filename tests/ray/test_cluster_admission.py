@@ -180,7 +180,7 @@ def test_a_run_whose_node_leaves_is_moved_and_completes_elsewhere(
     from test_ray_faults import corridor_spec
 
     from evaltui.api.client import ApiClient
-    from evaltui.rundir import read_json
+    from evaltui.rundir.jsonfiles import read_json
 
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "engine"))
     cluster: Any = fake_cluster.cluster
@@ -280,7 +280,7 @@ def test_a_restarted_scheduler_holds_its_adopted_runs_gpus_again(
     from test_ray_faults import corridor_spec
 
     from evaltui.api.client import ApiClient
-    from evaltui.rundir import read_json
+    from evaltui.rundir.jsonfiles import read_json
 
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "engine"))
     first, url = serve(fake_cluster, tmp_path)
@@ -329,7 +329,7 @@ def test_a_cluster_run_s_measured_peak_calibrates_the_next_one(
     from runhelpers import wait_until
 
     from evaltui.api.client import ApiClient
-    from evaltui.rundir import read_json
+    from evaltui.rundir.jsonfiles import read_json
 
     sched_tests = Path(__file__).resolve().parents[1] / "scheduler"
     monkeypatch.syspath_prepend(str(sched_tests))

@@ -17,7 +17,7 @@ from raycluster import RayCluster, two_node_cluster
 from runhelpers import builtin_graph, episode_rows, wait_until
 from test_cluster_admission import ledger_now, serve, stop
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 GPU_MB = 24576
 LABELS = ["node-a GPU0", "node-a GPU1", "node-b GPU0"]  # best fit: equal, by label

@@ -21,7 +21,7 @@ from runhelpers import (
     write_corridor_dataset,
 )
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 
 def started(run_dir: Path) -> bool:

@@ -20,7 +20,7 @@ import pytest
 from raycluster import OBJECT_STORE_BYTES, RayCluster
 from runhelpers import builtin_graph, episode_rows, run_to_end
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 NODE_VRAM_MB = 1000
 PLACE_TIMEOUT_SEC = 3

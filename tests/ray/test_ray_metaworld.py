@@ -9,7 +9,7 @@ import pytest
 from raycluster import RayCluster
 from runhelpers import builtin_graph, comparable, episode_rows, run_to_end
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 pytest.importorskip("metaworld", reason="metaworld is not installed (evaltui[metaworld])")
 

@@ -29,7 +29,7 @@ from raycluster import OBJECT_STORE_BYTES, RayCluster, _cmdline, actor_pids
 from runhelpers import episode_rows, running, wait_until
 from test_ray_faults import corridor_spec, importable_fixtures  # noqa: F401
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 RETRY_WITHIN_SEC = 10.0
 """Asserted bound on loss -> the retry's first log record. Measured on the shared 2-core

@@ -30,7 +30,7 @@ from test_ray_node_loss import (  # noqa: F401
     third_node,
 )
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 LOST_WITHIN_SEC = 4.0
 """The docs' bound on a node's loss -> the run (and the scheduler) taking it as lost."""

@@ -29,7 +29,7 @@ from runhelpers import (
     wait_until,
 )
 
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 REPLICA_LINE = re.compile(r"Ray actor pid (\d+) on node \w+, asking .+ \(replica on GPU (\w+)\)")
 

@@ -12,8 +12,8 @@ import pytest
 from raycluster import RayCluster
 from runhelpers import builtin_graph, comparable, episode_rows, run_to_end
 
-from evaltui.framefile import FRAMES_FILENAME, read_frame
-from evaltui.rundir import read_json
+from evaltui.rundir.framefile import FRAMES_FILENAME, read_frame
+from evaltui.rundir.jsonfiles import read_json
 
 EPISODES = 6
 

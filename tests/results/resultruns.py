@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evaltui.rundir import write_json_atomic
+from evaltui.rundir.jsonfiles import write_json_atomic
 
 N = 12
 SUCCESS_A = [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from evaltui.cli import main
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 from tests.engine.runhelpers import builtin_graph
 from tests.proctools import kill_group, kill_runs
 

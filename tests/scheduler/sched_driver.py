@@ -41,8 +41,8 @@ sys.path.insert(0, str(HERE))
 from schedhelpers import line_spec  # noqa: E402
 
 from evaltui.api.backend_start import start_backend  # noqa: E402
+from evaltui.contract.states import RunState  # noqa: E402
 from evaltui.scheduler.scheduler import JobScheduler  # noqa: E402
-from evaltui.states import RunState  # noqa: E402
 
 FAKE_RUN = """
 date +%s.%N > started

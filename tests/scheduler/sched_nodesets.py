@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evaltui import fakegpu
 from evaltui.engine.nodes import EnvNodeSet, NodeSet, Trajectory, node
+from evaltui.gpu import fakegpu
 
 
 class LineEnv(EnvNodeSet):

@@ -11,7 +11,8 @@ from typing import Any
 
 import psutil
 
-from evaltui.rundir import read_json, runs_root
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 
 # tests/ holds the suite-wide helpers; driver scripts run from their own folder need it too.
 _TESTS_DIR = str(Path(__file__).resolve().parents[1])

@@ -7,8 +7,8 @@ import time
 
 from clusterstandin import NODE_A, two_nodes_and_a_lost_one
 
+from evaltui.contract.views import Resources
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.views import Resources
 
 
 def test_cluster_read_names_each_gpus_node_each_nodes_host_and_the_lost_ones(

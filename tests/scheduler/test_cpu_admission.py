@@ -20,7 +20,7 @@ import orjson
 import pytest
 from schedhelpers import HERE, wait_until
 
-from evaltui.rundir import runs_root
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.admission.ledger import Ledger
 
 JOBS = 8
@@ -76,8 +76,8 @@ def test_workers_auto_takes_the_cores_the_ledger_leaves_free(
     import argparse
 
     from evaltui.commands.eval import add_spec_arguments, spec_from_args
-    from evaltui.rundir import PidRef
-    from evaltui.views import LedgerEntry
+    from evaltui.contract.pidref import PidRef
+    from evaltui.contract.views import LedgerEntry
 
     parser = argparse.ArgumentParser()
     add_spec_arguments(parser)
@@ -102,9 +102,9 @@ def test_workers_auto_takes_the_cores_the_ledger_leaves_free(
 
 
 def test_a_runs_cores_measured_else_declared_else_one_per_worker(tmp_path: Path) -> None:
+    from evaltui.contract.spec import parse_spec
     from evaltui.graphs import builtin_graph_path
     from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
-    from evaltui.spec import parse_spec
 
     graph = json.loads(builtin_graph_path("bot").read_text())
     spec = parse_spec({"graph": graph, "eval": {"worker_count": 4}})
@@ -124,9 +124,9 @@ def test_a_finished_run_teaches_its_graphs_cpu_use(make_scheduler, dataset: Path
     graph learns well under a core per worker, and its next runs reserve that."""
     from schedhelpers import line_spec
 
+    from evaltui.contract.spec import parse_spec
+    from evaltui.contract.states import RunState
     from evaltui.scheduler.admission.calibration import Calibration, graph_key
-    from evaltui.spec import parse_spec
-    from evaltui.states import RunState
 
     spec = line_spec(dataset, sleep_sec=0.15)  # ten episodes of 1-3 sleeping steps: ~3 s
     sched = make_scheduler().start()

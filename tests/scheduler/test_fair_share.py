@@ -8,8 +8,8 @@ from typing import Any
 
 from schedhelpers import line_spec, wait_until
 
+from evaltui.contract.states import RunState
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
 
 Make = Callable[..., JobScheduler]
 

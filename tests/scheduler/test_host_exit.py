@@ -14,7 +14,9 @@ from pathlib import Path
 
 from schedhelpers import line_spec, wait_until
 
-from evaltui.rundir import PidRef, runs_root, write_json_atomic
+from evaltui.contract.pidref import PidRef
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.shared.hostfiles import HolderWatch, exit_reason, host_file
 
 HERE = Path(__file__).resolve().parent

@@ -14,7 +14,9 @@ import pytest
 from ledgerhelpers import held_entry, reserve
 from schedhelpers import line_spec
 
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.spec import parse_spec
+from evaltui.contract.views import LedgerEntry
 from evaltui.scheduler.admission.accounting import RssCache, account
 from evaltui.scheduler.admission.calibration import Calibration, nodeset_parts
 from evaltui.scheduler.admission.ledger import Ledger, LedgerNotDurable
@@ -27,8 +29,6 @@ from evaltui.scheduler.admission.resources import (
     ResourceSnapshot,
 )
 from evaltui.scheduler.lock import InteractiveLock, LockHeldError
-from evaltui.spec import parse_spec
-from evaltui.views import LedgerEntry
 
 
 def reservation(ref: PidRef, run_id: str = "r", gpu: int | None = 0, mb: int = 1000,

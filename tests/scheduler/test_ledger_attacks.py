@@ -28,7 +28,7 @@ from unixusers import start_driver
 
 from evaltui.api.models import API_PREFIX
 from evaltui.cli import main
-from evaltui.rundir import runs_root
+from evaltui.rundir.layout import runs_root
 
 RUN_MB = 16000
 JOBS = 6

@@ -16,10 +16,10 @@ import pytest
 from ledgerhelpers import reserve
 from schedhelpers import line_spec, wait_until
 
-from evaltui.rundir import read_json
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json
 from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
 
 CAPACITY_MB = 24576
 RUN_MB = 16000  # two never fit at once

@@ -24,7 +24,9 @@ from schedhelpers import wait_until, write_dataset
 from unixusers import start_driver
 
 from evaltui.cli import main
-from evaltui.rundir import PidRef, read_json, runs_root, state_dir
+from evaltui.contract.pidref import PidRef
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root, state_dir
 from evaltui.scheduler.admission.ledger import Ledger
 
 CAPACITY_MB = 24576

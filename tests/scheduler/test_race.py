@@ -20,7 +20,8 @@ import orjson
 from ports import free_ports
 from schedhelpers import HERE
 
-from evaltui.rundir import read_json, runs_root
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.lock import InteractiveLock
 

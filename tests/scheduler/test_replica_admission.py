@@ -15,11 +15,12 @@ from typing import Any
 import orjson
 from schedhelpers import HERE, line_spec, record, wait_until, write_dataset
 
-from evaltui import fakegpu
-from evaltui.rundir import PidRef, runs_root
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.states import RunState
+from evaltui.gpu import fakegpu
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.admission.ledger import Ledger
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
 
 Make = Callable[..., JobScheduler]
 GIB = 1024
@@ -262,7 +263,7 @@ def test_ls_and_show_list_the_gpus_of_a_run_with_replicas(
 
 def test_a_fake_gpu_list_charges_its_first_gpu_unless_told(
         monkeypatch: Any, fake_gpus: Callable[[str], None]) -> None:
-    from evaltui import fakegpu
+    from evaltui.gpu import fakegpu
     from evaltui.scheduler.admission.resources import FakeGpuProbe
 
     fake_gpus("4x24576")
@@ -279,11 +280,11 @@ def test_a_fake_gpu_list_charges_its_first_gpu_unless_told(
 
 def test_a_hosted_nodeset_counts_whole_for_a_run_that_has_replicas_of_it(
         dataset: Path, tmp_path: Path) -> None:
-    from evaltui.records import SchedulerRecord
+    from evaltui.contract.records import SchedulerRecord
+    from evaltui.contract.spec import parse_spec
     from evaltui.scheduler.admission.calibration import nodeset_parts
     from evaltui.scheduler.runs.jobs import Job
     from evaltui.scheduler.runs.spreading import hosted_for
-    from evaltui.spec import parse_spec
 
     def job(spec: dict[str, Any]) -> Job:
         parsed = parse_spec(spec)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from evaltui import fakegpu
+from evaltui.gpu import fakegpu
 from evaltui.scheduler.admission.resources import (
     FakeGpuProbe,
     HostProbe,
@@ -99,7 +99,7 @@ def test_parse_fake_gpus() -> None:
 
 CHARGER = textwrap.dedent("""
     import sys, time
-    from evaltui import fakegpu
+    from evaltui.gpu import fakegpu
     fakegpu.charge(int(sys.argv[1]), gpu=int(sys.argv[2]))
     print("charged", flush=True)
     if sys.argv[3] == "hold":

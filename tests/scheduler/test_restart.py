@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 from schedhelpers import HERE, group_members, line_spec, record, wait_until
 
-from evaltui.rundir import PidRef, read_json, runs_root
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.runs import claims as claims_module
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
 from tests.runprep import prepare_run
 
 Make = Callable[..., JobScheduler]

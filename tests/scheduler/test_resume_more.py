@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from evaltui.contract.states import RunState
 from evaltui.engine.episode.metrics import row_values
 from evaltui.engine.stats.betting import betting_interval
 from evaltui.graphs import builtin_graph_path
 from evaltui.results.verifystop import dealt_order
-from evaltui.rundir import read_json, runs_root
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.core import NotResumable
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
 
 SPLIT = 60
 

@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 from schedhelpers import group_members, line_spec, record, wait_until
 
-from evaltui.rundir import read_json, runs_root
+from evaltui.contract.spec import SpecError
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.admission.decision import WaitKind
 from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot
 from evaltui.scheduler.core import NotQueued, NotResumable, RunNotFound
 from evaltui.scheduler.events import EpisodeFinished, RunStateChanged
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.spec import SpecError
-from evaltui.states import RunState
 
 Make = Callable[..., JobScheduler]
 

@@ -13,15 +13,17 @@ import pytest
 from proctools import kill_group
 from schedhelpers import line_spec, wait_until
 
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.states import RunState
 from evaltui.engine.hosting.channel import host_secret
 from evaltui.engine.hosting.proxy import connect
-from evaltui.rundir import PidRef, read_json, runs_root
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.admission.calibration import NodesetPart, nodeset_key
 from evaltui.scheduler.events import NodesetsChanged
 from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.scheduler.shared.launcher import SubprocessLauncher
 from evaltui.scheduler.shared.nodesets import HostedProcess, NodesetError, SharedNodesets
-from evaltui.states import RunState
 
 
 class SleepLauncher:

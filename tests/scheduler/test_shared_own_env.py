@@ -9,9 +9,10 @@ from pathlib import Path
 
 from schedhelpers import line_spec
 
-from evaltui.rundir import read_json, runs_root
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
 
 
 def test_a_shared_nodeset_in_its_own_environment_is_left_to_its_run(

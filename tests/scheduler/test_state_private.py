@@ -14,9 +14,9 @@ import pytest
 from schedhelpers import line_spec, wait_until
 
 from evaltui.api.auth import load_or_create_token
-from evaltui.rundir import state_dir
+from evaltui.contract.states import RunState
+from evaltui.rundir.layout import state_dir
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.states import RunState
 
 
 def _modes(root: Path) -> dict[str, int]:

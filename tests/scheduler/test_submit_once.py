@@ -11,12 +11,13 @@ from typing import Any
 
 from schedhelpers import line_spec, record, wait_until
 
-from evaltui.records import SchedulerRecord
-from evaltui.rundir import read_json, runs_root
+from evaltui.contract.records import SchedulerRecord
+from evaltui.contract.spec import parse_spec
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.runs.starting import default_spawner
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.spec import parse_spec
-from evaltui.states import RunState
 
 Make = Callable[..., JobScheduler]
 

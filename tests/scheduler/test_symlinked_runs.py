@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.rundir import runs_root, touch_done, write_json_atomic
+from evaltui.rundir.jsonfiles import touch_done, write_json_atomic
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.core import RunNotFound
 from evaltui.scheduler.scheduler import JobScheduler
 

@@ -18,7 +18,8 @@ import pytest
 from test_set_run import set_json
 
 from evaltui.cli import main
-from evaltui.rundir import read_json, runs_root
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.ledger import Ledger
 

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
-from evaltui.process import signal_group
-from evaltui.rundir import read_json, runs_root
-from evaltui.setspec import SET_FILENAME, SETS_DIRNAME
+from evaltui.contract.setspec import SET_FILENAME, SETS_DIRNAME
+from evaltui.procs.groups import signal_group
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 
 ROOT = Path(__file__).resolve().parents[2]
 EPISODES = 2

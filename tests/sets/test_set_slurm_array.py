@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evaltui.contract.setspec import SetFileError, parse_set_file
 from evaltui.sets.slurmarray import (
     ArrayManifest,
     ArrayTask,
@@ -19,7 +20,6 @@ from evaltui.sets.slurmarray import (
     array_tasks,
     member_slurm,
 )
-from evaltui.setspec import SetFileError, parse_set_file
 
 
 @pytest.mark.parametrize(("indices", "parallelism", "want"), [

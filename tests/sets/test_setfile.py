@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from evaltui.cli import main
+from evaltui.contract.setspec import SetFileError, parse_set_file
 from evaltui.sets.expansion import expand, member_key
 from evaltui.sets.plan import plan_file
-from evaltui.setspec import SetFileError, parse_set_file
 
 BASE = {"dataset": "babyai", "episodes": 3, "workers": 1}
 

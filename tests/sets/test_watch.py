@@ -15,10 +15,11 @@ import pytest
 from waiting import wait_until
 
 from evaltui.cli import main
-from evaltui.process import signal_group
-from evaltui.rundir import read_json, runs_root
+from evaltui.contract.setspec import SET_FILENAME, SETS_DIRNAME
+from evaltui.procs.groups import signal_group
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.sets.watch import CheckpointScanner
-from evaltui.setspec import SET_FILENAME, SETS_DIRNAME
 
 ROOT = Path(__file__).resolve().parents[2]
 

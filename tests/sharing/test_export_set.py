@@ -11,7 +11,7 @@ import pytest
 from wandb_records import read_run
 
 from evaltui.cli import main
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 
 def members(real_set: Path) -> list[dict]:

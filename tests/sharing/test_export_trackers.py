@@ -17,7 +17,7 @@ import pytest
 from wandb_records import read_run
 
 from evaltui.cli import main
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 ERRORS_NOTE = "errors count as failures (2 of 6 episodes errored)"
 

@@ -18,7 +18,7 @@ from chromium_driver import chromium, console_problems, file_url, missing
 
 from evaltui.cli import main
 from evaltui.engine.episode.metrics import aggregate
-from evaltui.rundir import read_json, touch_done, write_json_atomic
+from evaltui.rundir.jsonfiles import read_json, touch_done, write_json_atomic
 
 pytestmark = pytest.mark.browser
 if missing() is not None:

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from evaltui.cli import main
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 from tests.engine.faulty_nodesets import write_dataset
 from tests.engine.runhelpers import ENGINE_TESTS, running, wait_until
 
@@ -217,7 +217,7 @@ def test_the_report_assets_ship_with_the_package() -> None:
 
 
 def test_a_failed_run_says_why_on_the_index(tmp_path: Path) -> None:
-    from evaltui.rundir import touch_done
+    from evaltui.rundir.jsonfiles import touch_done
     from tests.results.resultruns import rows_a, write_run
 
     run = write_run(tmp_path / "20250101_120000", rows_a(), graph_name="bot",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaltui.cli import main
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 CELL = re.compile(r'<td class="mean( best)?" data-metric="([^"]+)" data-value="([^"]+)"'
                   r' data-lo="([^"]+)" data-hi="([^"]+)">')

@@ -10,7 +10,7 @@ import pytest
 from chromium_driver import chromium, console_problems, file_url, missing
 
 from evaltui.cli import main
-from evaltui.rundir import read_json
+from evaltui.rundir.jsonfiles import read_json
 
 pytestmark = pytest.mark.browser
 if missing() is not None:

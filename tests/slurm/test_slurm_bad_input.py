@@ -22,6 +22,7 @@ from slurmcluster import GPUS_PER_NODE, SlurmCluster  # noqa: E402
 from test_slurm_submit_run import evaltui_eval, said, started, the_run_dir, walk_job  # noqa: E402, F401
 from waiting import wait_until  # noqa: E402
 
+from evaltui.contract.slurmoptions import SlurmOptions  # noqa: E402
 from evaltui.slurm.commands import CLIENT_COMMANDS  # noqa: E402
 from evaltui.slurm.episodetime import (  # noqa: E402
     budget_episode,
@@ -30,7 +31,6 @@ from evaltui.slurm.episodetime import (  # noqa: E402
     time_limit_warning,
 )
 from evaltui.slurm.submit import DEFAULT_SIGNAL  # noqa: E402
-from evaltui.slurmoptions import SlurmOptions  # noqa: E402
 
 
 @pytest.mark.slurm

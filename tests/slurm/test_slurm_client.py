@@ -18,14 +18,14 @@ from slurmcluster import (
 )
 from waiting import wait_until
 
+from evaltui.contract.slurmoptions import SlurmOptions
+from evaltui.contract.states import RunState
 from evaltui.slurm.commands import run_slurm
 from evaltui.slurm.control import RequeueRefused, cancel, requeue
 from evaltui.slurm.jobid import SlurmJobId
 from evaltui.slurm.jobinfo import SQUEUE_FORMAT, SlurmJobInfo, parse_squeue_line, queue, show_job
 from evaltui.slurm.jobstate import SlurmJobState
 from evaltui.slurm.submit import BatchJob, SlurmRefused, check_submittable, submit
-from evaltui.slurmoptions import SlurmOptions
-from evaltui.states import RunState
 
 pytestmark = pytest.mark.slurm
 NODE = (f"its nodes have at most {CPUS_PER_NODE} CPUs, {MEMORY_MB_PER_NODE} MB, "

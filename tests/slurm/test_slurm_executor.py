@@ -25,7 +25,7 @@ from runhelpers import (  # noqa: E402
 from slurmcluster import SlurmCluster, _cmdline  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
-from evaltui.rundir import read_json  # noqa: E402
+from evaltui.rundir.jsonfiles import read_json  # noqa: E402
 from evaltui.slurm.commands import missing_commands  # noqa: E402
 
 

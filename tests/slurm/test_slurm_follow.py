@@ -24,12 +24,13 @@ from slurmcluster import SlurmCluster  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
 from evaltui.cli import main  # noqa: E402
-from evaltui.launch import update_scheduler_record  # noqa: E402
-from evaltui.rundir import read_run_status, runs_root  # noqa: E402
+from evaltui.contract.states import RunState  # noqa: E402
+from evaltui.rundir.layout import runs_root  # noqa: E402
+from evaltui.rundir.status import read_run_status  # noqa: E402
+from evaltui.rundir.store import update_scheduler_record  # noqa: E402
 from evaltui.slurm import follow  # noqa: E402
 from evaltui.slurm.follow import SlurmQueue, follow_status  # noqa: E402
 from evaltui.slurm.runsubmit import submit_run  # noqa: E402
-from evaltui.states import RunState  # noqa: E402
 
 pytestmark = pytest.mark.slurm
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.rundir import read_run_status, write_json_atomic
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.status import read_run_status
 from evaltui.scheduler.runs.restore import classify
 from evaltui.slurm.follow import SlurmQueue, follow_status
-from evaltui.states import RunState
 
 
 def slurm_run_dir(tmp_path: Path, summary: bool) -> Path:

@@ -18,10 +18,10 @@ from runhelpers import ENGINE_TESTS  # noqa: E402
 from slurmcluster import SlurmCluster  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
-from evaltui import fakegpu  # noqa: E402
-from evaltui.rundir import read_run_status  # noqa: E402
+from evaltui.contract.states import RunState  # noqa: E402
+from evaltui.gpu import fakegpu  # noqa: E402
+from evaltui.rundir.status import read_run_status  # noqa: E402
 from evaltui.slurm.runsubmit import submit_run  # noqa: E402
-from evaltui.states import RunState  # noqa: E402
 
 pytestmark = pytest.mark.slurm
 

@@ -11,6 +11,7 @@ import pytest
 from ports import free_port
 from pydantic import ValidationError
 
+from evaltui.contract.slurmoptions import SlurmOptions, slurm_time_seconds
 from evaltui.slurm.commands import (
     CLIENT_COMMANDS,
     SlurmUnavailable,
@@ -18,7 +19,6 @@ from evaltui.slurm.commands import (
     require_commands,
 )
 from evaltui.slurm.submit import DEFAULT_SIGNAL, BatchJob, sbatch_argv, submit
-from evaltui.slurmoptions import SlurmOptions, slurm_time_seconds
 
 
 @pytest.mark.parametrize(("text", "seconds"), [

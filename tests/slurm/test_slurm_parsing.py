@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from evaltui.contract.states import RunState
 from evaltui.slurm.commands import error_line
 from evaltui.slurm.jobid import SlurmJobId, own_job_id, parse_parsable
 from evaltui.slurm.jobinfo import parse_scontrol_fields, parse_scontrol_job, parse_squeue_line
 from evaltui.slurm.jobstate import RUN_STATE_OF, SlurmJobState
-from evaltui.states import RunState
 
 CAPTURED = Path(__file__).resolve().parent / "captured"
 WAITING_FOR_CPUS = ("Resources", "Priority")

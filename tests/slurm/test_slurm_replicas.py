@@ -19,9 +19,10 @@ from runhelpers import builtin_graph, episode_rows, finished_count  # noqa: E402
 from slurmcluster import SlurmCluster  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
-from evaltui.rundir import read_json, read_run_status  # noqa: E402
+from evaltui.contract.states import RunState  # noqa: E402
+from evaltui.rundir.jsonfiles import read_json  # noqa: E402
+from evaltui.rundir.status import read_run_status  # noqa: E402
 from evaltui.slurm.runsubmit import submit_run  # noqa: E402
-from evaltui.states import RunState  # noqa: E402
 
 pytestmark = pytest.mark.slurm
 EPISODES = 16

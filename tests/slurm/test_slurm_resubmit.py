@@ -21,8 +21,10 @@ from slurmcluster import SlurmCluster  # noqa: E402
 from test_slurm_submit_run import evaltui_eval, said, started, the_run_dir, walk_job  # noqa: E402, F401
 from waiting import wait_until  # noqa: E402
 
-from evaltui.records import DONE_FILENAME  # noqa: E402
-from evaltui.rundir import read_json, read_run_status  # noqa: E402
+from evaltui.contract.records import DONE_FILENAME  # noqa: E402
+from evaltui.contract.states import RunState  # noqa: E402
+from evaltui.rundir.jsonfiles import read_json  # noqa: E402
+from evaltui.rundir.status import read_run_status  # noqa: E402
 from evaltui.slurm.commands import CLIENT_COMMANDS  # noqa: E402
 from evaltui.slurm.jobid import parse_parsable  # noqa: E402
 from evaltui.slurm.jobinfo import SlurmJobInfo  # noqa: E402
@@ -32,7 +34,6 @@ from evaltui.slurm.resubmit import (  # noqa: E402
     mark_requeue_refused,
     resubmit_reason,
 )
-from evaltui.states import RunState  # noqa: E402
 
 
 @pytest.mark.slurm

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from evaltui.commands.eval import add_spec_arguments, spec_from_args
-from evaltui.spec import SpecError, parse_spec
+from evaltui.contract.spec import SpecError, parse_spec
 
 
 def parsed(*argv: str) -> argparse.Namespace:

@@ -24,8 +24,9 @@ from slurmcluster import SlurmCluster  # noqa: E402
 from test_slurm_executor import run_leftovers  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
-from evaltui.rundir import read_json, read_run_status  # noqa: E402
-from evaltui.states import RunState  # noqa: E402
+from evaltui.contract.states import RunState  # noqa: E402
+from evaltui.rundir.jsonfiles import read_json  # noqa: E402
+from evaltui.rundir.status import read_run_status  # noqa: E402
 
 pytestmark = pytest.mark.slurm
 

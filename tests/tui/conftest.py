@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from evaltui.rundir import PidRef, runs_root
+from evaltui.contract.pidref import PidRef
+from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot, HostSnapshot
 from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.tui.app import EvalApp, make_app

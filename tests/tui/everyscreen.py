@@ -18,7 +18,7 @@ from textual.widgets import Input
 from textual.widgets._footer import FooterKey
 from tuihelpers import wait_for
 
-from evaltui.rundir import episode_dir
+from evaltui.rundir.layout import episode_dir
 from evaltui.tui.app import EvalApp
 from evaltui.tui.screens.compare import CompareScreen
 from evaltui.tui.screens.help import HelpScreen

@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from evaltui.contract.pidref import PidRef
 from evaltui.engine.episode.metrics import aggregate
 from evaltui.graphs import builtin_graph_path
-from evaltui.rundir import PidRef, episode_dir, runs_root, touch_done, write_json_atomic
+from evaltui.rundir.jsonfiles import touch_done, write_json_atomic
+from evaltui.rundir.layout import episode_dir, runs_root
 
 T0 = datetime(2026, 1, 15, 9, 0, 0, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=30)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from runfixtures import write_summary
 
+from evaltui.contract.setspec import MemberState, SetMemberRecord, SetRecord
 from evaltui.sets.setdir import set_dir, write_set
-from evaltui.setspec import MemberState, SetMemberRecord, SetRecord
 
 SET_ID = "ckpts"
 STEPS = (100, 200, 300)

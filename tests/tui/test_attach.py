@@ -23,7 +23,7 @@ from proctools import kill_runs  # noqa: E402
 from evaltui import cli  # noqa: E402
 from evaltui.api.app import make_api  # noqa: E402
 from evaltui.api.server import ApiServer  # noqa: E402
-from evaltui.states import RunState  # noqa: E402
+from evaltui.contract.states import RunState  # noqa: E402
 from evaltui.tui.app import EvalApp, make_app  # noqa: E402
 from evaltui.tui.attached import AttachedBackend  # noqa: E402
 from evaltui.tui.screens.confirm import ConfirmScreen  # noqa: E402

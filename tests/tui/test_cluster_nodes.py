@@ -23,7 +23,7 @@ from tuihelpers import wait_for
 from evaltui import cli
 from evaltui.api.app import make_api
 from evaltui.api.server import ApiServer
-from evaltui.rundir import write_json_atomic
+from evaltui.rundir.jsonfiles import write_json_atomic
 from evaltui.scheduler.admission.resources import HostSnapshot
 from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.tui.attached import AttachedBackend

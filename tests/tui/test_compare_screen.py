@@ -11,7 +11,7 @@ from textual.widgets import DataTable
 from tuihelpers import SIZE, wait_for
 
 from evaltui.cli import build_parser, main
-from evaltui.rundir import episode_dir
+from evaltui.rundir.layout import episode_dir
 from evaltui.tui.screens.ask_number import AskNumberScreen
 from evaltui.tui.screens.compare import CompareScreen
 from evaltui.tui.screens.queue import QueueScreen

@@ -11,7 +11,7 @@ from gpuscene import HOST_NODESET, RUN_ID, GpuScene, build_scene
 from runfixtures import bot_spec
 from tuihelpers import wait_for
 
-from evaltui.rundir import write_json_atomic
+from evaltui.rundir.jsonfiles import write_json_atomic
 from evaltui.scheduler.admission.resources import FakeGpuProbe, HostProbe
 from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.tui.embedded import EmbeddedBackend

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from runfixtures import write_episode, write_summary
 
-from evaltui.pollfiles import (
+from evaltui.rundir.pollfiles import (
     filesystem_type,
     is_network_filesystem,
     mount_type,

@@ -9,7 +9,7 @@ from rich.console import Console
 from textual.widgets import Input
 from tuihelpers import ALL_RUNS, SIZE, open_submit, queue_ready, runs_table, select_run, wait_for
 
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
 from evaltui.tui.screens.confirm import ConfirmScreen
 from evaltui.tui.screens.help import HelpScreen
 from evaltui.tui.screens.queue import QueueScreen

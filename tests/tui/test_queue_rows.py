@@ -15,8 +15,8 @@ if str(API_TESTS) not in sys.path:
 
 from evaltui.api.app import make_api  # noqa: E402
 from evaltui.api.server import ApiServer  # noqa: E402
-from evaltui.rundir import PidRef  # noqa: E402
-from evaltui.states import RunState  # noqa: E402
+from evaltui.contract.pidref import PidRef  # noqa: E402
+from evaltui.contract.states import RunState  # noqa: E402
 from evaltui.tui.attached import AttachedBackend  # noqa: E402
 from evaltui.tui.screens.confirm import ConfirmScreen  # noqa: E402
 from evaltui.tui.screens.queue import QueueScreen  # noqa: E402
@@ -92,8 +92,8 @@ def test_a_run_admitted_between_the_queue_and_the_runs_reads_shows_once(tmp_path
     """The attached backend reads the queue, then the runs: a run admitted in between is
     queued in the first and starting in the second. It was listed twice, and the runs
     table raised DuplicateKey re-adding its rows (seen in CI: the TUI's submit test)."""
+    from evaltui.contract.views import QueueEntry, Run
     from evaltui.tui.backend import queue_rows
-    from evaltui.views import QueueEntry, Run
 
     run = Run(run_id="20261130_220920", state=RunState.STARTING, run_dir=tmp_path)
     waiting = Run(run_id="20261130_220921", state=RunState.QUEUED, run_dir=tmp_path)

@@ -12,7 +12,7 @@ from runfixtures import write_record, write_summary
 from textual.widgets import Button
 from tuihelpers import wait_for
 
-from evaltui.rundir import write_json_atomic
+from evaltui.rundir.jsonfiles import write_json_atomic
 from evaltui.tui.screens.submit import SubmitScreen
 from evaltui.tui.widgets.episodes_table import EpisodesTable
 from evaltui.tui.widgets.metrics_panel import MetricsPanel

@@ -8,7 +8,7 @@ import pytest
 from runfixtures import log_records
 from tuihelpers import SIZE, replay_opened, wait_for
 
-from evaltui.rundir import episode_dir
+from evaltui.rundir.layout import episode_dir
 from evaltui.tui.screens.goto import GoToStepScreen
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.frame_view import FrameView

@@ -9,7 +9,7 @@ import pytest
 from test_run_layout import screen_lines
 from tuihelpers import SIZE, replay_opened, wait_for
 
-from evaltui.rundir import episode_dir
+from evaltui.rundir.layout import episode_dir
 from evaltui.tui.widgets.firing_view import FiringCard, FiringView
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from evaltui.benchmarks.babyai.minigrid_import import make_env
 from evaltui.engine.episode.logger import ExecutionLogger
 from evaltui.engine.episode.loop import LoopRunner
 from evaltui.engine.graph.definition import GraphDefinition
-from evaltui.logread import iter_log
+from evaltui.rundir.logread import iter_log
 from evaltui.runview.frames import FrameRef
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.frame_view import FrameView

@@ -13,9 +13,9 @@ from proctools import end_session
 from rich.console import Console
 from tuihelpers import wait_for
 
+from evaltui.engine.graph.specbuild import build_spec
 from evaltui.scheduler.admission.resources import FakeGpuProbe, HostProbe
 from evaltui.scheduler.scheduler import JobScheduler
-from evaltui.specbuild import build_spec
 from evaltui.tui.embedded import EmbeddedBackend
 from evaltui.tui.widgets.meters import ResourceMeters
 

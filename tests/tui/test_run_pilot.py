@@ -8,7 +8,7 @@ import pytest
 from runfixtures import write_episode
 from tuihelpers import SIZE, wait_for
 
-from evaltui.rundir import episode_dir
+from evaltui.rundir.layout import episode_dir
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.screens.run import RunScreen
 from evaltui.tui.widgets.episodes_table import EpisodesTable

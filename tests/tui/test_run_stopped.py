@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from test_run_layout import opened, screen_lines
 
-from evaltui.rundir import read_json, write_json_atomic
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
 from evaltui.tui.widgets.metrics_panel import MetricsPanel
 
 pytestmark = pytest.mark.anyio

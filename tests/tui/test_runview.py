@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from runfixtures import log_records, write_episode, write_summary
 
-from evaltui.rundir import episode_dir, write_json_atomic
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import episode_dir
 from evaltui.runview.logindex import LineIndex
 from evaltui.runview.replay import EpisodeReplay
 from evaltui.runview.runmodel import RunModel

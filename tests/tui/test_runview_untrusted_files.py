@@ -14,7 +14,8 @@ import pytest
 from runfixtures import write_episode, write_summary
 
 from evaltui.cli import main
-from evaltui.rundir import episode_dir, write_json_atomic
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import episode_dir
 from evaltui.runview.replay import EpisodeReplay
 from evaltui.runview.runmodel import RunModel
 from evaltui.runview.watcher import LEAVES, RunWatcher

@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 from tuihelpers import SIZE, wait_for
 
-from evaltui.rundir import episode_dir
+from evaltui.rundir.layout import episode_dir
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.screens.submit import SubmitScreen
 from evaltui.tui.widgets.episodes_table import EpisodesTable

@@ -11,7 +11,7 @@ import pytest
 from textual.pilot import Pilot
 from tuihelpers import wait_for
 
-from evaltui.rundir import episode_dir
+from evaltui.rundir.layout import episode_dir
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.episodes_table import EpisodesTable
 from evaltui.tui.widgets.metrics_panel import MetricsPanel

@@ -8,7 +8,8 @@ import pytest
 from textual.widgets import Input, Select
 from tuihelpers import SIZE, open_submit, wait_for
 
-from evaltui.rundir import read_json, runs_root
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.layout import runs_root
 from evaltui.tui.screens.queue import QueueScreen
 from evaltui.tui.screens.submit import SubmitScreen
 

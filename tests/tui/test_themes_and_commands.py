@@ -105,7 +105,7 @@ def test_a_broken_user_theme_is_one_line_not_a_crash(
         runs, app_factory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
     import asyncio
 
-    from evaltui.rundir import episode_dir
+    from evaltui.rundir.layout import episode_dir
 
     directory = _user_themes(monkeypatch, tmp_path, {
         "ocean.toml": OCEAN, "typo.toml": 'primary = "#0077BE\n', "pink.toml": 'primary = "pnk"\n',
@@ -165,7 +165,7 @@ def test_replay_command_refuses_a_non_episode_dir(tmp_path: Path, capsys) -> Non
 
 
 def test_replay_command_refuses_an_unknown_theme(runs, capsys) -> None:
-    from evaltui.rundir import episode_dir
+    from evaltui.rundir.layout import episode_dir
 
     assert main(["replay", str(episode_dir(runs["done"], 0)), "--theme", "neon"]) == 2
     assert "unknown theme" in capsys.readouterr().err
@@ -176,7 +176,7 @@ def test_replay_opens_a_copied_episode_dir(runs, tmp_path: Path) -> None:
     import asyncio
     import shutil
 
-    from evaltui.rundir import episode_dir
+    from evaltui.rundir.layout import episode_dir
     from evaltui.tui.app import make_app
 
     src = episode_dir(runs["done"], 5)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaltui.rundir import PRIVATE_MODE, state_dir
+from evaltui.rundir.layout import PRIVATE_MODE, state_dir
 
 from .minigrid_import import MINIGRID_VERSION
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from evaltui.diskfull import DISK
+from evaltui.rundir.diskfull import DISK
 
 FLUSH_INTERVAL_SEC = 0.05
 

@@ -10,7 +10,7 @@ Frames: a :class:`~evaltui.engine.nodes.Frame` with ``video`` set goes into the 
 ``video.mp4`` (:mod:`evaltui.engine.episode.videowriter`); a
 :class:`~evaltui.engine.episode.tiles.TiledFrame` (the BabyAI env's) is appended to
 ``frames.bin`` as tile ids, written with the log's batch of lines, just before them
-(:mod:`evaltui.framefile`); no image is encoded during the run. A plain
+(:mod:`evaltui.rundir.framefile`); no image is encoded during the run. A plain
 :class:`~evaltui.engine.nodes.Frame` becomes ``assets/step..._node_N.png``, encoded on a
 background thread (:mod:`evaltui.engine.episode.pngwriter`) that ``close`` waits for, so the
 episode's frames are all on disk before the worker reports the episode (and the run
@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 import orjson
 
+from evaltui.contract.records import LOG_FILENAME
 from evaltui.engine.episode.logflush import FLUSH_INTERVAL_SEC, StepWriter
 from evaltui.engine.episode.logsummary import summarise
 from evaltui.engine.episode.pngwriter import PngWriter
 from evaltui.engine.episode.tiles import TiledFrame
 from evaltui.engine.episode.videowriter import VIDEO_FILENAME, VideoWriter
 from evaltui.engine.nodes import Frame
-from evaltui.framefile import FrameFileWriter, open_fresh
-from evaltui.records import LOG_FILENAME
+from evaltui.rundir.framefile import FrameFileWriter, open_fresh
 
 _DUMPS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 

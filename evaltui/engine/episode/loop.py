@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.episode.logger import ExecutionLogger
 from evaltui.engine.episode.metrics import episode_metrics, failure_metrics
 from evaltui.engine.episode.trajrecord import trajectory_record
 from evaltui.engine.graph.definition import GraphDefinition
 from evaltui.engine.nodes import NodeSpec, Trajectory
-from evaltui.states import EpisodeStatus
 
 
 class LoopNodeset(Protocol):

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.episode.student_t import t_quantile_975
 from evaltui.engine.nodes import Trajectory
-from evaltui.states import EpisodeStatus
 
 Points = Sequence[Sequence[float]]
 

@@ -4,7 +4,7 @@ An env whose top-down view is a grid of a few distinct tiles (minigrid) renders 
 distinct tile once into a :class:`TileAtlas` and emits, per step, only the
 ``(rows, cols)`` array of tile ids: a :class:`TiledFrame`. Its pixels are assembled on
 demand by numpy indexing; the ExecutionLogger stores the ids (two bytes a cell) and each
-tile once per episode (:mod:`evaltui.framefile`) instead of encoding a PNG per step.
+tile once per episode (:mod:`evaltui.rundir.framefile`) instead of encoding a PNG per step.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from evaltui.engine.nodes import Frame
-from evaltui.framefile import assemble
+from evaltui.rundir.framefile import assemble
 
 MAX_TILES = 1 << 16
 """Tile ids are stored as uint16."""

@@ -4,7 +4,7 @@ Written by the run process as ``episodes/ep{NNNN}/trajectory.json`` next to
 episode.json, so that ``evaltui verify`` (or a reader with numpy) can recompute every
 metric from a copied ep dir alone: the agent positions in order, the env's success and
 final geodesic distance, and the dataset's reference path and geodesic distance. The
-file is :class:`evaltui.records.TrajectoryRecord`.
+file is :class:`evaltui.contract.records.TrajectoryRecord`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from evaltui.contract.records import TrajectoryRecord
+from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.nodes import Trajectory
-from evaltui.records import TrajectoryRecord
-from evaltui.states import EpisodeStatus
 
 
 def dataset_id(value: Any) -> str | int | None:

@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from evaltui.diskfull import DISK
+from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.episode.loop import EpisodeOutcome
 from evaltui.engine.executor.dealqueue import DealQueue
 from evaltui.engine.executor.errors import NodesetBuildError
@@ -48,7 +48,7 @@ from evaltui.engine.executor.slots import (
     StartFailed,
 )
 from evaltui.engine.executor.watchdog import LogWatch
-from evaltui.states import EpisodeStatus
+from evaltui.rundir.diskfull import DISK
 
 S = TypeVar("S", bound=Slot)
 

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from evaltui.framefile import FRAMES_FILENAME, FRAMES_MODE
-from evaltui.records import LOG_FILENAME
+from evaltui.contract.records import LOG_FILENAME
+from evaltui.rundir.framefile import FRAMES_FILENAME, FRAMES_MODE
 
 _STOP, _DIRS = object(), object()
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.episode.session import WorkerSession
 from evaltui.engine.graph.datasets import load_episodes
 from evaltui.engine.graph.specchecks import CheckedSpec
@@ -40,8 +41,7 @@ from evaltui.engine.hosting.channel import SharedEndpoint
 from evaltui.engine.hosting.proxy import RemoteNodeset
 from evaltui.engine.hosting.replicaclient import ReplicatedNodeset
 from evaltui.engine.usererrors import NodesetConstructorError, one_line
-from evaltui.rundir import episode_dir
-from evaltui.states import EpisodeStatus
+from evaltui.rundir.layout import episode_dir
 
 IDLE_POLL_SEC = 0.1
 

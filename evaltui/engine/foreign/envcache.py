@@ -28,9 +28,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.settings import settings
 from evaltui.engine.foreign.envspec import NodesetEnvironment
 from evaltui.engine.usererrors import verbose
-from evaltui.settings import settings
 
 BUILDER_VERSION = 1
 """Part of every key: a change to how environments are built makes new ones."""

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from evaltui.contract.spec import PER_GPU
 from evaltui.engine.foreign.envspec import (
     EnvironmentSpecError,
     NodesetEnvironment,
@@ -31,7 +32,6 @@ from evaltui.engine.foreign.envspec import (
 from evaltui.engine.foreign.hostproc import ForeignRemoteError
 from evaltui.engine.foreign.standin import ENVIRONMENT_ERRORS, foreign_class
 from evaltui.engine.nodes import EnvNodeSet, ImplError, NodeSet, NodeSpec, Parallelism, import_impl
-from evaltui.spec import PER_GPU
 
 PARALLELISMS = get_args(Parallelism)
 

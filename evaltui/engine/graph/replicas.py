@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from evaltui.contract.spec import PER_GPU
 from evaltui.engine.graph.definition import GraphDefinition, GraphError
-from evaltui.spec import PER_GPU
 
 
 @dataclass(frozen=True)

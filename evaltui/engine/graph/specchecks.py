@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.spec import DEFAULT_STEP_BUDGET, JobSpec, SpecError, parse_spec
 from evaltui.engine.graph.benchmarks import get_benchmark
 from evaltui.engine.graph.datasets import (
     DatasetError,
@@ -28,7 +29,6 @@ from evaltui.engine.graph.paramtypes import (
 )
 from evaltui.engine.nodes import NodeSet
 from evaltui.engine.stats.stopwatch import stop_fields
-from evaltui.spec import DEFAULT_STEP_BUDGET, JobSpec, SpecError, parse_spec
 
 
 @dataclass

@@ -203,7 +203,7 @@ def host_secret(state: Path | None = None, *, create: bool = False) -> bytes:
     hard-linked into place, which fails if it exists), so racing processes agree on one.
     """
     if state is None:
-        from evaltui.rundir import state_dir
+        from evaltui.rundir.layout import state_dir
 
         state = state_dir()
     path = Path(state) / HOST_SECRET_FILENAME

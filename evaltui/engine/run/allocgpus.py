@@ -22,13 +22,13 @@ import warnings
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
-from evaltui.fakegpu import FAKE_GPU_INDEX_ENV, charges_dir, fake_gpus, parse_charge_filename
-from evaltui.gpuenv import gpu_env
-from evaltui.rundir import read_json
-from evaltui.settings import reset_settings
+from evaltui.contract.settings import reset_settings
+from evaltui.gpu.env import gpu_env
+from evaltui.gpu.fakegpu import FAKE_GPU_INDEX_ENV, charges_dir, fake_gpus, parse_charge_filename
+from evaltui.rundir.jsonfiles import read_json
 
 if TYPE_CHECKING:
-    from evaltui.spec import JobSpec
+    from evaltui.contract.spec import JobSpec
 
 CUDA_ENV = "CUDA_VISIBLE_DEVICES"
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from evaltui.fakegpu import fake_gpus
-from evaltui.gpuenv import gpu_env
-from evaltui.settings import settings
+from evaltui.contract.settings import settings
+from evaltui.gpu.env import gpu_env
+from evaltui.gpu.fakegpu import fake_gpus
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ spec -- the only check of it: the CLI imports no nodeset module -- and answers o
 reply pipe with one JSON line:
 
 - ``{"refused": "field: message"}``: a SpecError; nothing was written and the process
-  exits with :attr:`evaltui.states.RunExit.REFUSED`;
+  exits with :attr:`evaltui.contract.states.RunExit.REFUSED`;
 - ``{"run_dir": ..., "graph_name": ..., "dataset": ..., "split": ..., "episodes": n,
   "step_budget": n, "warnings": [...]}``: the run dir is written, by the same
   ``launch.write_run`` as every submit, its scheduler.json naming this process as the
@@ -46,11 +46,12 @@ def take_spec(spec_data: Any, outputs: str | None, reply_fd: int, *, stop: threa
 
     None if the spec was refused, or if a stop was asked for before the run dir existed.
     """
+    from evaltui.contract.pidref import PidRef
+    from evaltui.contract.spec import SpecError
+    from evaltui.contract.states import RunState
     from evaltui.engine.graph.specchecks import validate_spec
-    from evaltui.launch import outputs_problem, write_run
-    from evaltui.rundir import PidRef, now_iso, outputs_root
-    from evaltui.spec import SpecError
-    from evaltui.states import RunState
+    from evaltui.rundir.layout import now_iso, outputs_root
+    from evaltui.rundir.store import outputs_problem, write_run
 
     try:
         checked = validate_spec(spec_data)
@@ -82,7 +83,7 @@ def take_spec(spec_data: Any, outputs: str | None, reply_fd: int, *, stop: threa
 def settle_in(run_dir: Path, checked: CheckedSpec) -> None:
     """Become the run dir's run process, as ``spawn_run`` starts one: run.log as stdout
     and stderr, stdin /dev/null, the run dir as cwd."""
-    from evaltui.records import RUN_LOG_FILENAME
+    from evaltui.contract.records import RUN_LOG_FILENAME
 
     # As if started in the run dir (spawn_run's cwd): the CLI's dir leaves sys.path,
     # unless it is the spec's workspace.

@@ -40,7 +40,7 @@ def restarted(run_dir: Path, environ: Mapping[str, str] = os.environ) -> bool:
     except ValueError:
         count = 0
     if count >= 1:
-        from evaltui.records import DONE_FILENAME  # here: main's imports stay light
+        from evaltui.contract.records import DONE_FILENAME  # here: main's imports stay light
 
         (run_dir / DONE_FILENAME).unlink(missing_ok=True)
         print(f"evaltui: Slurm restarted this run (restart {count}): the episodes not yet "

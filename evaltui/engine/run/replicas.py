@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.settings import settings
 from evaltui.engine.graph.definition import NodesetDef
 from evaltui.engine.hosting.batching import HOST_MAX_BATCH_SIZE, HOST_MAX_WAIT_MS
 from evaltui.engine.hosting.channel import SharedEndpoint
@@ -38,7 +39,6 @@ from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStar
 from evaltui.engine.hosting.proxy import RemoteNodeset
 from evaltui.engine.hosting.replicaclient import SPREADS
 from evaltui.engine.run.gpus import RunGpu, run_gpus
-from evaltui.settings import settings
 
 DEFAULT_SPREAD = "slot"
 """Measured faster than ``least_loaded`` (docs/performance.md, "Replicas")."""

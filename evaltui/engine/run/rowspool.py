@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from evaltui.records import ROWS_FILENAME
+from evaltui.contract.records import ROWS_FILENAME
 
 
 class RowSpool:

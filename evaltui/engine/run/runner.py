@@ -26,7 +26,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from evaltui.diskfull import DISK, DiskFull
+from evaltui.contract.records import (
+    DONE_FILENAME,
+    EPISODE_FILENAME,
+    GRAPH_FILENAME,
+    LOG_FILENAME,
+    SHARED_URLS_FILENAME,
+    SPEC_FILENAME,
+    TRAJECTORY_FILENAME,
+    EpisodeRow,
+    NodeRef,
+)
+from evaltui.contract.settings import settings
+from evaltui.contract.spec import SpecError, parse_spec
+from evaltui.contract.states import EpisodeStatus, RunExit, SummaryStatus
 from evaltui.engine.episode.loop import EpisodeOutcome
 from evaltui.engine.episode.metrics import failure_metrics
 from evaltui.engine.episode.trajrecord import (
@@ -55,21 +68,9 @@ from evaltui.engine.run.replicas import RunReplicas
 from evaltui.engine.run.socketdir import SocketDir
 from evaltui.engine.run.stoprun import RunStop
 from evaltui.engine.run.summary import SummaryWriter
-from evaltui.records import (
-    DONE_FILENAME,
-    EPISODE_FILENAME,
-    GRAPH_FILENAME,
-    LOG_FILENAME,
-    SHARED_URLS_FILENAME,
-    SPEC_FILENAME,
-    TRAJECTORY_FILENAME,
-    EpisodeRow,
-    NodeRef,
-)
-from evaltui.rundir import episode_dir, now_iso, read_json, touch_done, write_json_atomic
-from evaltui.settings import settings
-from evaltui.spec import SpecError, parse_spec
-from evaltui.states import EpisodeStatus, RunExit, SummaryStatus
+from evaltui.rundir.diskfull import DISK, DiskFull
+from evaltui.rundir.jsonfiles import read_json, touch_done, write_json_atomic
+from evaltui.rundir.layout import episode_dir, now_iso
 
 
 def reset_budget(ev: Any) -> float | None:
@@ -103,7 +104,7 @@ class BatchEvalRunner:
     def run(self) -> int:
         """Run every selected episode; returns the process exit code.
 
-        A full disk makes the run's writes wait for room (:mod:`evaltui.diskfull`); past
+        A full disk makes the run's writes wait for room (:mod:`evaltui.rundir.diskfull`); past
         the deadline the run ends here: ``failed`` with "disk full: PATH" wherever that
         can still be written, always on stderr and as :attr:`RunExit.DISK_FULL`.
         """

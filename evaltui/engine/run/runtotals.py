@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.episode.metrics import Aggregate, mean_ci_of_sums, row_values
-from evaltui.states import EpisodeStatus
 
 FAILED = frozenset({EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT})
 SCORED = FAILED | {EpisodeStatus.OK}

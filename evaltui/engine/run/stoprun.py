@@ -15,12 +15,12 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from evaltui.contract.records import EpisodeRow, StoppedNote
+from evaltui.contract.spec import EvalSection
 from evaltui.engine.episode.metrics import row_values
 from evaltui.engine.executor.protocol import EpisodeResult
 from evaltui.engine.stats.order import dealing_order
 from evaltui.engine.stats.stopwatch import METHOD, StopWatch, check_rule
-from evaltui.records import EpisodeRow, StoppedNote
-from evaltui.spec import EvalSection
 
 
 class RunStop:

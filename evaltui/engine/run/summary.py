@@ -7,7 +7,7 @@ summary.json when something changed and a second has passed, with those aggregat
 (``rows_file`` names where the rows are). So an episode costs the same at 50,000 as at
 1: no rewrite of every row each second, no aggregate over every row, and no row held in
 memory. The final write streams every row, in episode order, into summary.json
-(:class:`evaltui.records.Summary`, computed from the rows as ever) and removes rows.jsonl.
+(:class:`evaltui.contract.records.Summary`, computed from the rows as ever) and removes rows.jsonl.
 """
 
 from __future__ import annotations
@@ -21,11 +21,7 @@ from typing import Any
 
 import orjson
 
-from evaltui.diskfull import DISK
-from evaltui.engine.episode.metrics import Aggregate, aggregate
-from evaltui.engine.run.rowspool import RowSpool, summary_chunks
-from evaltui.engine.run.runtotals import FAILED, RunTotals
-from evaltui.records import (
+from evaltui.contract.records import (
     ROWS_FILENAME,
     SUMMARY_FILENAME,
     DiskWaitNote,
@@ -34,8 +30,13 @@ from evaltui.records import (
     StoppedNote,
     SummaryHeader,
 )
-from evaltui.rundir import now_iso, sync_files, write_bytes_atomic, write_json_atomic
-from evaltui.states import EpisodeStatus, SummaryStatus
+from evaltui.contract.states import EpisodeStatus, SummaryStatus
+from evaltui.engine.episode.metrics import Aggregate, aggregate
+from evaltui.engine.run.rowspool import RowSpool, summary_chunks
+from evaltui.engine.run.runtotals import FAILED, RunTotals
+from evaltui.rundir.diskfull import DISK
+from evaltui.rundir.jsonfiles import sync_files, write_bytes_atomic, write_json_atomic
+from evaltui.rundir.layout import now_iso
 
 SYNC_EVERY_SEC = 0.2
 """How often the flusher fsyncs the episode files that came since (between summary
@@ -88,7 +89,7 @@ def disk_wait_note() -> DiskWaitNote | None:
 class SummaryWriter:
     """Owns summary.json of one run; ``start``/``close`` bound its flusher thread.
 
-    A write that finds the disk full waits for room (:mod:`evaltui.diskfull`). If the
+    A write that finds the disk full waits for room (:mod:`evaltui.rundir.diskfull`). If the
     flusher's write fails for good (past that wait, or any other error), the writer never
     dies silently: ``failure`` keeps the error and ``on_failure`` is called with it (the
     runner then ends the run ``failed``).

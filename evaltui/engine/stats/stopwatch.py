@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evaltui.contract.spec import EvalSection, SpecError
+from evaltui.contract.stoprule import StopRule, parse_rule
 from evaltui.engine.episode.metrics import METRIC_RANGES
 from evaltui.engine.stats.betting import BettingCS
-from evaltui.spec import EvalSection, SpecError
-from evaltui.stoprule import StopRule, parse_rule
 
 ALPHA = 0.05
 """The level of every confidence sequence a stop rule uses (95 %)."""

@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaltui.contract.views import LedgerEntry
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.cores import oversubscription
 from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.scheduler.admission.resources import GpuSnapshot, ResourceSnapshot
-from evaltui.views import LedgerEntry
 
 IDLE_GPU_MB = 512
 """Unattributable usage above this (and 2% of the device) reads as a foreign process."""

@@ -28,10 +28,11 @@ from typing import Any, Literal
 
 import orjson
 
+from evaltui.contract.spec import JobSpec
 from evaltui.engine.graph.definition import GraphDefinition, GraphError
-from evaltui.rundir import PRIVATE_MODE, state_dir, write_json_atomic
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import PRIVATE_MODE, state_dir
 from evaltui.scheduler.admission.cores import run_cores
-from evaltui.spec import JobSpec
 
 Resource = Literal["vram", "ram", "cpu"]
 """``cpu``: millicores per worker, learnt per graph (:func:`graph_key`), not per nodeset."""

@@ -18,7 +18,7 @@ import math
 import os
 from pathlib import Path
 
-from evaltui.settings import settings
+from evaltui.contract.settings import settings
 
 DEFAULT_CPUS_PER_WORKER = 1.0
 CGROUP_ROOT = Path("/sys/fs/cgroup")

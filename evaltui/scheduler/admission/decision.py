@@ -32,12 +32,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
+from evaltui.contract.units import gib
 from evaltui.engine.graph.replicas import ReplicaAsk
 from evaltui.scheduler.admission.accounting import GpuView, HostView
 from evaltui.scheduler.admission.cores import cores_text
 from evaltui.scheduler.admission.gpukey import GpuKey, gpu_label, on_node
 from evaltui.scheduler.admission.spread import TickViews, choose, claim_targets, too_big
-from evaltui.units import gib
 
 
 class WaitKind(StrEnum):

@@ -37,7 +37,10 @@ from pathlib import Path
 
 import orjson
 
-from evaltui.rundir import PRIVATE_MODE, write_json_atomic
+from evaltui.contract.settings import settings
+from evaltui.contract.views import LedgerEntry
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import PRIVATE_MODE
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.ledgerdir import FILE_MODE, ledger_place, say_once
 from evaltui.scheduler.admission.ledgerfiles import (
@@ -50,8 +53,6 @@ from evaltui.scheduler.admission.ledgerfiles import (
     own_lock_filename,
     read_ledger,
 )
-from evaltui.settings import settings
-from evaltui.views import LedgerEntry
 
 UNAUDITED_OPS = frozenset({"hold", "unhold"})
 """A hold is the pre-spawn copy of an admission, not an admission of its own."""

@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaltui.rundir import state_dir
+from evaltui.contract.settings import settings
+from evaltui.rundir.layout import state_dir
 from evaltui.scheduler.admission.ledgerfiles import LOCK_FILENAME
-from evaltui.settings import settings
 
 SHARED_LEDGER_DIR = Path("/var/lib/evaltui/ledger")
 DEFAULT_GROUP = "evaltui"

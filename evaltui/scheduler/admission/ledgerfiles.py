@@ -36,8 +36,8 @@ import orjson
 import psutil
 from pydantic import ValidationError
 
+from evaltui.contract.views import LedgerEntry
 from evaltui.scheduler import procs
-from evaltui.views import LedgerEntry
 
 LEGACY_FILENAME = "ledger.json"
 """The single group-written ledger of evaltui before per-user files (read, never written)."""

@@ -20,11 +20,11 @@ from typing import Any, Protocol
 import orjson
 import psutil
 
-from evaltui import fakegpu
+from evaltui.contract.settings import settings
+from evaltui.gpu import fakegpu
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.cores import machine_cores
 from evaltui.scheduler.admission.gpukey import GpuKey
-from evaltui.settings import settings
 
 MIB = 1 << 20
 _NVML_RETRY_SEC = 60.0
@@ -200,7 +200,7 @@ def _nvml_processes(nvml: Any, handle: Any) -> tuple[ProcessUsage, ...] | None:
 
 
 class FakeGpuProbe:
-    """Fake devices from ``EVALTUI_FAKE_GPUS``, charged per live process (see evaltui.fakegpu).
+    """Fake devices from ``EVALTUI_FAKE_GPUS``, charged per live process (see evaltui.gpu.fakegpu).
 
     Used only when that variable is set, so it never stands in for real GPUs.
     """

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+from evaltui.contract.states import RunState
+from evaltui.contract.views import LedgerEntry, holder_key
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.accounting import Accounting, account
 from evaltui.scheduler.admission.calibration import NodesetPart
@@ -13,8 +15,6 @@ from evaltui.scheduler.admission.resources import ResourceSnapshot
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.shared.nodesets import SharedNodeset
-from evaltui.states import RunState
-from evaltui.views import LedgerEntry, holder_key
 
 MIN_CALIBRATION_SAMPLES = 5
 """Usage readings a run must have had while running before its peak calibrates."""

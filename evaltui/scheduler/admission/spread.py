@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from evaltui.contract.units import gib
 from evaltui.engine.graph.replicas import ReplicaAsk
 from evaltui.scheduler.admission.accounting import GpuView
 from evaltui.scheduler.admission.gpukey import GpuKey, gpu_label
-from evaltui.units import gib
 
 
 @dataclass

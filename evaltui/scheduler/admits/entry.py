@@ -15,11 +15,13 @@ from typing import Any
 
 import orjson
 
-from evaltui.gpuenv import gpu_env
-from evaltui.rundir import PidRef, state_dir, write_json_atomic
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.states import AdmitState
+from evaltui.contract.views import Admit
+from evaltui.gpu.env import gpu_env
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import state_dir
 from evaltui.scheduler.admission.decision import Candidate, Wait
-from evaltui.states import AdmitState
-from evaltui.views import Admit
 
 ADMIT_PREFIX = "admit:"
 """Ledger ``run_id`` (and queue id) of an admit entry: ``admit:{admit_id}``."""

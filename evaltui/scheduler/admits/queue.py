@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.views import Admit
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.accounting import GpuView
 from evaltui.scheduler.admission.decision import Wait
@@ -41,7 +42,6 @@ from evaltui.scheduler.admits.entry import (
 )
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.runs.ownership import owner_alive
-from evaltui.views import Admit
 
 __all__ = ["ADMIT_PREFIX", "AdmitError", "AdmitNotFound", "AdmitQueue", "AdmitState",
            "HolderNotRunning"]

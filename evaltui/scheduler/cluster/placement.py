@@ -18,7 +18,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from evaltui.records import ReservationRecord
+from evaltui.contract.records import ReservationRecord
+from evaltui.contract.views import LedgerEntry, NodeHost, NodeLost
 from evaltui.scheduler.admission.accounting import Accounting, GpuView, Usage
 from evaltui.scheduler.admission.gpukey import GpuKey, NodeGpu, split_key
 from evaltui.scheduler.admission.resources import GpuProbe, ResourceSnapshot
@@ -30,7 +31,6 @@ from evaltui.scheduler.cluster.keys import (
 )
 from evaltui.scheduler.cluster.probe import ClusterProbe
 from evaltui.scheduler.placement import Displaced, GpuPlacement, LocalPlacement
-from evaltui.views import LedgerEntry, NodeHost, NodeLost
 
 
 def placement_for(probe: GpuProbe, *, fake: bool, allowed: frozenset[int] | set[int] | None

@@ -15,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from evaltui.launch import scheduler_record_lock
-from evaltui.records import (
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.records import (
     DONE_FILENAME,
     SCHEDULER_FILENAME,
     SHARED_URLS_FILENAME,
@@ -24,7 +24,11 @@ from evaltui.records import (
     ReservationRecord,
     SchedulerRecord,
 )
-from evaltui.rundir import PidRef, abort_note, derive_run_state, read_json, write_json_atomic
+from evaltui.contract.states import RunExit, RunState
+from evaltui.contract.views import holder_key
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.status import abort_note, derive_run_state
+from evaltui.rundir.store import scheduler_record_lock
 from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
@@ -40,8 +44,6 @@ from evaltui.scheduler.runs.restore import (
     read_record,
     record_ref,
 )
-from evaltui.states import RunExit, RunState
-from evaltui.views import holder_key
 
 log = logging.getLogger(__name__)
 _LIVE = frozenset({RunState.STARTING.value, RunState.RUNNING.value})

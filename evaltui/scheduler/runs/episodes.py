@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaltui.records import EPISODE_FILENAME, EPISODES_DIRNAME
-from evaltui.rundir import episode_index_from_dirname
-from evaltui.safeopen import read_json_inside
+from evaltui.contract.records import EPISODE_FILENAME, EPISODES_DIRNAME
+from evaltui.contract.states import EpisodeStatus
+from evaltui.rundir.layout import episode_index_from_dirname
+from evaltui.rundir.safeopen import read_json_inside
 from evaltui.scheduler.events import EpisodeFinished
-from evaltui.states import EpisodeStatus
 
 
 @dataclass

@@ -15,8 +15,8 @@ import os
 import signal
 import subprocess
 
-from evaltui.process import signal_group
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
+from evaltui.procs.groups import signal_group
 from evaltui.scheduler import procs
 
 

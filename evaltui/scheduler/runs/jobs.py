@@ -1,7 +1,7 @@
 """The scheduler's in-memory job record and the queue order (priority, then age).
 
 A :class:`Job` mirrors one run dir: ``record`` is this scheduler's copy of its
-scheduler.json (a :class:`~evaltui.records.SchedulerRecord`) while it owns the run, and
+scheduler.json (a :class:`~evaltui.contract.records.SchedulerRecord`) while it owns the run, and
 the only place its state is kept (``Job.state`` reads ``record.state``;
 ``Core.transition`` changes it). Changes go through ``Job.set`` and reach the file as a
 merge of the changed fields only (see
@@ -22,16 +22,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from evaltui.launch import settle_summary, update_scheduler_record
-from evaltui.records import ReservationRecord, SchedulerRecord
+from evaltui.contract.records import ReservationRecord, SchedulerRecord
+from evaltui.contract.spec import JobSpec
+from evaltui.contract.states import RunState
+from evaltui.rundir.store import settle_summary, update_scheduler_record
 from evaltui.scheduler.admission.calibration import Estimate, NodesetPart
 from evaltui.scheduler.admission.cores import run_cores
 from evaltui.scheduler.admission.decision import Candidate, Wait
 from evaltui.scheduler.admission.gpukey import GpuKey
 from evaltui.scheduler.runs.handles import RunHandle
 from evaltui.scheduler.shared.nodesets import SharedNodeset
-from evaltui.spec import JobSpec
-from evaltui.states import RunState
 
 _ENDED = frozenset(s.value for s in RunState if s.terminal)
 

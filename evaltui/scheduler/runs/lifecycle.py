@@ -14,9 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine.graph.specchecks import check_spec, validate_spec
-from evaltui.launch import scheduler_record, scheduler_record_lock, write_run
-from evaltui.records import (
+from evaltui.contract.records import (
     DONE_FILENAME,
     EPISODE_FILENAME,
     SCHEDULER_FILENAME,
@@ -24,23 +22,19 @@ from evaltui.records import (
     SUMMARY_FILENAME,
     SchedulerRecord,
 )
-from evaltui.rundir import (
-    DISK_FULL_NOTE,
-    abort_note,
-    derive_run_state,
-    episode_dir,
-    now_iso,
-    read_json,
-    write_json_atomic,
-)
+from evaltui.contract.spec import JobSpec, SpecError
+from evaltui.contract.states import EpisodeStatus, RunExit, RunState
+from evaltui.engine.graph.specchecks import check_spec, validate_spec
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.layout import episode_dir, now_iso
+from evaltui.rundir.status import DISK_FULL_NOTE, abort_note, derive_run_state
+from evaltui.rundir.store import scheduler_record, scheduler_record_lock, write_run
 from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.restore import parse_record, read_record, record_ref
 from evaltui.scheduler.runs.resumemore import prepare_more
 from evaltui.slurm.follow import cancel_slurm_run, slurm_job_of
-from evaltui.spec import JobSpec, SpecError
-from evaltui.states import EpisodeStatus, RunExit, RunState
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +333,7 @@ def _resumable(run_dir: Path, state: RunState) -> tuple[Any, list[int]]:
 def _resume_on_slurm(run_dir: Path) -> RunState:
     """A finished Slurm run (its state as followed: Slurm's word where the run dir has
     none) resumed as a new job into the same run dir (``slurm/runsubmit.py``)."""
-    from evaltui.rundir import read_run_status
+    from evaltui.rundir.status import read_run_status
     from evaltui.slurm.commands import SlurmError
     from evaltui.slurm.follow import follow_status
     from evaltui.slurm.runsubmit import resubmit_run

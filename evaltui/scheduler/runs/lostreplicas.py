@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from evaltui.rundir import SUMMARY_FILENAME
+from evaltui.contract.records import SUMMARY_FILENAME
 from evaltui.scheduler.admission.gpukey import gpu_label
 from evaltui.scheduler.runs.jobs import Job
 

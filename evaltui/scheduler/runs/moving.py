@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 
-from evaltui.records import ReservationRecord
+from evaltui.contract.records import ReservationRecord
 from evaltui.scheduler.admission.accounting import Accounting
 from evaltui.scheduler.admission.decision import Candidate, decide
 from evaltui.scheduler.admission.gpukey import base_run

@@ -16,7 +16,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
 from evaltui.scheduler import procs
 
 _live_tokens: set[str] = set()

@@ -17,12 +17,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME, SPEC_FILENAME, SchedulerRecord
-from evaltui.rundir import PidRef, read_json
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.records import (
+    DONE_FILENAME,
+    SCHEDULER_FILENAME,
+    SPEC_FILENAME,
+    SchedulerRecord,
+)
+from evaltui.contract.spec import JobSpec, SpecError, parse_spec
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json
 from evaltui.scheduler import procs
 from evaltui.scheduler.runs.jobs import parse_iso
-from evaltui.spec import JobSpec, SpecError, parse_spec
-from evaltui.states import RunState
 
 
 class Found(StrEnum):

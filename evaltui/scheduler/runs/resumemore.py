@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evaltui.contract.records import SPEC_FILENAME, SUMMARY_FILENAME
+from evaltui.contract.spec import SpecError
+from evaltui.contract.states import RunState
 from evaltui.engine.run.stoprun import continue_past_stop
-from evaltui.records import SPEC_FILENAME, SUMMARY_FILENAME
-from evaltui.rundir import read_json, write_json_atomic
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
 from evaltui.scheduler.core import NotResumable
-from evaltui.spec import SpecError
-from evaltui.states import RunState
 
 RESUMABLE_MORE = (RunState.DONE,)
 """A run continues past its stop only once it ended cleanly at the stop."""

@@ -12,14 +12,20 @@ import os
 import threading
 from pathlib import Path
 
-from evaltui.records import DONE_FILENAME, SCHEDULER_FILENAME, SPEC_FILENAME, SUMMARY_FILENAME
+from evaltui.contract.records import (
+    DONE_FILENAME,
+    SCHEDULER_FILENAME,
+    SPEC_FILENAME,
+    SUMMARY_FILENAME,
+)
+from evaltui.contract.states import RunState
+from evaltui.contract.views import Run, SpecBrief, run_view
 from evaltui.results.rebuild import rebuild_summary
-from evaltui.rundir import is_run_id, read_run_status
-from evaltui.runguard import leaving
-from evaltui.safeopen import read_json_inside
+from evaltui.rundir.layout import is_run_id
+from evaltui.rundir.runguard import leaving
+from evaltui.rundir.safeopen import read_json_inside
+from evaltui.rundir.status import read_run_status
 from evaltui.slurm.follow import follow_status, waiting_reason
-from evaltui.states import RunState
-from evaltui.views import Run, SpecBrief, run_view
 
 _Key = tuple[int, int, bool]
 

@@ -16,8 +16,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from evaltui.contract.records import ReservationRecord
 from evaltui.engine.graph.replicas import ReplicaAsk, replica_ask
-from evaltui.records import ReservationRecord
 from evaltui.scheduler.admission.gpukey import GpuKey, gpu_label
 from evaltui.scheduler.placement import GpuPlacement
 from evaltui.scheduler.runs.jobs import Job

@@ -13,9 +13,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from evaltui.launch import spawn_run, spawned_ref
-from evaltui.records import SHARED_URLS_FILENAME
-from evaltui.rundir import now_iso, write_json_atomic
+from evaltui.contract.records import SHARED_URLS_FILENAME
+from evaltui.contract.states import RunState
+from evaltui.contract.views import holder_key
+from evaltui.procs.spawn import spawn_run, spawned_ref
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import now_iso
 from evaltui.scheduler.admission.calibration import NodesetPart
 from evaltui.scheduler.admission.decision import Wait, WaitKind
 from evaltui.scheduler.admission.gpukey import GpuKey
@@ -29,8 +32,6 @@ from evaltui.scheduler.runs.spreading import (
     spread_reservation,
 )
 from evaltui.scheduler.shared.nodesets import SharedNodeset
-from evaltui.states import RunState
-from evaltui.views import holder_key
 
 log = logging.getLogger(__name__)
 

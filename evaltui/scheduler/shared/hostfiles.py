@@ -27,7 +27,9 @@ from typing import Any
 
 import orjson
 
-from evaltui.rundir import PRIVATE_MODE, PidRef, write_json_atomic
+from evaltui.contract.pidref import PidRef
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import PRIVATE_MODE
 
 HOSTS_DIRNAME = "hosts"
 WATCH_INTERVAL_SEC = 1.0

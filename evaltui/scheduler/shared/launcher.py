@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.pidref import PidRef
 from evaltui.engine.hosting.channel import UNIX_SCHEME, host_secret, parse_url
-from evaltui.process import terminate_group
-from evaltui.rundir import PidRef, state_dir
+from evaltui.procs.groups import terminate_group
+from evaltui.rundir.layout import state_dir
 from evaltui.scheduler.shared.hostfiles import HOSTS_DIRNAME
 from evaltui.scheduler.shared.nodesets import HostedProcess, NodesetError
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.calibration import NodesetPart, nodeset_key
 from evaltui.scheduler.shared import hostfiles

@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Static
 
 from evaltui.results.compare import CompareError, Comparison, EpisodeSetMismatch, compare_rows
 from evaltui.results.runrows import RunDirError, RunRows, load_run
-from evaltui.rundir import episode_dir
+from evaltui.rundir.layout import episode_dir
 from evaltui.tui.messages import CompareDone
 from evaltui.tui.widgets.bars import theme_style
 from evaltui.tui.widgets.keys_footer import KeysFooter

@@ -20,8 +20,8 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Input, Static
 
+from evaltui.contract.states import RunState
 from evaltui.gpu.holders import GpuHolder, gpu_holders
-from evaltui.states import RunState
 from evaltui.tui.backend import Backend, BackendError, QueueSnapshot, RunInfo, readable_dir
 from evaltui.tui.messages import ActionDone, BackendChanged, BackendFailed, QueuePolled
 from evaltui.tui.screens.queue_actions import BackendActions

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.timer import Timer
 
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
 from evaltui.tui.messages import ActionDone, BackendFailed
 from evaltui.tui.screens.confirm import ConfirmScreen
 

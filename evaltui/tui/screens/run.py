@@ -23,13 +23,13 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
+from evaltui.contract.states import RunState
 from evaltui.nodesets.serverrecord import DIR as SERVER_DIR
 from evaltui.nodesets.serverrecord import read_latency
-from evaltui.rundir import episode_dir
+from evaltui.rundir.layout import episode_dir
 from evaltui.runview.runmodel import RunModel
 from evaltui.runview.running_mean import RunningMeans
 from evaltui.runview.watcher import RunWatcher
-from evaltui.states import RunState
 from evaltui.tui.display import STATE_COLOUR, STATE_GLYPH, first_line
 from evaltui.tui.messages import RunChanged
 from evaltui.tui.screens.replay import ReplayScreen

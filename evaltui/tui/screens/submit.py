@@ -21,11 +21,11 @@ from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Button, Checkbox, Input, Label, Select
 
+from evaltui.contract.spec import JobSpec, SpecError
 from evaltui.engine.graph.datasets import builtin_splits
+from evaltui.engine.graph.specbuild import build_spec
 from evaltui.engine.graph.specchecks import check_executor
 from evaltui.graphs import builtin_graph_names
-from evaltui.spec import JobSpec, SpecError
-from evaltui.specbuild import build_spec
 from evaltui.tui.backend import Backend
 from evaltui.tui.keys import QUIT_BINDINGS
 from evaltui.tui.widgets.keys_footer import KeysFooter

@@ -15,8 +15,8 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from evaltui.contract.settings import settings
 from evaltui.runview.frames import FrameRef
-from evaltui.settings import settings
 from evaltui.tui.widgets.bars import theme_style
 from evaltui.tui.widgets.halfblock import HalfBlockImage
 

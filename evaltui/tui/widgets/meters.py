@@ -30,12 +30,12 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from evaltui.contract.units import gib
+from evaltui.contract.views import Gpu, Host, NodeHost, Resources
 from evaltui.gpu.holders import GpuHolder
 from evaltui.tui.display import duration
 from evaltui.tui.widgets.bars import level_variable, stacked_bar, theme_style
 from evaltui.tui.widgets.braille import stacked_columns
-from evaltui.units import gib
-from evaltui.views import Gpu, Host, NodeHost, Resources
 
 LABEL_WIDTH = 22
 INFO_WIDTH = 56

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
 from evaltui.tui.backend import RunInfo, SchedulerInfo
 from evaltui.tui.display import STATE_COLOUR, duration, first_line
 from evaltui.tui.widgets.bars import theme_style

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
 from evaltui.tui.backend import RunInfo
 
 CELL_PADDING = 1

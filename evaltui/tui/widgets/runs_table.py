@@ -20,7 +20,8 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets.data_table import RowDoesNotExist
 
-from evaltui.states import RunState
+from evaltui.contract.states import RunState
+from evaltui.contract.units import gib
 from evaltui.tui.backend import RunInfo
 from evaltui.tui.display import (
     NONE,
@@ -33,7 +34,6 @@ from evaltui.tui.display import (
 from evaltui.tui.widgets.bars import stacked_bar, theme_style
 from evaltui.tui.widgets.row_table import RowTable
 from evaltui.tui.widgets.runs_columns import BAR_ROOM, SORTS, RunColumn, fit_columns, sort_runs
-from evaltui.units import gib
 
 FAILED = (RunState.FAILED, RunState.ABORTED)
 MARKS = ("A", "B")

@@ -20,7 +20,7 @@ from textual import work
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from evaltui.rundir import outputs_root
+from evaltui.rundir.layout import outputs_root
 from evaltui.tui.backend import readable_dir
 from evaltui.tui.setsnapshot import SetGroup, SetMemberLine, read_set_groups
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from evaltui.contract.stoprule import parse_rule
 from evaltui.engine.episode.student_t import t_quantile_975
 from evaltui.engine.stats.betting import BettingCS
 from evaltui.engine.stats.order import dealing_order
-from evaltui.stoprule import parse_rule
 
 MIN_N = 5
 """The naive interval is looked at from this n on (at n = 2 it can be [1, 1])."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from evaltui.contract.stoprule import parse_rule
 from evaltui.engine.stats.betting import betting_interval
 from evaltui.engine.stats.stopwatch import StopWatch, check_rule
-from evaltui.stoprule import parse_rule
 
 ORDER = [7, 3, 9, 0, 5, 1, 8, 2, 6, 4]
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.episode.loop import EpisodeOutcome
 from evaltui.engine.executor.dealing import SlotExecutor
 from evaltui.engine.executor.errors import ExecutorError
@@ -51,7 +52,6 @@ from evaltui.engine.executor.ray.slot import RaySlot, death_cause, remote_error
 from evaltui.engine.executor.slots import Died, Finished, Ready, SlotEvent, StartFailed
 from evaltui.engine.graph.specchecks import CheckedSpec
 from evaltui.engine.hosting.channel import SharedEndpoint
-from evaltui.states import EpisodeStatus
 
 PULL_EVERY_SEC = 0.1
 UNREACHABLE_SEC = 4.0

@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from evaltui.rundir import PidRef
+from evaltui.contract.pidref import PidRef
 
 
 def terminate_group(ref: PidRef, grace_sec: float = 10.0, poll_sec: float = 0.05) -> bool:

@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     poll_files: str | None = None
     """``EVALTUI_POLL_FILES``: ``auto`` (default), ``on`` or ``off``: whether readers of run
     dirs poll instead of using inotify, which does not see other nodes' writes on a network
-    filesystem; ``auto`` polls on NFS, CIFS, Lustre, GPFS, ... (:mod:`evaltui.pollfiles`)."""
+    filesystem; ``auto`` polls on NFS, CIFS, Lustre, GPFS, ... (:mod:`evaltui.rundir.pollfiles`)."""
     replica_spread: str | None = None
     """``EVALTUI_REPLICA_SPREAD``: how workers spread over a nodeset's replicas, ``slot``
     (worker i on replica i % R) or ``least_loaded`` (per request); default: the faster."""

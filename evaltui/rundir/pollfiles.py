@@ -3,7 +3,7 @@
 inotify (what watchfiles uses on Linux) sees only the writes this machine's kernel makes:
 on a filesystem the nodes of a cluster share (NFS, CIFS, Lustre, GPFS, ...) an episode
 another node writes raises no event here, and a reader that waits on events never sees
-it. ``EVALTUI_POLL_FILES`` (:mod:`evaltui.settings`) says what readers do: ``on`` polls,
+it. ``EVALTUI_POLL_FILES`` (:mod:`evaltui.contract.settings`) says what readers do: ``on`` polls,
 ``off`` trusts inotify, ``auto`` (the default) polls where the watched path's filesystem
 type, read from ``/proc/mounts`` (longest mount point above the path), is a network or
 cluster one. Where the type cannot be read (no ``/proc``: macOS), ``auto`` trusts events.
@@ -15,7 +15,7 @@ import logging
 import os
 from pathlib import Path
 
-from evaltui.settings import settings
+from evaltui.contract.settings import settings
 
 log = logging.getLogger(__name__)
 

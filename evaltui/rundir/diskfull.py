@@ -70,7 +70,7 @@ class DiskWait:
     def deadline_sec(self) -> float:
         if self._deadline is not None:
             return self._deadline
-        from evaltui.settings import settings  # pydantic: only once a disk is full
+        from evaltui.contract.settings import settings  # pydantic: only once a disk is full
 
         value = settings().disk_full_wait_sec
         return DEFAULT_WAIT_SEC if value is None else value

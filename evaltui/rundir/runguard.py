@@ -2,17 +2,17 @@
 the files every reader opens at its top level (DESIGN §11).
 
 The run's status read (``rundir.read_run_status``) opens scheduler.json and summary.json
-through :mod:`evaltui.safeopen` with the run dir as the root; other scheduler reads open
+through :mod:`evaltui.rundir.safeopen` with the run dir as the root; other scheduler reads open
 them by path, so the API and the TUI check a run here first and refuse it as a whole when
 one of these leads out of the outputs root. Everything below the top level is opened
-through :mod:`evaltui.safeopen` by the readers themselves.
+through :mod:`evaltui.rundir.safeopen` by the readers themselves.
 """
 
 from __future__ import annotations
 
 import os
 
-from evaltui.records import (
+from evaltui.contract.records import (
     DONE_FILENAME,
     EPISODES_DIRNAME,
     GRAPH_FILENAME,
@@ -21,7 +21,7 @@ from evaltui.records import (
     SPEC_FILENAME,
     SUMMARY_FILENAME,
 )
-from evaltui.safeopen import LeavesRoot, dir_inside, kind_inside
+from evaltui.rundir.safeopen import LeavesRoot, dir_inside, kind_inside
 
 TOP_LEVEL = (SCHEDULER_FILENAME, SUMMARY_FILENAME, SPEC_FILENAME, DONE_FILENAME,
              EPISODES_DIRNAME, SHARED_URLS_FILENAME, GRAPH_FILENAME)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evaltui.slurmoptions import SlurmOptions
+from evaltui.contract.slurmoptions import SlurmOptions
 
 SETS_DIRNAME = "eval_sets"
 """Under the outputs root: one directory per set, named by its set_id."""

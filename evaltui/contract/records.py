@@ -3,7 +3,7 @@
 The engine builds these models and dumps them (episode.json, trajectory.json,
 summary.json); the scheduler, the API and the TUI read the files back through the same
 models (inspect_ai's ``EvalSample`` idea: one schema, written and read everywhere).
-Depends only on pydantic and :mod:`evaltui.states` (imports point down).
+Depends only on pydantic and :mod:`evaltui.contract.states` (imports point down).
 
 Reading is tolerant: every model keeps fields it does not know (``extra="allow"``), so a
 file written by a newer version loses nothing when an older backend serves it, and
@@ -16,7 +16,7 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaltui.states import EpisodeStatus, RunState, SummaryStatus
+from evaltui.contract.states import EpisodeStatus, RunState, SummaryStatus
 
 # ---- file and directory names of a run dir ---------------------------------------------
 

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evaltui.slurmoptions import SlurmOptions
-from evaltui.stoprule import parse_rule
+from evaltui.contract.slurmoptions import SlurmOptions
+from evaltui.contract.stoprule import parse_rule
 
 DEFAULT_STEP_BUDGET = 200
 """Steps per episode when neither the spec nor the env nodeset gives a limit."""

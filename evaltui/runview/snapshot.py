@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.records import SPEC_FILENAME
+from evaltui.contract.states import RunState
 from evaltui.engine.episode.metrics import METRIC_RANGES
-from evaltui.records import SPEC_FILENAME
 from evaltui.results.rebuild import rebuild_summary
 from evaltui.results.runrows import load_run
 from evaltui.results.stopnote import stop_line
-from evaltui.rundir import read_run_status
+from evaltui.rundir.safeopen import read_json_inside
+from evaltui.rundir.status import read_run_status
 from evaltui.runview.running_mean import RunningMeans, Series
-from evaltui.safeopen import read_json_inside
-from evaltui.states import RunState
 
 FINAL_SUMMARY = ("done", "failed", "cancelled")
 FAILURE_STATUSES = ("error", "timeout")

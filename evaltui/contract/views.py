@@ -3,7 +3,7 @@
 One set of types: the scheduler builds them, the HTTP API serves them as its response
 models (so /openapi.json documents them), the API client parses responses back into
 them, and the TUI and the CLI show them. A run's records are the run-dir models of
-:mod:`evaltui.records`. Depends only on pydantic and the contract (imports point down).
+:mod:`evaltui.contract.records`. Depends only on pydantic and the contract (imports point down).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaltui.recordparse import parse
-from evaltui.records import (
+from evaltui.contract.recordparse import parse
+from evaltui.contract.records import (
     SCHEDULER_FILENAME,
     SUMMARY_FILENAME,
     SchedulerRecord,
     SummaryHeader,
 )
-from evaltui.states import AdmitState, RunState
+from evaltui.contract.states import AdmitState, RunState
 
 
 class _View(BaseModel):

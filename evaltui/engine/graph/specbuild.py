@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.spec import PER_GPU, SpecError
 from evaltui.graphs import builtin_graph_names, builtin_graph_path
-from evaltui.spec import PER_GPU, SpecError
 
 DEMO: dict[str, Any] = {"graph": "bot", "dataset": "babyai", "split": "GoToLocal",
                         "episodes": 50}

@@ -1,10 +1,5 @@
-"""Prepare a run dir from a JobSpec and spawn its run subprocess detached.
-
-``write_run`` takes a spec the engine already checked (nothing is written on bad input,
-DESIGN §4); only then is a run_id allocated and spec.json, shared_urls.json and
-scheduler.json written.
-``spawn_run`` starts ``python -m evaltui.engine.main RUN_DIR`` in its own session, so
-the run outlives whoever started it; its stdout and stderr go to ``run.log``.
+"""The run-dir record store: a checked spec's run dir written, and scheduler.json changed only
+through this module.
 """
 
 from __future__ import annotations
@@ -14,8 +9,6 @@ import fcntl
 import os
 import secrets
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -24,24 +17,17 @@ from typing import Any, Protocol
 
 import psutil
 
-from evaltui.records import (
-    RUN_LOG_FILENAME,
+from evaltui.contract.records import (
     SCHEDULER_FILENAME,
     SHARED_URLS_FILENAME,
     SPEC_FILENAME,
     SUMMARY_FILENAME,
     SchedulerRecord,
 )
-from evaltui.rundir import (
-    PidRef,
-    allocate_run_dir,
-    now_iso,
-    read_json,
-    runs_root,
-    write_json_atomic,
-)
-from evaltui.spec import JobSpec
-from evaltui.states import RunState
+from evaltui.contract.spec import JobSpec
+from evaltui.contract.states import RunState
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.layout import allocate_run_dir, now_iso, runs_root
 
 
 class SpecToWrite(Protocol):
@@ -125,11 +111,15 @@ def _make_staging(staging: Path) -> None:
 
 
 STAGING_DIRNAME = ".evaltui-staging"
+
+
 """Under the outputs root: run dirs being written (``{random}.{pid}``), renamed into
 eval_runs/ once whole."""
 
 
 EMPTY_RUN_DIR_SEC = 10.0
+
+
 """A run dir still empty this long after it was made was cut short between its
 allocation and the rename (a write_run fills it within microseconds)."""
 
@@ -155,39 +145,6 @@ def reap_cut_short(outputs: Path) -> list[str]:
         except OSError:
             continue
     return removed
-
-
-def spawn_run(run_dir: Path, env: Mapping[str, str] | None = None, *, record: bool = True
-              ) -> subprocess.Popen[bytes]:
-    """Start the run subprocess in a new session.
-
-    ``env`` replaces the environment (default: this process's); the scheduler passes one
-    with ``CUDA_VISIBLE_DEVICES`` set. With ``record`` the PID is merged into
-    scheduler.json here; the scheduler passes False and writes its own record.
-    """
-    child_env = dict(os.environ if env is None else env)
-    child_env["EVALTUI_PARENT_PID"] = str(os.getpid())
-    child_env.setdefault("PYTHONUNBUFFERED", "1")
-    with open(run_dir / RUN_LOG_FILENAME, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "evaltui.engine.main", str(run_dir)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env=child_env, cwd=run_dir,
-        )
-    if record:
-        ref = spawned_ref(proc)
-        update_scheduler_record(run_dir, state=RunState.STARTING.value, admitted_at=now_iso(),
-                                pid=proc.pid, pid_create_time=ref.create_time)
-    return proc
-
-
-def spawned_ref(proc: subprocess.Popen[bytes]) -> PidRef:
-    """The PidRef of a child we spawned; while unreaped its PID cannot be reused."""
-    try:
-        return PidRef.of(proc.pid)
-    except psutil.Error:
-        # Exited and reaped already: a create time of 0 never matches a live process.
-        return PidRef(proc.pid, 0.0)
 
 
 @contextmanager

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evaltui.fakegpu import FAKE_GPU_INDEX_ENV
+from evaltui.gpu.fakegpu import FAKE_GPU_INDEX_ENV
 
 
 def gpu_env(gpu: int | str | Sequence[int | str] | None, fake: bool) -> dict[str, str]:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from evaltui.diskfull import DISK
+from evaltui.rundir.diskfull import DISK
 
 FRAMES_FILENAME = "frames.bin"
 MAGIC = b"EVTFRAM2"

@@ -18,8 +18,10 @@ import re
 import threading
 from pathlib import Path
 
-from evaltui.rundir import PRIVATE_MODE, PidRef, state_dir, write_json_atomic
-from evaltui.settings import settings
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.settings import settings
+from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import PRIVATE_MODE, state_dir
 
 FAKE_GPUS_ENV = "EVALTUI_FAKE_GPUS"
 """``NxMiB`` terms, comma separated: ``2x24576`` or ``1x24576,1x8192`` or ``24576,8192``."""

@@ -1,0 +1,2 @@
+"""The models and enums every layer shares; imports nothing of evaltui outside itself.
+"""

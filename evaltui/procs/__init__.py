@@ -1,0 +1,2 @@
+"""Processes: process groups and spawning a run.
+"""
