@@ -19,7 +19,9 @@ UI = ("textual", "fastapi")
 
 # package or module -> what importing it (or any module in it) must not load
 RULES: dict[str, tuple[str, ...]] = {
-    "evaltui.contract.spec": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
+    # The contract: the models every layer shares, importing no other evaltui package
+    "evaltui.contract": ("evaltui.rundir", "evaltui.engine", "evaltui.scheduler", "evaltui.api",
+                         "evaltui.tui", *UI),
     "evaltui.engine": ("evaltui.scheduler", "evaltui.tui", "evaltui.api", *UI),
     "evaltui.scheduler": ("evaltui.tui", *UI),
     "evaltui.api.client": ("evaltui.scheduler", "evaltui.tui", *UI),
@@ -28,11 +30,7 @@ RULES: dict[str, tuple[str, ...]] = {
     # Slurm's client commands only: the contract may carry its options model
     "evaltui.slurm": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui", *UI),
     "evaltui.gpu": ("evaltui.scheduler", "evaltui.tui", "evaltui.api", *UI),
-    "evaltui.contract.setspec": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
-                        *UI),
     "evaltui.sets": ("evaltui.tui", *UI),
-    "evaltui.contract.settings": ("evaltui.engine", "evaltui.scheduler", "evaltui.api", "evaltui.tui",
-                         *UI),
     # The pure admission decision is read (and tested) without the scheduler around it.
     "evaltui.scheduler.admission.decision": (
         "evaltui.scheduler.scheduler", "evaltui.scheduler.core", "evaltui.scheduler.runs",

@@ -1,11 +1,12 @@
 """Request and response bodies of the HTTP API: the typed contract behind /openapi.json.
 
 The response models of runs, episodes, the queue, resources, nodesets and admits ARE the
-status views (:mod:`evaltui.contract.views`) and run-dir records (:mod:`evaltui.contract.records`) the
-scheduler builds and the engine writes: one schema, re-exported here for the routes and
-:class:`~evaltui.api.client.ApiClient`, so a script, the CLI and the attached TUI all see
-the same fields. This module adds what only the API has: request bodies, errors,
-health, log pages. Field names and string values are the ones on disk (DESIGN §2, §3).
+status views (:mod:`evaltui.contract.views`) and run-dir records
+(:mod:`evaltui.contract.records`) the scheduler builds and the engine writes: one
+schema, re-exported here for the routes and :class:`~evaltui.api.client.ApiClient`, so a
+script, the CLI and the attached TUI all see the same fields. This module adds what only
+the API has: request bodies, errors, health, log pages. Field names and string values
+are the ones on disk (DESIGN §2, §3).
 """
 
 from __future__ import annotations

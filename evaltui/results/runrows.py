@@ -6,9 +6,9 @@ the last summary write (a running or killed run) are added from their ep dirs, a
 missing or unreadable summary.json is rebuilt from the ep dirs alone. An episode.json
 that exists but cannot be used is an ``unreadable`` row (it never counts in a metric),
 not a missing one, also where summary.json still has an ok row for it (the API's
-episode routes say the same). Files are opened through :mod:`evaltui.rundir.safeopen` with the run dir as
-the root: a run dir copied from someone else never makes us read through a symlink out
-of it.
+episode routes say the same). Files are opened through :mod:`evaltui.rundir.safeopen`
+with the run dir as the root: a run dir copied from someone else never makes us read
+through a symlink out of it.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Members are the cartesian product of the matrix axes in the file's order, then the
 ``include`` entries, less those an ``exclude`` entry matches (a partial match: every
 axis it names has that value). Each member's spec is built by the one spec builder
-(:func:`evaltui.engine.graph.specbuild.build_spec`) from ``base`` plus the member's axis values, so a
-member is exactly the run ``evaltui eval`` would make of the same options. Nothing here
+(:func:`evaltui.engine.graph.specbuild.build_spec`) from ``base`` plus the member's axis
+values, so a member is exactly the run ``evaltui eval`` would make of the same options. Nothing here
 imports a nodeset: :mod:`evaltui.sets.checking` holds the specs to the graphs.
 """
 

@@ -185,7 +185,8 @@ class Backend(Protocol):
         """Scheduler state, resources and all runs: active, queued (admission order), done."""
 
     def submit(self, spec: dict[str, Any]) -> tuple[str, RunState]:
-        """Validate and enqueue a JobSpec; raises ``evaltui.contract.spec.SpecError`` naming the field."""
+        """Validate and enqueue a JobSpec; raises ``evaltui.contract.spec.SpecError`` naming
+        the field."""
 
     def submit_warnings(self, run_id: str) -> list[str]:
         """What submit warned about for this run (step budget, missing references)."""
