@@ -293,11 +293,10 @@ def _cancel(run_dir: Path, proc: subprocess.Popen[bytes], console: Console) -> N
     grace period; the run ends ``cancelled``."""
     from evaltui.procs.groups import terminate_group
     from evaltui.procs.spawn import spawned_ref
-    from evaltui.rundir.layout import now_iso
-    from evaltui.rundir.store import update_scheduler_record
+    from evaltui.rundir.store import request_cancel
 
     console.print("[yellow]cancelling[/] (SIGTERM to the run; Ctrl-C again waits anyway)")
-    update_scheduler_record(run_dir, cancel_requested_at=now_iso())
+    request_cancel(run_dir)
     terminate_group(spawned_ref(proc))
 
 

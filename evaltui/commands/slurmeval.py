@@ -17,9 +17,7 @@ is submitted again on the same run dir (:mod:`evaltui.slurm.resubmit`).
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -108,39 +106,29 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
 
     from evaltui.commands.eval import _console, _refused
     from evaltui.contract.spec import SpecError
-    from evaltui.engine.graph.specchecks import validate_spec
     from evaltui.rundir.layout import outputs_root
-    from evaltui.rundir.store import update_scheduler_record, write_run
+    from evaltui.rundir.status import read_run_status
     from evaltui.slurm.commands import SlurmError
-    from evaltui.slurm.submit import BatchJob, submit
+    from evaltui.slurm.runsubmit import batch_job, resubmit_run, submit_run
 
-    workspace = spec.get("active_workspace_dir")
-    if isinstance(workspace, str) and workspace:
-        sys.path.insert(0, workspace)  # the check imports the user's nodesets, as a run does
     try:
-        checked = validate_spec(spec)  # SpecError before anything is written
-        run_dir = write_run(checked, outputs_root(args.outputs))
-    except SpecError as exc:
+        submitted = submit_run(spec, outputs_root(args.outputs))  # refused: nothing written
+    except (SpecError, SlurmError) as exc:
         return _refused(str(exc))
-    ev = checked.spec.eval
-    total = len(checked.episode_indices)
-    job = BatchJob(command=[sys.executable, "-m", "evaltui.engine.main", str(run_dir)],
-                   job_name=f"evaltui-{run_dir.name}", output=run_dir / "run.log",
-                   tasks=max(1, min(ev.worker_count, total)), chdir=run_dir)
-    try:
-        job_id = str(submit(ev.slurm, job))
-    except SlurmError as exc:
-        shutil.rmtree(run_dir, ignore_errors=True)  # refused: nothing left behind
-        return _refused(str(exc))
-    update_scheduler_record(run_dir, slurm_job_id=job_id)
+    run_dir, job_id, checked = submitted.run_dir, submitted.job_id, submitted.checked
+    ev, total, job = checked.spec.eval, submitted.total, batch_job(run_dir, checked)
     console = _console()
     for warning in [*checked.warnings, *_time_limit_warnings(checked, run_dir, job)]:
         console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
     console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on {ev.dataset}/"
                   f"{checked.split}, {total} episodes, Slurm job {job_id} -> {run_dir}",
                   highlight=False)
+
+    def resubmit() -> str:
+        return resubmit_run(run_dir, checked, read_run_status(run_dir).state.value)
+
     proc = SlurmJobProcess(job_id, interrupt)
-    return _follow(args, run_dir, proc, total, console, lambda: str(submit(ev.slurm, job)))
+    return _follow(args, run_dir, proc, total, console, resubmit)
 
 
 def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, total: int,
@@ -152,7 +140,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
     from evaltui.rundir.status import read_run_status
     from evaltui.rundir.store import update_scheduler_record
     from evaltui.slurm.commands import SlurmError
-    from evaltui.slurm.resubmit import MAX_RESUBMITS, clear_for_resubmit, resubmit_reason
+    from evaltui.slurm.resubmit import MAX_RESUBMITS, resubmit_reason
 
     earlier: list[str] = []
     while True:
@@ -167,16 +155,14 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
                           f"({escape(why)})", highlight=False)
             break
         # Slurm will not bring the job back: a new one, on the same run dir, runs what is
-        # not yet ok (the run dir is the truth)
-        clear_for_resubmit(run_dir)
+        # not yet ok (the run dir is the truth; the store's reset clears the last end)
         try:
             job_id = resubmit()
         except SlurmError as exc:
             touch_done(run_dir)  # the run reads as the last job left it (its summary's end)
             console.print(f"[red]not resubmitted[/]: {escape(str(exc))}", highlight=False)
             break
-        earlier.append(proc.job_id)
-        update_scheduler_record(run_dir, slurm_job_id=job_id, slurm_earlier_job_ids=earlier)
+        earlier.append(proc.job_id)  # recorded by resubmit_run too
         console.print(f"[yellow]resubmitted[/]: {escape(why)}: Slurm job {job_id}",
                       highlight=False)
         proc = SlurmJobProcess(job_id, proc.interrupt)

@@ -27,6 +27,8 @@ SPEC_FILENAME = "spec.json"
 SHARED_URLS_FILENAME = "shared_urls.json"
 """``{nodeset_name: url}`` of shared nodesets hosted outside the run."""
 SCHEDULER_FILENAME = "scheduler.json"
+REQUEUE_REFUSED_FILENAME = "_REQUEUE_REFUSED"
+"""A Slurm run asked to requeue its job and was refused (Slurm's words)."""
 """The backend's lifecycle record (:class:`SchedulerRecord`)."""
 GRAPH_FILENAME = "graph.json"
 """The run-level graph snapshot, resolved with defaults (run subprocess)."""
@@ -159,6 +161,12 @@ class SchedulerRecord(_Record):
     """That job's cluster (Slurm's ``ClusterName``), where it could be asked."""
     slurm_batch_host: str | None = None
     """The node its batch step (the run process) runs on, as that step recorded it."""
+    slurm_earlier_job_ids: list[str] = Field(default_factory=list)
+    """Jobs it ran as before ``slurm_job_id``, oldest first: each resubmission (Slurm
+    would not requeue the job) runs the same run dir as a new job."""
+    note: str | None = None
+    """Slurm's word on how its job stands or ended (``PENDING (Priority)``,
+    ``TIMEOUT``), where the run dir itself could not say."""
 
 
 # ---- episode.json -------------------------------------------------------------------------

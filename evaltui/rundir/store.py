@@ -10,14 +10,17 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
 
+from evaltui.contract.recordparse import parse_lenient
 from evaltui.contract.records import (
+    DONE_FILENAME,
+    REQUEUE_REFUSED_FILENAME,
     SCHEDULER_FILENAME,
     SHARED_URLS_FILENAME,
     SPEC_FILENAME,
@@ -180,18 +183,99 @@ def settle_summary(run_dir: Path, state: str, error: str | None) -> None:
         if error and not summary.get("error"):
             summary["error"] = error
         write_json_atomic(path, summary)
+def _checked_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` through the record's model, as JSON: a field scheduler.json does not have,
+    or a value of the wrong type, fails here (TypeError / ValueError) and not in a
+    reader."""
+    unknown = sorted(set(fields) - set(SchedulerRecord.model_fields))
+    if unknown:
+        raise TypeError(f"scheduler.json has no field {', '.join(unknown)}")
+    record = SchedulerRecord.model_validate({"state": RunState.QUEUED, **fields})
+    return record.model_dump(mode="json", include=set(fields))
+
+
+def _read_raw(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        record = read_json(run_dir / SCHEDULER_FILENAME)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _write_raw(run_dir: Path, record: Mapping[str, Any]) -> None:
+    write_json_atomic(run_dir / SCHEDULER_FILENAME, dict(record))
 
 
 def update_scheduler_record(run_dir: Path, **fields: Any) -> dict[str, Any]:
-    """Merge ``fields`` into scheduler.json under its lock; returns the merged record."""
-    path = run_dir / SCHEDULER_FILENAME
+    """Merge ``fields`` (checked against the record's model) into scheduler.json under its
+    lock; returns the merged record. Fields this version does not know, written by a newer
+    one, are kept."""
+    checked = _checked_fields(fields)
     with scheduler_record_lock(run_dir):
         try:
-            record = read_json(path)
+            record = read_json(run_dir / SCHEDULER_FILENAME)
         except FileNotFoundError:
             record = {}
         if not isinstance(record, dict):
             record = {}
-        record.update(fields)
-        write_json_atomic(path, record)
+        record.update(checked)
+        _write_raw(run_dir, record)
+    return record
+
+
+def change_scheduler_record(
+        run_dir: Path, change: Callable[[dict[str, Any] | None], Mapping[str, Any] | None]
+) -> dict[str, Any] | None:
+    """A read-modify-write of scheduler.json decided under its lock: ``change`` gets the
+    record as read (None: missing or unreadable) and returns the fields to merge (checked
+    as in :func:`update_scheduler_record`), or None to leave the file as it is. Returns the
+    record written, or None when nothing was."""
+    with scheduler_record_lock(run_dir):
+        record = _read_raw(run_dir)
+        fields = change(record)
+        if fields is None:
+            return None
+        merged = {**(record or {}), **_checked_fields(fields)}
+        _write_raw(run_dir, merged)
+    return merged
+
+
+def request_cancel(run_dir: Path) -> dict[str, Any]:
+    """Record that a cancel of the run was asked for (now); its scheduler, its run process
+    and every reader take it from here."""
+    return update_scheduler_record(run_dir, cancel_requested_at=now_iso())
+
+
+def reset_for_rerun(run_dir: Path, *, keep: Iterable[str] = (),
+                    check: Callable[[SchedulerRecord | None], None] | None = None,
+                    **fields: Any) -> SchedulerRecord:
+    """Queue a finished run again: the one reset that every resume, requeue and
+    resubmission uses.
+
+    A new record: what the last attempt left (its PID, reservation, exit code, peaks,
+    error, Slurm's note, batch host) goes back to the model's defaults by construction;
+    what describes the run itself (priority, warnings, the resume count, one more) carries
+    over, with the fields named in ``keep`` (e.g. a Slurm run's job id, so that no backend
+    takes it for a queued run of its own) and ``fields`` on top. ``check`` sees the old
+    record under the lock and raises to refuse. ``_DONE`` and a refused requeue's mark go
+    first: with either present the run would read as ended while it runs again;
+    summary.json stays (the run rewrites it), so readers keep its numbers meanwhile.
+    """
+    with scheduler_record_lock(run_dir):
+        raw = _read_raw(run_dir)
+        old = parse_lenient(SchedulerRecord, raw)[0] if raw is not None else None
+        if check is not None:
+            check(old)
+        now = now_iso()
+        carried: dict[str, Any] = {"priority": 0, "resume_count": 1, "warnings": []}
+        if old is not None:
+            carried = {"priority": old.priority, "resume_count": old.resume_count + 1,
+                       "warnings": old.warnings,
+                       **{name: getattr(old, name) for name in keep}}
+        record = SchedulerRecord.model_validate(
+            {"state": RunState.QUEUED, "queued_at": now, "resumed_at": now, **carried,
+             **fields})
+        for name in (DONE_FILENAME, REQUEUE_REFUSED_FILENAME):
+            (run_dir / name).unlink(missing_ok=True)
+        _write_raw(run_dir, record.model_dump(mode="json"))
     return record

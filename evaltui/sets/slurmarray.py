@@ -153,25 +153,9 @@ def write_member_run(spec: dict[str, Any], outputs: str | os.PathLike[str] | Non
 def requeue_member_run(run_dir: Path) -> None:
     """Make a finished member's run dir queued again for the next array (its ``ok``
     episodes stay; the run re-runs the others), as the scheduler's resume does."""
-    from evaltui.contract.records import DONE_FILENAME, SCHEDULER_FILENAME
-    from evaltui.rundir.jsonfiles import read_json, write_json_atomic
-    from evaltui.rundir.layout import now_iso
-    from evaltui.rundir.store import scheduler_record_lock
+    from evaltui.rundir.store import reset_for_rerun
 
-    with scheduler_record_lock(run_dir):
-        try:
-            old = read_json(run_dir / SCHEDULER_FILENAME)
-        except (OSError, ValueError):
-            old = {}
-        old = old if isinstance(old, dict) else {}
-        now = now_iso()
-        # A new record: the last attempt's end (cancel request, exit code, note) must not
-        # make the new one read as ended.
-        record = {"state": "queued", "priority": old.get("priority", 0), "queued_at": now,
-                  "resumed_at": now, "resume_count": int(old.get("resume_count") or 0) + 1,
-                  "warnings": old.get("warnings") or []}
-        (run_dir / DONE_FILENAME).unlink(missing_ok=True)
-        write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+    reset_for_rerun(run_dir)
 
 
 def release(job: str) -> None:

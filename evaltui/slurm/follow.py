@@ -177,9 +177,8 @@ def cancel_slurm_run(run_dir: Path, job: str) -> None:
     """Cancel a Slurm run: the request recorded first (so the run reads ``cancelled`` once
     its job is gone, whoever looks), then ``scancel`` of its job. SlurmError (one line) when
     scancel fails; the request stays recorded."""
-    from evaltui.rundir.layout import now_iso
-    from evaltui.rundir.store import update_scheduler_record
+    from evaltui.rundir.store import request_cancel
     from evaltui.slurm.control import cancel
 
-    update_scheduler_record(Path(run_dir), cancel_requested_at=now_iso())
+    request_cancel(Path(run_dir))
     cancel(job)

@@ -1,28 +1,26 @@
 """Where Slurm will not requeue a run's job, the follower submits it again (docs/slurm.md).
 
-A job with ``--no-requeue`` (or a site that disables requeue, ``JobRequeue=0``), and a
-job preempted under ``PreemptMode=CANCEL``, cannot come back by itself: the run's own
-``scontrol requeue`` after USR1 is refused, or Slurm ends the job ``PREEMPTED``. The batch
-step says so in the run dir (:func:`mark_requeue_refused`: ``_REQUEUE_REFUSED`` with
-Slurm's words), since the run dir is the truth (without slurmdbd Slurm soon forgets the
-job). The follower (``evaltui eval --executor slurm`` on the login node) reads it when
-the job has ended (:func:`resubmit_reason`), clears the run's end (:func:`clear_for_resubmit`)
-and submits the same batch step on the same run dir: the new job keeps the episodes that
-ended ``ok`` and runs only the others, their attempts counted on, as after a requeue.
+A job with ``--no-requeue`` (or a site that disables requeue, ``JobRequeue=0``), and a job
+preempted under ``PreemptMode=CANCEL``, cannot come back by itself: the run's own ``scontrol
+requeue`` after USR1 is refused, or Slurm ends the job ``PREEMPTED``. The batch step says so in the
+run dir (:func:`mark_requeue_refused`: ``_REQUEUE_REFUSED`` with Slurm's words), since the run dir
+is the truth (without slurmdbd Slurm soon forgets the job). The follower (``evaltui eval --executor
+slurm`` on the login node) reads it when the job has ended (:func:`resubmit_reason`) and submits
+the same batch step on the same run dir (:func:`evaltui.slurm.runsubmit.resubmit_run`, through the
+store's one reset): the new job keeps the episodes that ended ``ok`` and runs only the others,
+their attempts counted on, as after a requeue.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from evaltui.contract.records import DONE_FILENAME
+from evaltui.contract.records import REQUEUE_REFUSED_FILENAME
 from evaltui.contract.states import RunState
 from evaltui.rundir.status import read_run_status
 from evaltui.slurm.jobinfo import SlurmJobInfo
 from evaltui.slurm.jobstate import SlurmJobState
 
-REQUEUE_REFUSED_FILENAME = "_REQUEUE_REFUSED"
-"""In the run dir: the run asked Slurm to requeue its job and was refused (Slurm's words)."""
 MAX_RESUBMITS = 10
 """A follower gives up after this many resubmissions of one run (a time limit too short
 for any progress would otherwise resubmit it for ever)."""
@@ -49,10 +47,3 @@ def resubmit_reason(run_dir: Path, info: SlurmJobInfo | None) -> str | None:
     if info is not None and info.state is SlurmJobState.PREEMPTED:
         return f"{info.run_state()[1]}, not requeued"
     return None
-
-
-def clear_for_resubmit(run_dir: Path) -> None:
-    """Take the last attempt's end away (its ``_DONE`` and the refusal) so that readers see
-    the run going on while its new job is pending."""
-    (run_dir / REQUEUE_REFUSED_FILENAME).unlink(missing_ok=True)
-    (run_dir / DONE_FILENAME).unlink(missing_ok=True)

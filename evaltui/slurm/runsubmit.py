@@ -82,34 +82,23 @@ def cluster_name() -> str | None:
 
 def resubmit_run(run_dir: Path, checked: CheckedSpec, previous: str) -> str:
     """Submit a finished Slurm run's job again, into the same run dir (a resume: the run
-    keeps its ``ok`` episodes and runs the others); the new job's id. The record keeps a
-    job id throughout, so no backend takes the run for a queued run of its own; where
-    sbatch refuses, the run reads ``previous`` again, Slurm's line in its error, and
-    SlurmError (one line) is raised."""
-    from evaltui.contract.records import DONE_FILENAME
-    from evaltui.rundir.jsonfiles import read_json
-    from evaltui.rundir.layout import now_iso
-    from evaltui.rundir.store import scheduler_record_lock, update_scheduler_record
+    keeps its ``ok`` episodes and runs the others); the new job's id. The record keeps a job id
+    throughout, so no backend takes the run for a queued run of its own, and the jobs it ran as
+    before (``slurm_earlier_job_ids``); where sbatch refuses, the run reads ``previous`` again,
+    Slurm's line in its error, and SlurmError (one line) is raised."""
+    from evaltui.rundir.store import reset_for_rerun, update_scheduler_record
 
-    with scheduler_record_lock(run_dir):
-        try:
-            old = read_json(run_dir / "scheduler.json")
-        except (OSError, ValueError):
-            old = {}
-        old = old if isinstance(old, dict) else {}
-    now = now_iso()
-    count = old.get("resume_count") if isinstance(old.get("resume_count"), int) else 0
-    # _DONE first: with it the run would read as finished while its job runs again
-    (run_dir / DONE_FILENAME).unlink(missing_ok=True)
-    update_scheduler_record(run_dir, state="queued", queued_at=now, resumed_at=now,
-                            resume_count=count + 1, cancel_requested_at=None,
-                            exit_code=None, note=None, error=None)
+    record = reset_for_rerun(run_dir, keep=("slurm_job_id", "slurm_cluster",
+                                            "slurm_earlier_job_ids"))
     try:
         job_id = str(submit(checked.spec.eval.slurm, batch_job(run_dir, checked)))
     except SlurmError as exc:
         update_scheduler_record(run_dir, state=previous, error=str(exc))
         raise
-    update_scheduler_record(run_dir, slurm_job_id=job_id, slurm_cluster=cluster_name())
+    earlier = [*record.slurm_earlier_job_ids,
+               *([record.slurm_job_id] if record.slurm_job_id else [])]
+    update_scheduler_record(run_dir, slurm_job_id=job_id, slurm_cluster=cluster_name(),
+                            slurm_earlier_job_ids=earlier)
     return job_id
 
 

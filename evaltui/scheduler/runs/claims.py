@@ -26,9 +26,9 @@ from evaltui.contract.records import (
 )
 from evaltui.contract.states import RunExit, RunState
 from evaltui.contract.views import holder_key
-from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.status import abort_note, derive_run_state
-from evaltui.rundir.store import scheduler_record_lock
+from evaltui.rundir.store import change_scheduler_record
 from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
@@ -95,23 +95,24 @@ class Claims:
         """A run whose process ended while no scheduler watched it still reads
         ``starting``/``running`` in its scheduler.json: write the state it ended in (its
         reservation went with its process)."""
-        with scheduler_record_lock(run_dir):
-            record = read_record(run_dir)
+        def ended(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
             if record is None or record.get("state") not in _LIVE \
                     or classify(run_dir, record) is not None or not self._may_claim(record):
-                return  # changed meanwhile, or back alive
+                return None  # changed meanwhile, or back alive
             state = derive_run_state(run_dir)
             if not state.terminal:
-                return
-            record["state"] = state.value
-            record.update({k: v for k, v in ended_fields(run_dir, state).items()
+                return None
+            fields: dict[str, Any] = {"state": state}
+            fields.update({k: v for k, v in ended_fields(run_dir, state).items()
                            if record.get(k) is None})
             if state is RunState.ABORTED and not record.get("error"):
-                record["error"] = abort_note(record.get("exit_code"))
-            try:
-                write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
-            except OSError:
-                return  # a full disk: tried again at a later scan (the file is unchanged)
+                fields["error"] = abort_note(record.get("exit_code"))
+            return fields
+
+        try:
+            change_scheduler_record(run_dir, ended)
+        except OSError:
+            return  # a full disk: tried again at a later scan (the file is unchanged)
         self._seen.pop(run_dir.name, None)
 
     def _may_claim(self, record: Mapping[str, Any]) -> bool:
@@ -128,19 +129,25 @@ class Claims:
         claimed: list[Claimed] = []
         with c.ledger.transaction() as txn:
             for run_dir in run_dirs:
-                with scheduler_record_lock(run_dir):
-                    record = read_record(run_dir)
+                seen: dict[str, Any] = {}
+
+                def own(record: Mapping[str, Any] | None, run_dir: Path = run_dir,
+                        seen: dict[str, Any] = seen) -> dict[str, Any] | None:
                     found = classify(run_dir, record) if record is not None else None
                     parsed = parse_record(record) if record is not None else None
                     if found is None or parsed is None or not self._may_claim(record):
+                        return None
+                    seen.update(found=found, parsed=parsed)
+                    return {"owner": str(c.owner)}
+
+                try:
+                    if change_scheduler_record(run_dir, own) is None:
                         continue
-                    record["owner"] = str(c.owner)
-                    try:
-                        write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
-                    except OSError as exc:  # a full disk: claimed at a later scan
-                        log.warning("cannot claim run %s yet: %s", run_dir.name,
-                                    exc.strerror or exc)
-                        continue
+                except OSError as exc:  # a full disk: claimed at a later scan
+                    log.warning("cannot claim run %s yet: %s", run_dir.name,
+                                exc.strerror or exc)
+                    continue
+                found, parsed = seen["found"], seen["parsed"]
                 claimed.append(Claimed(run_dir, parsed.model_copy(update={"owner": str(c.owner)}),
                                        found))
             with c.lock:

@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.contract.records import (
-    DONE_FILENAME,
     EPISODE_FILENAME,
-    SCHEDULER_FILENAME,
     SPEC_FILENAME,
     SUMMARY_FILENAME,
     SchedulerRecord,
@@ -25,14 +23,19 @@ from evaltui.contract.records import (
 from evaltui.contract.spec import JobSpec, SpecError
 from evaltui.contract.states import EpisodeStatus, RunExit, RunState
 from evaltui.engine.graph.specchecks import check_spec, validate_spec
-from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import episode_dir, now_iso
 from evaltui.rundir.status import DISK_FULL_NOTE, abort_note, derive_run_state
-from evaltui.rundir.store import scheduler_record, scheduler_record_lock, write_run
+from evaltui.rundir.store import (
+    change_scheduler_record,
+    reset_for_rerun,
+    scheduler_record,
+    write_run,
+)
 from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job
-from evaltui.scheduler.runs.restore import parse_record, read_record, record_ref
+from evaltui.scheduler.runs.restore import read_record, record_ref
 from evaltui.scheduler.runs.resumemore import prepare_more
 from evaltui.slurm.follow import cancel_slurm_run, slurm_job_of
 
@@ -108,15 +111,22 @@ class Lifecycle:
         if job := slurm_job_of(read_record(run_dir)):  # Slurm runs it: scancel
             cancel_slurm_run(run_dir, job)
             return derive_run_state(run_dir)
-        with c.ledger.transaction(), scheduler_record_lock(run_dir):
+        state = RunState.QUEUED
+
+        def cancel(_record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+            nonlocal state
             state = derive_run_state(run_dir)
             if state.terminal:
-                return state
-            record = read_record(run_dir) or {}
-            record["cancel_requested_at"] = now_iso()
+                return None
+            fields: dict[str, Any] = {"cancel_requested_at": now_iso()}
             if state is RunState.QUEUED:
-                record["state"] = RunState.CANCELLED.value
-            write_json_atomic(run_dir / SCHEDULER_FILENAME, record)
+                fields["state"] = RunState.CANCELLED
+            return fields
+
+        with c.ledger.transaction():
+            record = change_scheduler_record(run_dir, cancel)
+        if record is None:
+            return state
         ref = record_ref(record)
         if state in (RunState.STARTING, RunState.RUNNING) and ref is not None:
             c.terminate_later(ref)
@@ -137,25 +147,18 @@ class Lifecycle:
         checked, left = _resumable(run_dir, derive_run_state(run_dir))
         estimate = c.calibration.estimate(checked.spec, nodeset_parts(checked.spec),
                                           c.shared_keys())
-        with scheduler_record_lock(run_dir):
+        state = derive_run_state(run_dir)
+
+        def still_resumable(old: SchedulerRecord | None) -> None:
+            nonlocal state
             state = derive_run_state(run_dir)  # again: another backend may have resumed it
-            raw = read_record(run_dir)
-            old = parse_record(raw) if raw is not None else None
             if state not in RESUMABLE or old is None:
                 raise NotResumable(f"run {run_id} is {state.value}; only finished runs resume")
-            # A new record: what the last attempt left (its PID, reservation, exit code,
-            # peaks, error, node) resets to the model's defaults by construction; only
-            # what describes the run itself carries over.
-            now = now_iso()
-            record = SchedulerRecord(
-                state=RunState.QUEUED, priority=old.priority, queued_at=now, resumed_at=now,
-                resume_count=old.resume_count + 1, warnings=old.warnings,
-                waiting_reason="queued (resume): admission at the next tick",
-                scheduler_pid=os.getpid(), owner=str(c.owner), **estimate_fields(estimate))
-            # _DONE goes first: with it present the run would read as finished while it
-            # re-runs. summary.json stays (the run rewrites it), so the UI keeps numbers.
-            (run_dir / DONE_FILENAME).unlink(missing_ok=True)
-            write_json_atomic(run_dir / SCHEDULER_FILENAME, record.model_dump(mode="json"))
+
+        record = reset_for_rerun(
+            run_dir, check=still_resumable,
+            waiting_reason="queued (resume): admission at the next tick",
+            scheduler_pid=os.getpid(), owner=str(c.owner), **estimate_fields(estimate))
         self._queue_written(run_dir, record, checked.spec, estimate, state)
         return RunState.QUEUED
 
