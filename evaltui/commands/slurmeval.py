@@ -106,16 +106,18 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
 
     from evaltui.commands.eval import _console, _refused
     from evaltui.contract.spec import SpecError
+    from evaltui.engine.graph.specchecks import validate_in_workspace
     from evaltui.rundir.layout import outputs_root
     from evaltui.rundir.status import read_run_status
     from evaltui.slurm.commands import SlurmError
     from evaltui.slurm.runsubmit import batch_job, resubmit_run, submit_run
 
     try:
-        submitted = submit_run(spec, outputs_root(args.outputs))  # refused: nothing written
+        checked = validate_in_workspace(spec)  # refused: nothing written
+        submitted = submit_run(checked, outputs_root(args.outputs))
     except (SpecError, SlurmError) as exc:
         return _refused(str(exc))
-    run_dir, job_id, checked = submitted.run_dir, submitted.job_id, submitted.checked
+    run_dir, job_id = submitted.run_dir, submitted.job_id
     ev, total, job = checked.spec.eval, submitted.total, batch_job(run_dir, checked)
     console = _console()
     for warning in [*checked.warnings, *_time_limit_warnings(checked, run_dir, job)]:

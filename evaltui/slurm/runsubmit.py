@@ -1,4 +1,4 @@
-"""Submitting one run to Slurm from a login node: check the spec, write its run dir, sbatch
+"""Submitting one run to Slurm from a login node: write the run dir of a checked spec, sbatch
 the job whose batch step is the run process, and record the job in scheduler.json.
 
 Shared by ``evaltui eval --executor slurm`` (which then follows the job in the foreground)
@@ -11,16 +11,22 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
+from evaltui.rundir.store import SpecToWrite
 from evaltui.slurm.commands import SlurmError, run_slurm
 from evaltui.slurm.submit import BatchJob, submit
 
-if TYPE_CHECKING:
-    from evaltui.engine.graph.specchecks import CheckedSpec
+
+class SubmittableSpec(SpecToWrite, Protocol):
+    """What a submission reads of a spec the engine checked
+    (``engine.graph.specchecks.CheckedSpec``; this layer below the engine names only that)."""
+
+    @property
+    def episode_indices(self) -> Sequence[int]: ...
 
 
 @dataclass(frozen=True)
@@ -29,14 +35,11 @@ class SubmittedSlurmRun:
 
     run_dir: Path
     job_id: str
-    checked: CheckedSpec
-
-    @property
-    def total(self) -> int:
-        return len(self.checked.episode_indices)
+    total: int
+    """Its episodes."""
 
 
-def batch_job(run_dir: Path, checked: CheckedSpec) -> BatchJob:
+def batch_job(run_dir: Path, checked: SubmittableSpec) -> BatchJob:
     """The run's job: ``python -m evaltui.engine.main RUN_DIR`` as its batch step, one task
     per worker (never more than its episodes)."""
     ev = checked.spec.eval
@@ -46,17 +49,11 @@ def batch_job(run_dir: Path, checked: CheckedSpec) -> BatchJob:
                     tasks=max(1, min(ev.worker_count, total)), chdir=run_dir)
 
 
-def submit_run(spec: Mapping[str, Any], outputs: Path) -> SubmittedSlurmRun:
-    """Check ``spec``, write its run dir under ``outputs`` and submit its job. SpecError
-    before anything is written; SlurmError (one line) when Slurm refuses, with the run dir
-    removed (nothing left behind)."""
-    from evaltui.engine.graph.specchecks import validate_spec
+def submit_run(checked: SubmittableSpec, outputs: Path) -> SubmittedSlurmRun:
+    """Write the run dir of a checked spec under ``outputs`` and submit its job; SlurmError
+    (one line) when Slurm refuses, with the run dir removed (nothing left behind)."""
     from evaltui.rundir.store import update_scheduler_record, write_run
 
-    workspace = spec.get("active_workspace_dir")
-    if isinstance(workspace, str) and workspace and workspace not in sys.path:
-        sys.path.insert(0, workspace)  # the check imports the user's nodesets, as a run does
-    checked = validate_spec(dict(spec))
     run_dir = write_run(checked, outputs)
     try:
         job_id = str(submit(checked.spec.eval.slurm, batch_job(run_dir, checked)))
@@ -64,7 +61,7 @@ def submit_run(spec: Mapping[str, Any], outputs: Path) -> SubmittedSlurmRun:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     update_scheduler_record(run_dir, slurm_job_id=job_id, slurm_cluster=cluster_name())
-    return SubmittedSlurmRun(run_dir, job_id, checked)
+    return SubmittedSlurmRun(run_dir, job_id, len(checked.episode_indices))
 
 
 def cluster_name() -> str | None:
@@ -80,7 +77,7 @@ def cluster_name() -> str | None:
     return None
 
 
-def resubmit_run(run_dir: Path, checked: CheckedSpec, previous: str) -> str:
+def resubmit_run(run_dir: Path, checked: SubmittableSpec, previous: str) -> str:
     """Submit a finished Slurm run's job again, into the same run dir (a resume: the run
     keeps its ``ok`` episodes and runs the others); the new job's id. The record keeps a job id
     throughout, so no backend takes the run for a queued run of its own, and the jobs it ran as

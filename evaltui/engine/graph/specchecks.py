@@ -9,6 +9,8 @@ per submit and is what the run subprocess and its workers run from.
 from __future__ import annotations
 
 import importlib.util
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,3 +151,13 @@ def reference_warnings(episodes: list[dict[str, Any]]) -> list[str]:
 def validate_spec(data: Any) -> CheckedSpec:
     """parse_spec then check_spec: the one call submit paths use."""
     return check_spec(parse_spec(data))
+
+
+def validate_in_workspace(data: Mapping[str, Any]) -> CheckedSpec:
+    """:func:`validate_spec` with the spec's ``active_workspace_dir`` on ``sys.path`` first:
+    the check imports the user's nodesets, as the run will (a submit from another
+    process's cwd, e.g. to Slurm)."""
+    workspace = data.get("active_workspace_dir")
+    if isinstance(workspace, str) and workspace and workspace not in sys.path:
+        sys.path.insert(0, workspace)
+    return validate_spec(dict(data))

@@ -22,7 +22,7 @@ from evaltui.contract.records import (
 )
 from evaltui.contract.spec import JobSpec, SpecError
 from evaltui.contract.states import EpisodeStatus, RunExit, RunState
-from evaltui.engine.graph.specchecks import check_spec, validate_spec
+from evaltui.engine.graph.specchecks import check_spec, validate_in_workspace, validate_spec
 from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import episode_dir, now_iso
 from evaltui.rundir.status import DISK_FULL_NOTE, abort_note, derive_run_state
@@ -306,14 +306,15 @@ def _submit_to_slurm(spec: JobSpec | Mapping[str, Any], outputs: Path) -> Submit
     from evaltui.slurm.runsubmit import submit_run
 
     data = spec.to_json_dict() if isinstance(spec, JobSpec) else spec
+    checked = validate_in_workspace(data)
     try:
-        submitted = submit_run(data, outputs)
+        submitted = submit_run(checked, outputs)
     except SlurmError as exc:
         field, sep, message = str(exc).partition(": ")
         if sep and field.startswith("eval."):
             raise SpecError(field, message) from None
         raise SpecError("eval.executor", str(exc)) from None
-    return Submitted(submitted.run_dir.name, RunState.QUEUED, submitted.checked.warnings)
+    return Submitted(submitted.run_dir.name, RunState.QUEUED, checked.warnings)
 
 
 def _resumable(run_dir: Path, state: RunState) -> tuple[Any, list[int]]:
