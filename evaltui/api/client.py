@@ -132,9 +132,6 @@ class ApiClient:
     def get_run(self, run_id: str) -> Run:
         return self._call("GET", f"/runs/{_seg(run_id)}", Run)
 
-    def get_spec(self, run_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/runs/{_seg(run_id)}/spec", dict[str, Any])
-
     def cancel(self, run_id: str) -> RunRef:
         return self._call("POST", f"/runs/{_seg(run_id)}/cancel", RunRef)
 

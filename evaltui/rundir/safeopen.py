@@ -238,15 +238,6 @@ def check_inside(root: StrPath, rel: StrPath) -> None:
     kind_inside(root, rel)
 
 
-def stat_inside(root: StrPath, rel: StrPath) -> os.stat_result:
-    """``os.stat`` of ``root/rel`` (FileNotFoundError if missing, LeavesRoot if it leaves)."""
-    fd = open_fd(root, rel, flags=_STAT_FLAGS)
-    try:
-        return os.fstat(fd)
-    finally:
-        os.close(fd)
-
-
 @contextmanager
 def dir_inside(root: StrPath, rel: StrPath) -> Iterator[int]:
     """An fd of the directory ``root/rel`` for ``os.scandir``/``openat``, closed after."""

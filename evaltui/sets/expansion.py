@@ -51,13 +51,6 @@ class Expansion:
     members: list[Member]
     baseline: Member | None
 
-    @property
-    def axis_names(self) -> list[str]:
-        names: list[str] = []
-        for member in self.members:
-            names += [a for a in member.axes if a not in names]
-        return names
-
 
 def member_key(spec: dict[str, Any]) -> str:
     """The hash of what a member evaluates (graph and eval section): scheduling fields
