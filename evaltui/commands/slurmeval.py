@@ -140,8 +140,8 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
     from evaltui.commands.eval import _header, _read_summary, exit_code, follow, print_results
     from evaltui.rundir.jsonfiles import touch_done
     from evaltui.rundir.status import read_run_status
-    from evaltui.rundir.store import update_scheduler_record
     from evaltui.slurm.commands import SlurmError
+    from evaltui.slurm.follow import record_slurm_end
     from evaltui.slurm.resubmit import MAX_RESUBMITS, resubmit_reason
 
     earlier: list[str] = []
@@ -172,11 +172,10 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
     if not run_status.state.terminal or run_status.state is RunState.ABORTED:
         info = proc.info
         if proc.cancelled and info is None:
-            update_scheduler_record(run_dir, state=RunState.CANCELLED.value)
+            record_slurm_end(run_dir, RunState.CANCELLED, None)
         elif info is not None:
             state, reason = info.run_state()
-            update_scheduler_record(run_dir, state=state.value, note=reason,
-                                    exit_code=proc.returncode)
+            record_slurm_end(run_dir, state, reason, proc.returncode)
         run_status = read_run_status(run_dir)
     state = run_status.state
     summary = _read_summary(run_dir)

@@ -36,12 +36,12 @@ def cancel_arrays(path: Path, wait_sec: float = CANCEL_WAIT_SEC) -> ArraysCancel
 
     manifest = ArrayManifest.read(path)
     record = read_set(path)
-    queued = queued_tasks(manifest)
+    queued = queued_tasks(manifest, fresh=True)
     jobs = sorted({t.split("_")[0] for t in queued}, key=int)
     for job in jobs:
         cancel(job)
     deadline = time.monotonic() + wait_sec
-    while queued_tasks(manifest) and time.monotonic() < deadline:
+    while queued_tasks(manifest, fresh=True) and time.monotonic() < deadline:
         time.sleep(0.2)
     try:
         with hold_set(path):

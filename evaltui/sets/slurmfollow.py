@@ -19,10 +19,12 @@ from typing import Any
 
 from evaltui.contract.setspec import MemberState, SetRecord
 from evaltui.contract.states import RunState
+from evaltui.rundir.status import RunStatus, read_run_status
 from evaltui.sets.slurmarray import ArrayManifest
+from evaltui.slurm.follow import follow_status, record_slurm_end, shared_queue
 from evaltui.slurm.jobinfo import SlurmJobInfo
 
-_FINAL = (RunState.DONE, RunState.FAILED, RunState.CANCELLED)
+_FINAL = frozenset(s for s in RunState if s.terminal)
 
 
 @dataclass(frozen=True)
@@ -33,24 +35,18 @@ class TaskReading:
     note: str | None = None
 
 
-def queued_tasks(manifest: ArrayManifest) -> dict[str, SlurmJobInfo]:
-    """The manifest's tasks in Slurm's queue now, by task id (``JOB_TASK``)."""
-    from evaltui.slurm.jobinfo import queue
-
-    found: dict[str, SlurmJobInfo] = {}
-    # one job at a time: squeue refuses a whole list for one job it has forgotten
-    for job in sorted({t.job for t in manifest.tasks.values()}):
-        found.update((str(info.job_id), info) for info in queue(job)
-                     if info.job_id.task is not None)
-    return found
+def queued_tasks(manifest: ArrayManifest, *, fresh: bool = False) -> dict[str, SlurmJobInfo]:
+    """The manifest's tasks in Slurm's queue now (not yet ended), by task id
+    (``JOB_TASK``): one read of the queue shared by every follower of this process
+    (:class:`evaltui.slurm.follow.SlurmQueue`), or a new one with ``fresh``."""
+    tasks = [manifest.task_id(i) for i, t in manifest.tasks.items() if t.job]
+    return shared_queue().active(tasks, fresh=fresh)
 
 
 def read_member(manifest: ArrayManifest, index: int, queued: dict[str, SlurmJobInfo]
                 ) -> TaskReading:
     """Member ``index``'s state: Slurm's while its task is queued, else its run dir's
     (Slurm's last word written into the run dir where the run said nothing final)."""
-    from evaltui.rundir.status import read_run_status
-
     task_id = manifest.task_id(index)
     info = queued.get(task_id)
     if info is not None:
@@ -61,37 +57,22 @@ def read_member(manifest: ArrayManifest, index: int, queued: dict[str, SlurmJobI
             return TaskReading(MemberState(state.value))
     run_dir = Path(manifest.tasks[index].run_dir)
     status = read_run_status(run_dir)
-    if status.state in _FINAL:
+    recorded = (status.scheduler or {}).get("state")
+    if status.state in _FINAL and (status.state is not RunState.ABORTED
+                                   or recorded == RunState.ABORTED.value):
         return TaskReading(MemberState(status.state.value), _why(status))
-    return _ended_without_word(run_dir, task_id)
+    # out of the queue, the run dir says nothing final: the one follower's reading
+    followed = follow_status(run_dir, status)
+    if not followed.state.terminal:  # just leaving the queue or not there yet
+        return TaskReading(MemberState(followed.state.value), followed.note)
+    record_slurm_end(run_dir, followed.state, followed.note)
+    return TaskReading(MemberState(followed.state.value), followed.note or _why(status))
 
 
-def _why(status: object) -> str | None:
-    summary = getattr(status, "summary", None) or {}
+def _why(status: RunStatus) -> str | None:
+    summary = status.summary or {}
     error = summary.get("error") if isinstance(summary, dict) else None
     return str(error).splitlines()[0] if error else None
-
-
-def _ended_without_word(run_dir: Path, task_id: str) -> TaskReading:
-    """A task out of the queue whose run dir says nothing final: Slurm's final state
-    (``scontrol show job``), kept in the run dir."""
-    from evaltui.rundir.store import update_scheduler_record
-    from evaltui.slurm.commands import SlurmError
-    from evaltui.slurm.jobinfo import show_job
-
-    try:
-        infos = show_job(task_id)
-    except SlurmError as exc:
-        return TaskReading(MemberState.RUNNING, str(exc))  # ask again at the next poll
-    if infos:
-        state, reason = infos[0].run_state()
-        if not state.terminal:  # just leaving the queue or not there yet
-            return TaskReading(MemberState(state.value), reason)
-    else:
-        state, reason = RunState.ABORTED, (f"Slurm no longer knows job {task_id} and its "
-                                           "run dir says the run did not end")
-    update_scheduler_record(run_dir, state=state.value, note=reason)
-    return TaskReading(MemberState(state.value), reason)
 
 
 def refresh(record: SetRecord, manifest: ArrayManifest, path: Path,

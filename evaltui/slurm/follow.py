@@ -26,7 +26,7 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,19 @@ class SlurmQueue:
             if self._why_not is not None:
                 return None, self._why_not
             return self._jobs.get(job), None
+
+    def active(self, jobs: Iterable[str], *, fresh: bool = False) -> dict[str, SlurmJobInfo]:
+        """The jobs (or array tasks, ``JOB_TASK``) of ``jobs`` that Slurm lists as not yet
+        ended; with ``fresh`` the queue is read again first. SlurmError when Slurm could
+        not be asked."""
+        with self._lock:
+            now = self.clock()
+            if fresh or now - self._taken_at >= self.every:
+                self._read(now)
+            if self._why_not is not None:
+                raise SlurmError(self._why_not)
+            return {job: info for job in jobs if (info := self._jobs.get(job)) is not None
+                    and not info.run_state()[0].terminal}
 
     def _read(self, now: float) -> None:
         self._taken_at = now
@@ -171,6 +184,20 @@ def waiting_reason(status: RunStatus, recorded: Any) -> Any:
         return status.note
     return recorded
 
+
+
+def record_slurm_end(run_dir: Path, state: RunState, note: str | None,
+                     exit_code: int | None = None) -> None:
+    """Slurm's final word on a run whose run dir said nothing final (cancelled while
+    pending, killed before it could write its summary), kept in its scheduler.json as the
+    run's state with Slurm's word in its note: later readers, here or on another login
+    node, no longer need to ask Slurm (which forgets ended jobs)."""
+    from evaltui.rundir.store import update_scheduler_record
+
+    fields: dict[str, Any] = {"state": state, "note": note}
+    if exit_code is not None:
+        fields["exit_code"] = exit_code
+    update_scheduler_record(Path(run_dir), **fields)
 
 
 def cancel_slurm_run(run_dir: Path, job: str) -> None:

@@ -173,7 +173,7 @@ class RecordWriter:
     """scheduler.json writes: immediate for lifecycle changes, coalesced for the rest.
 
     Only the fields a job changed (``Job.set``) are merged into the file, under its lock
-    (``launch.update_scheduler_record``), so a field another process wrote meanwhile (a
+    (``rundir.store.update_scheduler_record``), so a field another process wrote meanwhile (a
     cancel request from another backend) is never overwritten with an older copy. A
     waiting_reason may change for a thousand jobs at once (the lock is taken); those
     writes are queued and flushed a few dozen at a time off the admission path.
