@@ -191,7 +191,7 @@ def _checked_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         raise TypeError(f"scheduler.json has no field {', '.join(unknown)}")
     record = SchedulerRecord.model_validate({"state": RunState.QUEUED, **fields})
-    return record.model_dump(mode="json", include=set(fields))
+    return record.model_dump(mode="json", include=set(fields), exclude_unset=True)
 
 
 def _read_raw(run_dir: Path) -> dict[str, Any] | None:
