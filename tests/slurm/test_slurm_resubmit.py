@@ -21,19 +21,18 @@ from slurmcluster import SlurmCluster  # noqa: E402
 from test_slurm_submit_run import evaltui_eval, said, started, the_run_dir, walk_job  # noqa: E402, F401
 from waiting import wait_until  # noqa: E402
 
-from evaltui.contract.records import DONE_FILENAME  # noqa: E402
+from evaltui.contract.records import (
+    DONE_FILENAME,  # noqa: E402
+    REQUEUE_REFUSED_FILENAME,  # noqa: E402
+)
 from evaltui.contract.states import RunState  # noqa: E402
 from evaltui.rundir.jsonfiles import read_json  # noqa: E402
 from evaltui.rundir.status import read_run_status  # noqa: E402
+from evaltui.rundir.store import reset_for_rerun  # noqa: E402
 from evaltui.slurm.commands import CLIENT_COMMANDS  # noqa: E402
 from evaltui.slurm.jobid import parse_parsable  # noqa: E402
 from evaltui.slurm.jobinfo import SlurmJobInfo  # noqa: E402
-from evaltui.slurm.resubmit import (  # noqa: E402
-    REQUEUE_REFUSED_FILENAME,
-    clear_for_resubmit,
-    mark_requeue_refused,
-    resubmit_reason,
-)
+from evaltui.slurm.resubmit import mark_requeue_refused, resubmit_reason  # noqa: E402
 
 
 @pytest.mark.slurm
@@ -94,7 +93,7 @@ def test_only_an_unfinished_run_slurm_will_not_bring_back_is_resubmitted(
     assert resubmit_reason(stopped, None) is None
     mark_requeue_refused(stopped, "Slurm would not requeue job 7: disabled\n")
     assert resubmit_reason(stopped, job("FAILED")) == "Slurm would not requeue job 7: disabled"
-    clear_for_resubmit(stopped)
+    reset_for_rerun(stopped)  # the one reset a resubmission goes through
     assert not (stopped / DONE_FILENAME).exists()
     assert not (stopped / REQUEUE_REFUSED_FILENAME).exists()
     preempted = ended_run(tmp_path / "b", "cancelled")  # PreemptMode=CANCEL: SIGTERM, ended

@@ -26,9 +26,10 @@ from typing import Any
 from evaltui.engine.executor.dealing import SlotExecutor
 from evaltui.engine.executor.errors import NodesetBuildError
 from evaltui.engine.executor.hostwatch import HostLost, check_host, host_conns
-from evaltui.engine.executor.local.slot import WorkerSlot, tell
+from evaltui.engine.executor.local.slot import WorkerSlot
 from evaltui.engine.executor.local.zygote import ForkedChild, WorkerZygote, ZygoteError
-from evaltui.engine.executor.slots import Died, Finished, Ready, Skipped, SlotEvent, StartFailed
+from evaltui.engine.executor.slots import Died, Ready, SlotEvent, StartFailed
+from evaltui.engine.executor.workerchannel import decode, send
 from evaltui.engine.executor.workerloop import WorkerConfig
 from evaltui.engine.hosting.hostprocess import HostProcess
 from evaltui.engine.processes.oomkills import OOM_KILLED, OomKills
@@ -76,7 +77,7 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
         """Stop every worker (``stop`` message, SIGTERM, then SIGKILL) and reap them."""
         children = [s.child for s in self.slots if s.child is not None] + self._retiring
         for child in children:
-            tell(child, "stop")
+            send(child.conn, "stop")
         deadline = time.monotonic() + grace_sec
         for child in children:
             child.exit_code(max(deadline - time.monotonic(), 0.01))
@@ -104,7 +105,7 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
 
     def send_episode(self, slot: WorkerSlot, index: int, attempt: int) -> None:
         assert slot.child is not None
-        tell(slot.child, "episode", index)
+        send(slot.child.conn, "episode", index)
 
     def wait_events(self, timeout: float, cancelling: bool) -> list[SlotEvent]:
         self._reap_retired()
@@ -131,7 +132,7 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
         if slot.child is None:
             return
         if slot.index is None:
-            tell(slot.child, "stop")
+            send(slot.child.conn, "stop")
         # The group SIGTERM may not have reached it (the run alone was signalled).
         slot.child.send_signal(signal.SIGTERM)
 
@@ -139,7 +140,7 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
         """The worker starts nothing after an ``error`` (worker.py): it is told to stop
         and reaped once it has, while the slot gets a fresh one."""
         if slot.child is not None:
-            tell(slot.child, "stop")
+            send(slot.child.conn, "stop")
             self._retiring.append(slot.child)
             slot.child = None
 
@@ -162,19 +163,13 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
             child.end(grace_sec=0.5)
             slot.child = None
             return [Died(slot, how, f", pid {child.pid}")]
-        kind = message[0]
-        if kind == "ready":
+        event = decode(slot, message)
+        if isinstance(event, Ready):
             self.start_times.append(time.monotonic() - slot.started_at)
-            return [Ready(slot)]
-        if kind == "failed":
+        elif isinstance(event, StartFailed):
             child.end(grace_sec=0.5)
             slot.child = None
-            return [StartFailed(slot, message[1])]
-        if kind == "outcome":
-            return [Finished(slot, message[1], message[2])]
-        if kind == "skipped":  # dealt, never started: the worker stopped before it
-            return [Skipped(slot, message[1])]
-        return []
+        return [event] if event is not None else []
 
     def _reap_retired(self) -> None:
         still = []

@@ -1,22 +1,14 @@
 """WorkerSlot: one of the local pool's K slots -- its worker process (one at a time) next
-to the episode state the dealing core keeps -- and the messages a worker is sent."""
+to the episode state the dealing core keeps (what the worker is sent and answers:
+engine/executor/workerchannel.py)."""
 
 from __future__ import annotations
 
 import signal
 from dataclasses import dataclass
-from typing import Any
 
 from evaltui.engine.executor.local.zygote import ForkedChild
 from evaltui.engine.executor.slots import Slot
-
-
-def tell(child: ForkedChild, *message: Any) -> None:
-    """Send a control message (``("episode", i)``, ``("stop",)``) to a worker."""
-    try:
-        child.conn.send(message)
-    except OSError:
-        pass  # it just died; its closed pipe reports the death on the next wait
 
 
 @dataclass

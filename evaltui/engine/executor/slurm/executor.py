@@ -40,8 +40,9 @@ from typing import Any
 from evaltui.engine.executor.dealing import SlotExecutor
 from evaltui.engine.executor.errors import ExecutorError
 from evaltui.engine.executor.hostwatch import HostLost, check_host, host_conns
-from evaltui.engine.executor.slots import Died, Finished, Ready, Skipped, SlotEvent, StartFailed
-from evaltui.engine.executor.slurm.stepslot import SrunStep, StepSlot, send
+from evaltui.engine.executor.slots import Died, SlotEvent, StartFailed
+from evaltui.engine.executor.slurm.stepslot import SrunStep, StepSlot
+from evaltui.engine.executor.workerchannel import decode, send
 from evaltui.engine.executor.workerloop import WorkerConfig
 from evaltui.engine.hosting.channel import listen, new_secret, server_handshake
 from evaltui.engine.hosting.hostprocess import HostProcess
@@ -279,18 +280,11 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
             step.close_conn()
             step.lost_at = time.monotonic()
             return []
-        kind = message[0]
-        if kind == "ready":
-            return [Ready(slot)]
-        if kind == "failed":
+        event = decode(slot, message)
+        if isinstance(event, StartFailed):
             slot.step = None
             self._end(step, None, 5.0)
-            return [StartFailed(slot, message[1])]
-        if kind == "outcome":
-            return [Finished(slot, message[1], message[2])]
-        if kind == "skipped":
-            return [Skipped(slot, message[1])]
-        return []
+        return [event] if event is not None else []
 
     def _ended(self) -> list[SlotEvent]:
         """Deaths: steps whose channel closed (once srun ended, or waited for long enough),

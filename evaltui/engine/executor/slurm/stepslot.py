@@ -10,22 +10,12 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import IO, Any
+from typing import IO
 
 from evaltui.engine.executor.slots import Slot
 
 NODE_FAILURE = "Node failure"
 """What srun prints when the node its step ran on is lost (and it still exits 0)."""
-
-
-def send(conn: Connection | None, *message: Any) -> None:
-    """Send a control message to a worker; a closed channel reports itself on the next wait."""
-    if conn is None:
-        return
-    try:
-        conn.send(message)
-    except OSError:
-        pass  # the step is gone: its death is reported by the next wait
 
 
 @dataclass
