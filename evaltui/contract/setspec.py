@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evaltui.contract.slurmoptions import SlurmOptions
+from evaltui.contract.states import RunState
 
 SETS_DIRNAME = "eval_sets"
 """Under the outputs root: one directory per set, named by its set_id."""
@@ -60,8 +61,8 @@ class MemberState(StrEnum):
 
     @property
     def finished(self) -> bool:
-        return self in (MemberState.DONE, MemberState.FAILED, MemberState.CANCELLED,
-                        MemberState.ABORTED)
+        """Its run has ended: one of the run's terminal states (:attr:`RunState.terminal`)."""
+        return self is not MemberState.PENDING and RunState(self.value).terminal
 
 
 class BaseOptions(BaseModel):
