@@ -25,12 +25,20 @@ from waiting import wait_until  # noqa: E402
 
 from evaltui.cli import main  # noqa: E402
 from evaltui.contract.states import RunState  # noqa: E402
+from evaltui.engine.graph.specchecks import validate_in_workspace  # noqa: E402
 from evaltui.rundir.layout import runs_root  # noqa: E402
 from evaltui.rundir.status import read_run_status  # noqa: E402
 from evaltui.rundir.store import update_scheduler_record  # noqa: E402
 from evaltui.slurm import follow  # noqa: E402
 from evaltui.slurm.follow import SlurmQueue, follow_status  # noqa: E402
-from evaltui.slurm.runsubmit import submit_run  # noqa: E402
+from evaltui.slurm.runsubmit import SubmittedSlurmRun  # noqa: E402
+from evaltui.slurm.runsubmit import submit_run as submit_checked  # noqa: E402
+
+
+def submit_run(spec: dict, outputs: Path) -> SubmittedSlurmRun:
+    """A spec checked as every submit path checks it, then submitted to Slurm."""
+    return submit_checked(validate_in_workspace(spec), outputs)
+
 
 pytestmark = pytest.mark.slurm
 

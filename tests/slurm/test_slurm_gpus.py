@@ -19,9 +19,17 @@ from slurmcluster import SlurmCluster  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
 from evaltui.contract.states import RunState  # noqa: E402
+from evaltui.engine.graph.specchecks import validate_in_workspace  # noqa: E402
 from evaltui.gpu import fakegpu  # noqa: E402
 from evaltui.rundir.status import read_run_status  # noqa: E402
-from evaltui.slurm.runsubmit import submit_run  # noqa: E402
+from evaltui.slurm.runsubmit import SubmittedSlurmRun  # noqa: E402
+from evaltui.slurm.runsubmit import submit_run as submit_checked  # noqa: E402
+
+
+def submit_run(spec: dict, outputs: Path) -> SubmittedSlurmRun:
+    """A spec checked as every submit path checks it, then submitted to Slurm."""
+    return submit_checked(validate_in_workspace(spec), outputs)
+
 
 pytestmark = pytest.mark.slurm
 
