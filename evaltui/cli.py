@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from evaltui import __version__
 from evaltui.commands import tui as tui_cmd
-from evaltui.rundir.layout import StateDirError
+from evaltui.rundir.errors import StateDirError
 
 # Module -> the sub-commands it adds (``add_parser``, or ``add_parsers`` for several),
 # in the order ``evaltui --help`` lists them.

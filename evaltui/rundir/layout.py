@@ -15,6 +15,7 @@ from evaltui.contract.records import (
     RUNS_DIRNAME,
 )
 from evaltui.contract.settings import settings
+from evaltui.rundir.errors import StateDirError
 
 RUN_ID_RE = re.compile(r"[0-9]{8}_[0-9]{6}(?:_(?:[2-9]|[1-9][0-9]+))?")
 
@@ -39,10 +40,6 @@ def outputs_root(explicit: str | os.PathLike[str] | None = None) -> Path:
 def runs_root(outputs: Path) -> Path:
     """``outputs/eval_runs``."""
     return Path(outputs) / RUNS_DIRNAME
-
-
-class StateDirError(OSError):
-    """The state dir cannot be made or used; the message is one line for the user."""
 
 
 def state_dir() -> Path:
