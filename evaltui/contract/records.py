@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from evaltui.contract.recordbase import RecordModel
 from evaltui.contract.states import EpisodeStatus, RunState, SummaryStatus
+from evaltui.contract.summarynotes import DiskWaitNote, FirstError, ReplicaNote, StoppedNote
 
 # ---- file and directory names of a run dir ---------------------------------------------
 
@@ -60,16 +62,10 @@ Point = list[int | float]
 M = TypeVar("M", bound=BaseModel)
 
 
-class _Record(BaseModel):
-    # Tolerant on read (see the module docstring); frozen: a record is a value; built
-    # on first use, so importers that need only the file names (rundir) pay nothing.
-    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
-
-
 # ---- scheduler.json -----------------------------------------------------------------------
 
 
-class ReservationRecord(_Record):
+class ReservationRecord(RecordModel):
     """What the scheduler reserved for a run when it admitted it (MiB)."""
 
     gpu: int | None = None
@@ -89,7 +85,7 @@ class ReservationRecord(_Record):
     """VRAM held on each GPU of ``gpus`` after the first (one replica's)."""
 
 
-class SchedulerRecord(_Record):
+class SchedulerRecord(RecordModel):
     """scheduler.json: the backend's lifecycle record of one run.
 
     Written by whoever schedules the run (a backend, or ``evaltui eval``) as a merge of
@@ -172,7 +168,7 @@ class SchedulerRecord(_Record):
 # ---- episode.json -------------------------------------------------------------------------
 
 
-class NodeRef(_Record):
+class NodeRef(RecordModel):
     """One node of the graph, as an episode row lists it (so an ep dir replays alone)."""
 
     name: str
@@ -187,7 +183,7 @@ class NodeRef(_Record):
     """Its output ports."""
 
 
-class EpisodeRow(_Record):
+class EpisodeRow(RecordModel):
     """episode.json, and each row of summary.json's ``episodes``.
 
     The run subprocess writes every field; rows made by hand or by older versions may
@@ -243,7 +239,7 @@ class EpisodeRow(_Record):
 # ---- trajectory.json ----------------------------------------------------------------------
 
 
-class TrajectoryRecord(_Record):
+class TrajectoryRecord(RecordModel):
     """trajectory.json: everything an episode's metrics are computed from."""
 
     episode_index: int
@@ -274,67 +270,7 @@ class TrajectoryRecord(_Record):
 # ---- summary.json -------------------------------------------------------------------------
 
 
-class FirstError(_Record):
-    """The lowest-index episode that ended in error or timeout."""
-
-    episode_index: int
-    """Its index."""
-    episode_id: str | int | None = None
-    """Its dataset id."""
-    status: EpisodeStatus
-    """``error`` or ``timeout``."""
-    message: str
-    """One line: a traceback's last line."""
-
-
-class DiskWaitNote(_Record):
-    """The run's writes waited for room on a full disk (DESIGN §12)."""
-
-    path: str
-    """The last path a write waited on."""
-    waiting_since: str | None = None
-    """While a write still waits: since when (ISO 8601); None once writes go through."""
-    waited_sec: float = 0.0
-    """Seconds the run process's writes waited for room, all told."""
-
-
-class ReplicaNote(_Record):
-    """One replica of a replicated shared nodeset (DESIGN §12, summary ``replicas``)."""
-
-    gpu: str | None = None
-    """The GPU it runs on (``GPU1``); None: on the host (the run saw no GPU)."""
-    pid: int | None = None
-    """Its host process."""
-    requests: int = 0
-    """Requests it served (read four times a second; a lost one keeps its last reading)."""
-    state: Literal["up", "lost"] = "up"
-    """``lost``: its host died while others were up; the run went on without it."""
-
-
-class StoppedNote(_Record):
-    """summary.json ``stopped``: the run's stop rule was met (DESIGN §13, docs/statistics.md)."""
-
-    rule: str
-    """``eval.stop_when`` as given."""
-    n: int
-    """Episodes behind the interval: a prefix of the dealing order (those in flight when
-    the rule was met were finished and are counted)."""
-    metric: str
-    """The metric the rule is on."""
-    interval: tuple[float, float]
-    """The 95 % confidence sequence of the split's mean at ``n`` (valid although the run
-    looked at it after every episode; not a Student-t interval)."""
-    method: str
-    """What the interval is (betting confidence sequence, without replacement)."""
-    full_n: int
-    """Episodes of the selected split: what a run to the end would have cost."""
-    met_at: int | None = None
-    """The n at which the rule was met."""
-    decision: str | None = None
-    """The threshold clauses' answers (``success>=0.8: yes``), if any."""
-
-
-class SummaryHeader(_Record):
+class SummaryHeader(RecordModel):
     """summary.json without its episode rows: what run lists and status reads carry.
 
     Fields from ``metrics_n`` on were added with the results contract; summaries written

@@ -34,17 +34,11 @@ from evaltui.contract.records import (
     SHARED_URLS_FILENAME,
     SPEC_FILENAME,
     TRAJECTORY_FILENAME,
-    EpisodeRow,
-    NodeRef,
 )
 from evaltui.contract.settings import settings
 from evaltui.contract.spec import SpecError, parse_spec
-from evaltui.contract.states import EpisodeStatus, RunExit, SummaryStatus
-from evaltui.engine.episode.loop import EpisodeOutcome
-from evaltui.engine.episode.metrics import failure_metrics
+from evaltui.contract.states import RunExit, SummaryStatus
 from evaltui.engine.episode.trajrecord import (
-    dataset_id,
-    task_and_seed,
     trajectory_json,
     trajectory_record,
 )
@@ -65,12 +59,13 @@ from evaltui.engine.hosting.channel import (
 )
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
 from evaltui.engine.run.replicas import RunReplicas
+from evaltui.engine.run.runrecords import earlier_rows, episode_row, graph_snapshot, node_list
 from evaltui.engine.run.socketdir import SocketDir
 from evaltui.engine.run.stoprun import RunStop
 from evaltui.engine.run.summary import SummaryWriter
 from evaltui.rundir.diskfull import DISK, DiskFull
 from evaltui.rundir.jsonfiles import read_json, touch_done, write_json_atomic
-from evaltui.rundir.layout import episode_dir, now_iso
+from evaltui.rundir.layout import episode_dir
 
 
 def reset_budget(ev: Any) -> float | None:
@@ -140,7 +135,7 @@ class BatchEvalRunner:
                       split=checked.split, worker_count=ev.worker_count)
         specs = {n: checked.classes[nd.nodeset].node_specs()[nd.op]
                  for n, nd in checked.graph.nodes.items()}
-        graph = self._graph_snapshot(checked, specs)
+        graph = graph_snapshot(checked, specs)
         DISK.retry(self.run_dir / GRAPH_FILENAME,
                    partial(write_json_atomic, self.run_dir / GRAPH_FILENAME, graph))
         episodes = load_episodes(checked.dataset_path)
@@ -151,16 +146,16 @@ class BatchEvalRunner:
             max_error_rate=ev.max_error_rate, on_failure=lambda _exc: self.stop.set())
         self._replicas = RunReplicas(ev.worker_count)
         summary.replicas = self._replicas.snapshot
-        kept, attempts = self._earlier_rows(plan.order)
+        kept, attempts = earlier_rows(self.run_dir, plan.order)
         summary.preload(kept)
         summary.stopped = plan.preload(kept)  # met already: a resumed run that stopped
         summary.start()
         d_th = float(getattr(checked.classes[checked.graph.loop.env], "success_distance", 1.0))
-        row_base = {**header, "nodes": self._node_list(checked, specs)}
+        row_base = {**header, "nodes": node_list(checked, specs)}
         todo = plan.todo({r.episode_index for r in kept})
 
         def record(result: EpisodeResult) -> None:
-            row = self._row(row_base, episodes[result.index], result)
+            row = episode_row(row_base, episodes[result.index], result)
             ep_dir = episode_dir(self.run_dir, result.index)
             traj = result.outcome.trajectory or trajectory_record(
                 episodes[result.index], result.outcome.status, None, success_distance=d_th)
@@ -345,62 +340,6 @@ class BatchEvalRunner:
                 continue
             given[name] = url
         return given
-
-    def _earlier_rows(self, indices: list[int]) -> tuple[list[EpisodeRow], dict[int, int]]:
-        """Rows of episodes already ``ok`` in this run dir (kept) and attempts so far."""
-        kept: list[EpisodeRow] = []
-        attempts: dict[int, int] = {}
-        for index in indices:
-            path = episode_dir(self.run_dir, index) / EPISODE_FILENAME
-            if not path.exists():
-                continue
-            try:  # a ValidationError is a ValueError: an unusable row is run again
-                row = EpisodeRow.model_validate(read_json(path))
-            except (OSError, ValueError):
-                continue
-            attempts[index] = row.attempts if row.attempts is not None else 1
-            if row.status is EpisodeStatus.OK:
-                kept.append(row)
-        return kept, attempts
-
-    @staticmethod
-    def _node_list(checked: CheckedSpec, specs: Mapping[str, Any]) -> list[NodeRef]:
-        return [
-            NodeRef(name=n, nodeset=nd.nodeset, op=nd.op, inputs=list(specs[n].inputs),
-                    outputs=list(specs[n].outputs))
-            for n, nd in checked.graph.nodes.items()
-        ]
-
-    def _graph_snapshot(self, checked: CheckedSpec, specs: Mapping[str, Any]) -> dict[str, Any]:
-        graph = checked.graph.to_dict()
-        for name, params in checked.graph.resolved_params(checked.classes).items():
-            graph["nodesets"][name]["params"] = params
-        graph["order"] = checked.graph.topological_order()
-        graph["node_ports"] = {n: {"inputs": list(s.inputs), "outputs": list(s.outputs)}
-                               for n, s in specs.items()}
-        return graph
-
-    @staticmethod
-    def _row(base: Mapping[str, Any], episode: Mapping[str, Any],
-             result: EpisodeResult) -> EpisodeRow:
-        outcome: EpisodeOutcome = result.outcome
-        metrics: dict[str, float | None] = dict(outcome.metrics)
-        if not metrics and outcome.status in (EpisodeStatus.ERROR, EpisodeStatus.TIMEOUT):
-            # The worker died or hung before the loop could score it: still a failure.
-            metrics = dict(failure_metrics(
-                has_reference=bool(episode.get("reference_path")),
-                has_geodesic=episode.get("geodesic_distance") is not None))
-        instruction = episode.get("instruction")
-        return EpisodeRow(
-            episode_index=result.index, episode_id=dataset_id(episode.get("episode_id")),
-            scene_id=dataset_id(episode.get("scene_id")),
-            instruction=instruction if instruction is None else str(instruction),
-            **task_and_seed(episode),
-            metrics=metrics, step_count=outcome.step_count,
-            elapsed_sec=round(outcome.elapsed_sec, 4), status=outcome.status,
-            error=outcome.error, worker_id=result.worker_id, node=result.node,
-            attempts=result.attempts,
-            finished_at=now_iso(), **base)
 
 
 def _episode_log(run_dir: Path, index: int) -> Path:

@@ -15,8 +15,9 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from evaltui.contract.records import EpisodeRow, StoppedNote
+from evaltui.contract.records import EpisodeRow
 from evaltui.contract.spec import EvalSection
+from evaltui.contract.summarynotes import StoppedNote
 from evaltui.engine.episode.metrics import row_values
 from evaltui.engine.executor.protocol import EpisodeResult
 from evaltui.engine.stats.order import dealing_order

@@ -21,16 +21,9 @@ from typing import Any
 
 import orjson
 
-from evaltui.contract.records import (
-    ROWS_FILENAME,
-    SUMMARY_FILENAME,
-    DiskWaitNote,
-    EpisodeRow,
-    FirstError,
-    StoppedNote,
-    SummaryHeader,
-)
+from evaltui.contract.records import ROWS_FILENAME, SUMMARY_FILENAME, EpisodeRow, SummaryHeader
 from evaltui.contract.states import EpisodeStatus, SummaryStatus
+from evaltui.contract.summarynotes import DiskWaitNote, FirstError, StoppedNote
 from evaltui.engine.episode.metrics import Aggregate, aggregate
 from evaltui.engine.run.rowspool import RowSpool, summary_chunks
 from evaltui.engine.run.runtotals import FAILED, RunTotals
