@@ -29,7 +29,8 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
                    help="compare each member with the baseline (default: the set file's)")
     p.add_argument("--format", choices=FORMATS, help="md, latex, csv or json (default: a "
                    "table on the terminal)")
-    p.add_argument("--metrics", help="metrics to show, comma separated (default: all)")
+    p.add_argument("--metrics", help="metrics to show, comma separated (default: all; on "
+                   "a terminal, as many as fit its width, the rest named under the table)")
     p.add_argument("--digits", type=int, default=3)
     p.set_defaults(func=show_set)
 
@@ -87,7 +88,8 @@ def print_table(record: SetRecord, args: argparse.Namespace, *, as_json: bool) -
         print(render(table, fmt, metrics=metrics or None, pivot=pivot, digits=digits), end="")
     else:
         console = Console()
-        console.print(rich_table(table, metrics=metrics or None, pivot=pivot, digits=digits))
+        console.print(rich_table(table, metrics=metrics or None, pivot=pivot, digits=digits,
+                                 width=console.width))
         from evaltui.sets.render import TERMINAL_METRICS
         from evaltui.sets.textplot import metric_plots
 
