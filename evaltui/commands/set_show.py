@@ -36,7 +36,7 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
 
 
 def show_set(args: argparse.Namespace) -> int:
-    from evaltui.commands.sets import error
+    from evaltui.commands.console import error
     from evaltui.sets.setdir import SetDirError, read_set, resolve_set
 
     if args.digits < 0:

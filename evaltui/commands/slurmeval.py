@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaltui.commands.console import warning as say_warning
 from evaltui.states import RunState
 
 if TYPE_CHECKING:
@@ -104,9 +105,8 @@ class SlurmJobProcess:
 def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
                       interrupt: DeferredInterrupt) -> int:
     """Write the run dir, submit its job, follow it to the end; the exit code of eval."""
-    from rich.markup import escape
 
-    from evaltui.commands.eval import _console, _refused
+    from evaltui.commands.eval import refused, stderr_console
     from evaltui.engine.graph.specchecks import validate_spec
     from evaltui.launch import update_scheduler_record, write_run
     from evaltui.rundir import outputs_root
@@ -121,7 +121,7 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
         checked = validate_spec(spec)  # SpecError before anything is written
         run_dir = write_run(checked, outputs_root(args.outputs))
     except SpecError as exc:
-        return _refused(str(exc))
+        return refused(str(exc))
     ev = checked.spec.eval
     total = len(checked.episode_indices)
     job = BatchJob(command=[sys.executable, "-m", "evaltui.engine.main", str(run_dir)],
@@ -131,11 +131,11 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
         job_id = str(submit(ev.slurm, job))
     except SlurmError as exc:
         shutil.rmtree(run_dir, ignore_errors=True)  # refused: nothing left behind
-        return _refused(str(exc))
+        return refused(str(exc))
     update_scheduler_record(run_dir, slurm_job_id=job_id)
-    console = _console()
+    console = stderr_console()
     for warning in [*checked.warnings, *_time_limit_warnings(checked, run_dir, job)]:
-        console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
+        say_warning(warning)
     console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on {ev.dataset}/"
                   f"{checked.split}, {total} episodes, Slurm job {job_id} -> {run_dir}",
                   highlight=False)
@@ -147,7 +147,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
             console: Console, resubmit: Callable[[], str]) -> int:
     from rich.markup import escape
 
-    from evaltui.commands.eval import _header, _read_summary, exit_code, follow, print_results
+    from evaltui.commands.eval import exit_code, follow, print_results, read_summary, summary_header
     from evaltui.launch import update_scheduler_record
     from evaltui.rundir import read_run_status, touch_done
     from evaltui.slurm.commands import SlurmError
@@ -190,7 +190,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
                                     exit_code=proc.returncode)
         run_status = read_run_status(run_dir)
     state = run_status.state
-    summary = _read_summary(run_dir)
+    summary = read_summary(run_dir)
     if args.json:
         import json
 
@@ -204,7 +204,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
         return 130
     if state is RunState.ABORTED and proc.info is not None:
         console.print(f"[red]aborted[/]: {proc.info.run_state()[1]}", highlight=False)
-    return exit_code(state, _header(summary), console, run_dir)
+    return exit_code(state, summary_header(summary), console, run_dir)
 
 
 def _time_limit_warnings(checked: CheckedSpec, run_dir: Path, job: BatchJob) -> list[str]:

@@ -156,5 +156,5 @@ def test_bad_export_flags_and_missing_extras_are_one_line(
         extra = ["--logdir", "x"] if tracker == "tensorboard" else []
         assert export(ok_run, "--to", tracker, *extra) == 2
         err = capsys.readouterr().err.strip()
-        assert err == (f"evaltui export: --to {tracker} needs the {tracker} package: "
+        assert err == (f"error: --to {tracker} needs the {tracker} package: "
                        f"pip install 'evaltui[{tracker}]'")

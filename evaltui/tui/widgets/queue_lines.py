@@ -22,7 +22,9 @@ class SchedulerHeader(Static):
     """Which scheduler, whether it admits (or why not), where its API is, and failures.
 
     Always one line: what matters most comes first and the rest is cut with an ellipsis,
-    so a long lock owner or API note never pushes the screen down a row.
+    so a long lock owner or API note never pushes the screen down a row. Where the whole
+    line does not fit, the words that explain rather than inform go first ("scheduler",
+    the paused mode's gloss), so the API address and the demo's note stay in view.
     """
 
     DEFAULT_CSS = """
@@ -31,8 +33,23 @@ class SchedulerHeader(Static):
     }
     """
 
+    _shown: tuple = ()
+
     def show(self, info: SchedulerInfo | None, label: str, poll_error: str | None,
              stale_for: float | None = None) -> None:
+        self._shown = (info, label, poll_error, stale_for)
+        header = self._line(info, label, poll_error, stale_for, brief=False)
+        width = self.content_region.width or self.app.size.width
+        if header.cell_len > width:
+            header = self._line(info, label, poll_error, stale_for, brief=True)
+        self.update(header)
+
+    def on_resize(self) -> None:
+        if self._shown:
+            self.show(*self._shown)
+
+    def _line(self, info: SchedulerInfo | None, label: str, poll_error: str | None,
+              stale_for: float | None, *, brief: bool) -> Text:
         app = self.app
         muted = theme_style(app, "foreground-muted")
         header = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -42,23 +59,23 @@ class SchedulerHeader(Static):
                           style=theme_style(app, "error", bold=True))
             if stale_for is not None:
                 header.append(f"  · shown as of {duration(stale_for)} ago", style=muted)
-            self.update(header)
-            return
-        header.append(f"  {info.label if info else label} scheduler", style=muted)
+            return header
+        name = info.label if info else label
+        header.append(f"  {name}" if brief else f"  {name} scheduler", style=muted)
         if info is not None:
             text, colour = MODE_TEXT[info.mode]
             header.append(f"  {text}", style=theme_style(app, colour, bold=True))
             if info.mode == "locked":
                 header.append(f" by {info.lock_owner}, {duration(info.lock_expires_in_sec)}"
                               " left", style=theme_style(app, colour))
-            elif info.mode == "paused":
+            elif info.mode == "paused" and not brief:
                 header.append(" (not ticking: nothing is admitted)", style=muted)
             if info.ledger_error:  # before the API note: it is why the queue does not move
                 header.append(f"  ⚠ {info.ledger_error}",
                               style=theme_style(app, "error", bold=True))
             if info.api_note:
                 header.append(f"   {info.api_note}", style=muted)
-        self.update(header)
+        return header
 
 
 class RunsCaption(Static):
