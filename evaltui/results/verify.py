@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from evaltui.engine.episode.metrics import METRIC_RANGES, ndtw, path_length, spl, t_quantile_975
+from evaltui.engine.episode.metrics import metric_range, ndtw, path_length, spl, t_quantile_975
 from evaltui.records import (
     EPISODE_FILENAME,
     EPISODES_DIRNAME,
@@ -209,7 +209,7 @@ def aggregate_metrics(
             cis[name] = None
             continue
         half = t_quantile_975(n - 1) * float(arr.std(ddof=1)) / math.sqrt(n)
-        low, high = METRIC_RANGES.get(name, (-math.inf, math.inf))
+        low, high = metric_range(name, xs)
         cis[name] = [max(mean - half, low), min(mean + half, high)]
     return means, cis, ns
 
