@@ -60,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     try:
         choice = parse_episode_choice(args.episodes)
-        check_output(out, force=args.force, sources=[Path(args.run_dir)])
         snap = read_snapshot(Path(args.run_dir).expanduser())
+        check_output(out, force=args.force, sources=[Path(args.run_dir)],
+                     of=f"run {snap.run_id}")
         site = write_run_report(snap, out, choice, force=args.force)
     except (RunDirError, EpisodeChoiceError, OutputDirError) as exc:
         return error(str(exc))

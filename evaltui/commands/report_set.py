@@ -35,7 +35,7 @@ def report_set(args: argparse.Namespace) -> int:
         if args.pivot is not None and args.pivot not in table.axes:
             raise ValueError(f"--pivot {args.pivot}: the set has no axis {args.pivot!r} "
                              f"(axes: {', '.join(table.axes)})")
-        check_output(out, force=args.force,
+        check_output(out, force=args.force, of=f"set {table.set_id}",
                      sources=[set_path, *(r.run_dir for r in table.rows if r.run_dir)])
         site = write_set_report(table, out, choice, pivot=args.pivot, force=args.force)
     except (SetDirError, EpisodeChoiceError, OutputDirError, ValueError) as exc:
