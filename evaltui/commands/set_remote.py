@@ -35,7 +35,7 @@ def run_remote(args: argparse.Namespace, kind: str, url: str, options: Any) -> i
     from evaltui.commands.console import error
     from evaltui.setspec import load_set_file
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # piped: lines whole, never folded
     client = ApiClient(url)
     try:
         try:

@@ -105,7 +105,7 @@ def run_command(args: argparse.Namespace, kind: str, options: Any) -> int:
     from evaltui.sets.setdir import SetBusy, SetDirError, hold_set
     from evaltui.slurm.commands import SlurmError
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # piped: lines whole, never folded
     try:
         if options.retries or options.max_error_rate is not None:
             raise SetFileError("--retries" if options.retries else "--max-error-rate",

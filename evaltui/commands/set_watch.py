@@ -38,7 +38,7 @@ def watch_command(args: argparse.Namespace) -> int:
     from evaltui.sets.plan import plan_file
     from evaltui.sets.watch import CheckpointScanner, watch_set
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # piped: lines whole, never folded
     path = Path(args.file)
     try:
         options = runner_options(args)

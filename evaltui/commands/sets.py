@@ -96,7 +96,8 @@ def _runner_command(args: argparse.Namespace, kind: str) -> int:
     from evaltui.sets.plan import plan_file, plan_record
     from evaltui.sets.setdir import SetDirError, read_set, resolve_set
 
-    console = Console(stderr=True)
+    # soft_wrap: piped, a line is never folded at 80 columns (run ids on lines of their own)
+    console = Console(stderr=True, soft_wrap=True)
     try:
         options = runner_options(args)
         from evaltui.commands import set_slurm
