@@ -160,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
         from evaltui.launch import update_scheduler_record
         from evaltui.rundir import DISK_FULL_NOTE, read_run_status
         from evaltui.states import RunExit
+        from evaltui.views import data_label
 
         proc, run_dir = early.proc, Path(answer["run_dir"])
         console = stderr_console()
@@ -167,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         for line in answer["warnings"]:
             warning(line)
         console.print(f"run [bold]{run_dir.name}[/]: {answer['graph_name']} on "
-                      f"{answer['dataset']}/{answer['split']}, {total} episodes, "
+                      f"{data_label(answer['dataset'], answer['split'])}, {total} episodes, "
                       f"step budget {answer['step_budget']} -> {run_dir}")
     cancelled = interrupt.seen
     if not cancelled:

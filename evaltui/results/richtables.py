@@ -10,6 +10,8 @@ from typing import Any
 
 from rich.table import Table
 
+from evaltui.views import data_label
+
 
 def metrics_table(summary: dict[str, Any]) -> Table:
     """The results table: mean, 95% CI and n per metric, with the error rule stated."""
@@ -19,8 +21,9 @@ def metrics_table(summary: dict[str, Any]) -> Table:
         first = summary.get("first_error") or {}
         caption = (f"errors count as failures: {errors} episode(s) ended error/timeout; "
                    f"first (episode {first.get('episode_index')}): {first.get('message')}")
-    table = Table(title=f"{summary.get('graph_name')} on {summary.get('dataset')}/"
-                  f"{summary.get('split')}", caption=caption, caption_justify="left")
+    table = Table(title=f"{summary.get('graph_name')} on "
+                  f"{data_label(summary.get('dataset'), summary.get('split'))}",
+                  caption=caption, caption_justify="left")
     table.add_column("metric")
     table.add_column("mean", justify="right")
     table.add_column("95% CI", justify="right")

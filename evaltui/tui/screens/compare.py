@@ -27,6 +27,7 @@ from evaltui.tui.messages import CompareDone
 from evaltui.tui.widgets.bars import theme_style
 from evaltui.tui.widgets.keys_footer import KeysFooter
 from evaltui.tui.widgets.row_table import RowTable
+from evaltui.views import data_label
 
 Side = Literal["a", "b"]
 
@@ -34,7 +35,7 @@ Side = Literal["a", "b"]
 def run_label(run: RunRows) -> str:
     """``RUN_ID graph on dataset/split`` (what is known of it)."""
     what = f" {run.graph_name}" if run.graph_name else ""
-    where = f" on {run.dataset}/{run.split}" if run.dataset else ""
+    where = f" on {data_label(run.dataset, run.split)}" if run.dataset else ""
     return f"{run.run_id}{what}{where}"
 
 

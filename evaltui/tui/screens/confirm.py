@@ -19,7 +19,6 @@ from textual.widgets import Button, Label, Static
 from evaltui.tui.keys import QUIT_BINDINGS
 from evaltui.tui.widgets.keys_footer import KeysFooter
 
-
 LIVE_SEC = 0.5
 
 

@@ -17,6 +17,7 @@ from textual.timer import Timer
 from evaltui.states import RunState
 from evaltui.tui.messages import ActionDone, BackendFailed
 from evaltui.tui.screens.confirm import ConfirmScreen
+from evaltui.views import data_label
 
 if TYPE_CHECKING:
     from evaltui.tui.backend import Backend, QueueSnapshot, RunInfo
@@ -61,7 +62,7 @@ class BackendActions:
             now = next((r for r in (self.snapshot.runs if self.snapshot else ())
                         if r.run_id == run.run_id), run)
             what = "queued" if now.state is RunState.QUEUED else now.state.value
-            return (f"{now.graph} on {now.dataset}/{now.split} is {what} "
+            return (f"{now.graph} on {data_label(now.dataset, now.split)} is {what} "
                     f"({now.episodes_finished}/{now.episodes_total} episodes). A running "
                     "run gets SIGTERM; finished episodes are kept.")
         self.app.push_screen(ConfirmScreen(f"Cancel run {run.run_id}?", detail,

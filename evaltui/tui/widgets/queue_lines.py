@@ -12,6 +12,7 @@ from evaltui.states import RunState
 from evaltui.tui.backend import RunInfo, SchedulerInfo
 from evaltui.tui.display import STATE_COLOUR, duration, first_line
 from evaltui.tui.widgets.bars import theme_style
+from evaltui.views import data_label
 
 MODE_TEXT = {"running": ("● admitting", "success"), "paused": ("‖ paused", "warning"),
              "locked": ("🔒 locked", "error")}
@@ -160,7 +161,8 @@ class RunDetail(Static):
                 self.update(detail)
                 return
             workers = f"{run.worker_count} worker{'s' if run.worker_count != 1 else ''}"
-            detail.append(f"  {run.graph} on {run.dataset}/{run.split} · {run.state.value} · "
+            detail.append(f"  {run.graph} on {data_label(run.dataset, run.split)} · "
+                          f"{run.state.value} · "
                           f"{run.episodes_finished}/{run.episodes_total} episodes · "
                           f"{workers} · priority {run.priority}", style=muted)
             if run.node:
