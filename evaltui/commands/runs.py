@@ -74,15 +74,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=show)
 
     p = sub.add_parser("cancel", help="cancel queued or running runs")
-    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("run_ids", nargs="+", metavar="RUN", help="a run id or run dir")
     _common(p, run_cancel)
 
     p = sub.add_parser("resume", help="re-run what is not ok of finished runs")
-    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("run_ids", nargs="+", metavar="RUN", help="a run id or run dir")
     _common(p, run_resume)
 
     p = sub.add_parser("logs", help="an episode's log (log.jsonl)")
-    p.add_argument("run_id")
+    p.add_argument("run_id", metavar="RUN", help="a run id or run dir")
     p.add_argument("episode", type=int, help="episode index")
     p.add_argument("--follow", "-f", action="store_true",
                    help="keep printing while the run is active")
@@ -240,7 +240,8 @@ def _each(args: argparse.Namespace, call: Callable[[str], Any], verb: str) -> in
     """Apply ``call`` to every run id; one failing does not stop the others."""
     console = Console()
     results, code = [], 0
-    for run_id in args.run_ids:
+    for ref in args.run_ids:
+        run_id = as_run_id(ref)
         try:
             ref = call(run_id)
         except ApiError as exc:
@@ -266,9 +267,16 @@ def _answer(verb: str, run_id: str, state: RunState) -> str:
     return f"run {run_id}: resume asked; it is {now}"
 
 
+def as_run_id(ref: str) -> str:
+    """The backend's name for ``ref``: a run dir is named by its run id."""
+    path = Path(ref).expanduser()
+    return path.resolve().name if path.is_dir() else ref
+
+
 def run_logs(args: argparse.Namespace) -> int:
     """Print the episode's log; ``--follow`` keeps printing until the run ends (or Ctrl-C)."""
     client: ApiClient = args.client
+    args.run_id = as_run_id(args.run_id)
     width = Console().width if sys.stdout.isatty() else None  # piped: whole lines
     offset = 0
     while True:

@@ -85,7 +85,8 @@ def test_cancel_of_a_running_run_says_it_was_asked(cli, backend: Backend) -> Non
     client = backend.client()
     run_id = client.submit(bot_spec(20, latency_ms=200)).run_id
     wait_until(lambda: client.get_run(run_id).state.value == "running", what="running")
-    code, out, err = cli("cancel", run_id)
+    run_dir = client.get_run(run_id).run_dir
+    code, out, err = cli("cancel", str(run_dir))  # a run dir names its run, as everywhere
     assert code == 0, err
     assert out.strip().startswith(f"run {run_id}: cancel asked; it is running until its "
                                   "process stops"), out
