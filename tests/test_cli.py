@@ -33,14 +33,16 @@ def test_importing_the_cli_loads_no_command_module_and_nothing_heavy() -> None:
     loaded = loaded_after("import evaltui.cli")
     assert heavy(loaded) == []
     commands = {m for m in loaded if m.startswith("evaltui.commands.")}
-    assert commands == {"evaltui.commands.tui"}  # the global options; it imports nothing
+    # the global options, and the one module every command speaks through (no Rich yet)
+    assert commands == {"evaltui.commands.tui", "evaltui.commands.console"}
 
 
 def test_parsing_eval_imports_its_module_alone() -> None:
     loaded = loaded_after("from evaltui.cli import build_parser, MODULE_OF\n"
                           "build_parser([MODULE_OF['eval']]).parse_args(['eval', 'bot'])")
     commands = {m for m in loaded if m.startswith("evaltui.commands.")}
-    assert commands == {"evaltui.commands.tui", "evaltui.commands.eval"}
+    assert commands == {"evaltui.commands.tui", "evaltui.commands.eval",
+                        "evaltui.commands.console"}
     # Not even pydantic: eval starts its run process right after parsing.
     assert heavy(loaded) == []
 

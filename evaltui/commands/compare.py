@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from evaltui.commands.console import error, warning
 from evaltui.results.compare import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     except (RunDirError, CompareError) as exc:
         return _fail(str(exc))
     for problem in run_a.problems + run_b.problems:
-        print(f"evaltui compare: warning: unreadable, skipped: {problem}", file=sys.stderr)
+        warning(f"unreadable, skipped: {problem}")
     try:
         if args.json:
             print(json.dumps(comparison_document(result, run_a, run_b), indent=2))
@@ -170,8 +171,7 @@ def _index_text(flip: Flip) -> str:
 
 
 def _fail(message: str) -> int:
-    print(f"evaltui compare: error: {message}", file=sys.stderr)
-    return 2
+    return error(message)
 
 
 def _positive_int(text: str) -> int:

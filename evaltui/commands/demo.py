@@ -17,6 +17,8 @@ import sys
 from contextlib import ExitStack
 from typing import Any
 
+from evaltui.commands.console import note as say_note
+from evaltui.commands.console import warning
 from evaltui.contract.settings import settings
 from evaltui.graphs import builtin_graph_names
 
@@ -75,7 +77,7 @@ def ensure_gpu() -> str | None:
     finally:
         probe.close()
     os.environ["EVALTUI_FAKE_GPUS"] = FAKE_GPU
-    return "no GPU: demo on a fake 24 GiB GPU"
+    return "demo: fake GPU"  # the resources panel says its size; short for 80 columns
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,10 +101,9 @@ def run(args: argparse.Namespace) -> int:
             try:
                 run_id, _ = backend.submit(spec)
             except SpecError as exc:
-                print(f"evaltui demo: cannot queue {spec['graph'].get('name')}: {exc}",
-                      file=sys.stderr)
+                warning(f"cannot queue {spec['graph'].get('name')}: {exc}")
             else:
                 print(f"queued {run_id}", file=sys.stderr)
 
-    print(f"evaltui demo: outputs in {outputs}", file=sys.stderr)
+    say_note(f"outputs in {outputs}")
     return run_app(backend, args.theme, before_run=queue_runs, services=services)

@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaltui.commands.console import FAILED, error, warning
 from evaltui.contract.states import RunState
 from evaltui.graphs import builtin_graph_names
 
@@ -192,9 +193,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             early = start_run_process()  # first: its imports overlap with the rest of ours
         except OSError as exc:
-            _console().print(f"[bold red]error[/]: cannot start the run process: {exc}",
-                             highlight=False)
-            return 1
+            return error(f"cannot start the run process: {exc}", FAILED)
         interrupt.watch(early.proc)
         answer = _start(args, early, interrupt)
         if isinstance(answer, int):
@@ -202,18 +201,19 @@ def run(args: argparse.Namespace) -> int:
         # Imported before Ctrl-C raises again; all of it overlaps with the run's start.
         import rich.progress  # noqa: F401  (follow's)
 
-        import evaltui.contract.records  # noqa: F401  (follow's)
+        import evaltui.contract.records  # noqa: F401  (follow's)  # noqa: F401  (follow's)
         from evaltui.contract.states import RunExit
+        from evaltui.contract.views import data_label
         from evaltui.rundir.status import DISK_FULL_NOTE, read_run_status
         from evaltui.rundir.store import update_scheduler_record
 
         proc, run_dir = early.proc, Path(answer["run_dir"])
-        console = _console()
+        console = stderr_console()
         total = int(answer["episodes"])
-        for warning in answer["warnings"]:
-            console.print(f"[yellow]warning[/]: {warning}", highlight=False)
+        for line in answer["warnings"]:
+            warning(line)
         console.print(f"run [bold]{run_dir.name}[/]: {answer['graph_name']} on "
-                      f"{answer['dataset']}/{answer['split']}, {total} episodes, "
+                      f"{data_label(answer['dataset'], answer['split'])}, {total} episodes, "
                       f"step budget {answer['step_budget']} -> {run_dir}")
     cancelled = interrupt.seen
     if not cancelled:
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
                           highlight=False)
     status = read_run_status(run_dir)
     state = status.state
-    summary = _read_summary(run_dir)
+    summary = read_summary(run_dir)
     if proc.returncode == RunExit.DISK_FULL and state is not RunState.FAILED:
         state = RunState.FAILED  # the run process said "disk full" the only way it could
         console.print(f"[red]error[/]: {DISK_FULL_NOTE.format(run_dir=run_dir)}",
@@ -249,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if state is RunState.ABORTED:
         console.print(f"[red]aborted[/]: {status.note}", highlight=False)
-    return exit_code(state, _header(summary), console, run_dir)
+    return exit_code(state, summary_header(summary), console, run_dir)
 
 
 def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInterrupt
@@ -265,7 +265,7 @@ def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInter
         discard(early)
         if not isinstance(exc, SpecError):
             raise
-        return _refused(str(exc))
+        return refused(str(exc))
     if interrupt.seen:
         discard(early)
         return _cancelled_before_start()
@@ -279,12 +279,11 @@ def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInter
         code = early.proc.wait()
         if interrupt.seen:
             return _cancelled_before_start()
-        _console().print(f"[bold red]error[/]: the run process ended (exit code {code}) "
-                         "before it took the spec; its output is above", highlight=False)
-        return 1
+        return error(f"the run process ended (exit code {code}) before it took the spec; "
+                     "its output is above", FAILED)
     if "refused" in answer:
         early.proc.wait()  # it wrote nothing and exits at once
-        return _refused(answer["refused"])
+        return refused(answer["refused"])
     return answer
 
 
@@ -301,17 +300,13 @@ def _cancel(run_dir: Path, proc: subprocess.Popen[bytes], console: Console) -> N
 
 
 def _cancelled_before_start() -> int:
-    _console().print("[yellow]cancelled[/] before the run started (no run dir)")
+    stderr_console().print("[yellow]cancelled[/] before the run started (no run dir)")
     return 130
 
 
-def _refused(message: str) -> int:
-    from rich.markup import escape
-
-    # "evaltui[ray]" is no tag
-    # One line however narrow the terminal or pipe: soft_wrap leaves the folding to it.
-    _console().print(f"[bold red]error[/]: {escape(message)}", soft_wrap=True)
-    return 2
+def refused(message: str) -> int:
+    """A spec the run process (or Slurm) refused: one line, exit 2."""
+    return error(message)
 
 
 def exit_code(state: RunState, summary: SummaryHeader | None, console: Console,
@@ -341,13 +336,13 @@ def exit_code(state: RunState, summary: SummaryHeader | None, console: Console,
     return 0
 
 
-def _console() -> Console:
+def stderr_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True)
 
 
-def _header(summary: dict[str, Any] | None) -> SummaryHeader | None:
+def summary_header(summary: dict[str, Any] | None) -> SummaryHeader | None:
     """summary.json's header as its record (None if absent or not fitting the schema)."""
     from evaltui.contract.recordparse import parse
     from evaltui.contract.records import SUMMARY_FILENAME, SummaryHeader
@@ -372,7 +367,7 @@ def follow(run_dir: Path, proc: Any, total: int, console: Console) -> None:
         task = progress.add_task("episodes", total=total, live="")
         while True:
             exited = proc.poll() is not None
-            summary = _read_summary(run_dir)
+            summary = read_summary(run_dir)
             if summary:
                 sr = summary.get("metrics", {}).get("success")
                 counts = summary.get("counts_by_status", {})
@@ -388,7 +383,7 @@ def follow(run_dir: Path, proc: Any, total: int, console: Console) -> None:
                 pass
 
 
-def _read_summary(run_dir: Path) -> dict[str, Any] | None:
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
     from evaltui.contract.records import SUMMARY_FILENAME
     from evaltui.rundir.jsonfiles import read_json
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from evaltui.commands.console import error, note
+from evaltui.commands.refs import RefError, add_outputs_option, resolve_run_or_set
 
 if TYPE_CHECKING:
     from evaltui.runview.snapshot import RunSnapshot
@@ -30,8 +32,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Export RUN_DIR's summary metrics (mean, 95% CI, n), spec (as config), "
         "episode rows (a table), running means (series over episodes) and a few episode "
         "GIFs to a tracker. Exporting the same run again updates its tracker run.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run dir (outputs/eval_runs/RUN_ID), "
-                   "or a set dir (outputs/eval_sets/SET_ID: its members grouped under it)")
+    p.add_argument("run_dir", metavar="RUN_OR_SET", help="a run dir or run id "
+                   "(outputs/eval_runs/RUN_ID), or a set dir or set id "
+                   "(outputs/eval_sets/SET_ID: its members grouped under it)")
+    add_outputs_option(p)
     p.add_argument("--to", required=True, choices=sorted(TRACKERS), help="the tracker")
     p.add_argument("--logdir", metavar="D", type=Path,
                    help="tensorboard: the log dir (the run goes to D/[PROJECT/]RUN_NAME)")
@@ -48,38 +52,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"evaltui export: {message}", file=sys.stderr)
-    return code
-
-
 def run(args: argparse.Namespace) -> int:
     for option, tracker in ONLY_FOR.items():
         if getattr(args, option) is not None and args.to != tracker:
             flag = "--" + option.replace("_", "-")
-            return _fail(f"{flag} is for --to {tracker}, not --to {args.to}", 2)
+            return error(f"{flag} is for --to {tracker}, not --to {args.to}", 2)
     if args.to == "tensorboard" and args.logdir is None:
-        return _fail("--to tensorboard needs --logdir D", 2)
+        return error("--to tensorboard needs --logdir D", 2)
     module = TRACKERS[args.to]
     try:
         importlib.import_module(module)
     except ImportError:
-        return _fail(f"--to {args.to} needs the {module} package: "
+        return error(f"--to {args.to} needs the {module} package: "
                      f"pip install 'evaltui[{args.to}]'", 2)
-    set_path = Path(args.run_dir).expanduser()
-    if (set_path / "set.json").is_file():
+    try:
+        kind, path = resolve_run_or_set(args.run_dir, args.outputs)
+    except RefError as exc:
+        return error(str(exc))
+    if kind == "set":
         from evaltui.commands.export_set import export_set
 
-        return export_set(args, set_path.resolve())
+        return export_set(args, path)
     from evaltui.results.runrows import RunDirError
     from evaltui.runview.snapshot import read_snapshot
 
     try:
-        snap = read_snapshot(Path(args.run_dir).expanduser())
+        snap = read_snapshot(path)
     except RunDirError as exc:
-        return _fail(str(exc), 2)
-    for note in snap.notes():
-        print(f"note: {note}", file=sys.stderr)
+        return error(str(exc), 2)
+    for line in snap.notes():
+        note(line)
     try:
         with warnings.catch_warnings():
             # The trackers' own dependencies (SQLAlchemy, protobuf, pydantic) warn about
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             where = _export(args, snap)
     except Exception as exc:  # the tracker's own error (network, store, permissions)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return _fail(f"{args.to} failed: {first}", 1)
+        return error(f"{args.to} failed: {first}", 1)
     print(f"exported run {snap.run_id} ({snap.state.value}, {len(snap.rows)} episodes) to "
           f"{args.to}: {where}")
     return 0

@@ -10,48 +10,47 @@ Exporting again updates the same tracker runs. Exit codes as for a run.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
+from evaltui.commands.console import note
 from evaltui.export.setmember import SetMember
 
 
 def export_set(args: argparse.Namespace, set_path: Path) -> int:
-    from evaltui.commands.export import _fail
+    from evaltui.commands.console import error
     from evaltui.results.runrows import RunDirError
     from evaltui.runview.snapshot import read_snapshot
     from evaltui.sets.setdir import SetDirError, read_set
     from evaltui.sets.table import member_run_dir
 
     if args.run_name is not None:
-        return _fail("--run-name is for a run dir; a set's runs are named by their axes", 2)
+        return error("--run-name is for a run dir; a set's runs are named by their axes", 2)
     try:
         record = read_set(set_path)
     except SetDirError as exc:
-        return _fail(str(exc), 2)
+        return error(str(exc), 2)
     members: list[tuple[SetMember, Any]] = []
     for m in record.members:
         run_dir = member_run_dir(m, set_path.parent.parent)
         if run_dir is None:
-            print(f"note: {m.axes}: no run yet ({m.state.value}); not exported",
-                  file=sys.stderr)
+            note(f"{m.axes}: no run yet ({m.state.value}); not exported")
             continue
         try:
             snap = read_snapshot(run_dir)
         except RunDirError as exc:
-            print(f"note: {m.axes}: {exc}; not exported", file=sys.stderr)
+            note(f"{m.axes}: {exc}; not exported")
             continue
         step = m.axes.get("step")
         members.append((SetMember(record.set_id, m.key, dict(m.axes),
                                   step if isinstance(step, int) else None), snap))
     if not members:
-        return _fail(f"set {record.set_id} has no member with a run to export", 2)
+        return error(f"set {record.set_id} has no member with a run to export", 2)
     try:
         where = _export(args, record.set_id, members)
     except Exception as exc:  # the tracker's own error
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return _fail(f"{args.to} failed: {first}", 1)
+        return error(f"{args.to} failed: {first}", 1)
     print(f"exported set {record.set_id} ({len(members)} member runs) to {args.to}: {where}")
     return 0
 

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from evaltui.commands.console import error
 from evaltui.gpu.holders import GpuHolder, gpu_holders, live_run_dirs
 
 PIPED_WIDTH = 80
@@ -45,9 +46,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         probe.close()
     if not reading.available:
-        print(f"evaltui gpus: no GPU to show: {reading.reason} (EVALTUI_FAKE_GPUS=1x24576 "
-              "declares a fake one)", file=sys.stderr)
-        return 1
+        return error(f"no GPU to show: {reading.reason} (EVALTUI_FAKE_GPUS=1x24576 "
+                     "declares a fake one)", 1)
     root = runs_root(outputs_root(getattr(args, "outputs", None)))
     holders = gpu_holders(reading.gpus, run_dirs=live_run_dirs(root))
     if args.format == "json":

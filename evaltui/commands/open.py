@@ -8,8 +8,8 @@ follows the dir live if a run is still writing to it.
 from __future__ import annotations
 
 import argparse
-import sys
 
+from evaltui.commands.console import error
 from evaltui.contract.records import EPISODES_DIRNAME, SPEC_FILENAME, SUMMARY_FILENAME
 
 
@@ -33,20 +33,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         run_dir = resolve_run_dir(args.run_dir, outputs=getattr(args, "outputs", None))
     except RunDirError as exc:
-        print(f"evaltui open: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     if not any((run_dir / name).exists()
                for name in (SUMMARY_FILENAME, EPISODES_DIRNAME, SPEC_FILENAME)):
-        print(f"evaltui open: {run_dir} is not a run dir (no {SUMMARY_FILENAME}, "
-              f"{EPISODES_DIRNAME}/ or {SPEC_FILENAME})", file=sys.stderr)
-        return 2
+        return error(f"{run_dir} is not a run dir (no {SUMMARY_FILENAME}, "
+                     f"{EPISODES_DIRNAME}/ or {SPEC_FILENAME})")
     from evaltui.tui.app import make_app  # Textual only for the commands that need it
     from evaltui.tui.themes import DEFAULT_THEME, ThemeError
 
     try:
         app = make_app(run_dir=run_dir, theme=getattr(args, "theme", None) or DEFAULT_THEME)
     except ThemeError as exc:
-        print(f"evaltui open: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     app.run()
     return 0

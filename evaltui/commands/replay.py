@@ -7,9 +7,9 @@ copied from a teammate's run replays without the run, the dataset or the graph.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from evaltui.commands.console import error
 from evaltui.contract.records import EPISODE_FILENAME, LOG_FILENAME
 
 
@@ -35,9 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     ep_dir = Path(args.ep_dir).expanduser()
     if not (ep_dir / LOG_FILENAME).is_file() and not (ep_dir / EPISODE_FILENAME).is_file():
-        print(f"evaltui replay: {ep_dir} is not an episode dir (no log.jsonl or episode.json)",
-              file=sys.stderr)
-        return 2
+        return error(f"{ep_dir} is not an episode dir (no log.jsonl or episode.json)")
     if args.export:
         return export(ep_dir, Path(args.export).expanduser(), args.fps, args.scale)
     from evaltui.tui.app import make_app  # Textual only for the commands that need it
@@ -47,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
         app = make_app(replay_dir=ep_dir.resolve(),
                        theme=getattr(args, "theme", None) or DEFAULT_THEME)
     except ThemeError as exc:
-        print(f"evaltui replay: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     app.run()
     return 0
 
@@ -59,16 +56,13 @@ def export(ep_dir: Path, out: Path, fps: float, scale: int | None = None) -> int
     from evaltui.runview.gif import NoFramesError, animation_format, export_gif
 
     if not fps > 0:
-        print(f"evaltui replay: --fps must be > 0, got {fps}", file=sys.stderr)
-        return 2
+        return error(f"--fps must be > 0, got {fps}")
     if scale is not None and scale < 1:
-        print(f"evaltui replay: --scale must be >= 1, got {scale}", file=sys.stderr)
-        return 2
+        return error(f"--scale must be >= 1, got {scale}")
     try:
         animation_format(out)
         count = export_gif(ep_dir, out, fps, scale=scale)
     except (NoFramesError, OSError, ValueError) as exc:  # OSError: unwritable out, bad frame
-        print(f"evaltui replay: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     print(f"wrote {count} frames at {fps:g} fps to {out}")
     return 0

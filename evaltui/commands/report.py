@@ -7,9 +7,11 @@ that exists and is not a report without ``--force``); nothing is written on refu
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
+
+from evaltui.commands.console import error, note
+from evaltui.commands.refs import RefError, add_outputs_option, resolve_run_or_set
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,9 +21,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "95% CIs and n, plots, a sortable and searchable episode table, and a page per "
         "episode with its frames and firing log. No server and nothing fetched: copy DIR "
         "anywhere and open DIR/index.html.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run dir (outputs/eval_runs/RUN_ID) "
-                   "or a set dir (outputs/eval_sets/SET_ID: the set's table, plots and "
-                   "every member's report)")
+    p.add_argument("run_dir", metavar="RUN_OR_SET", help="a run dir or run id "
+                   "(outputs/eval_runs/RUN_ID), or a set dir or set id "
+                   "(outputs/eval_sets/SET_ID: the set's table, plots and every member's "
+                   "report)")
+    add_outputs_option(p)
     p.add_argument("-o", "--output", metavar="DIR", required=True,
                    help="where to write the site (an earlier report there is replaced)")
     p.add_argument("--episodes", metavar="WHICH", default=None,
@@ -41,25 +45,29 @@ def run(args: argparse.Namespace) -> int:
     from evaltui.results.runrows import RunDirError
     from evaltui.runview.snapshot import read_snapshot
 
-    if (Path(args.run_dir).expanduser() / "set.json").is_file():
+    try:
+        kind, path = resolve_run_or_set(args.run_dir, args.outputs)
+    except RefError as exc:
+        return error(str(exc))
+    args.run_dir = str(path)
+    if kind == "set":
         from evaltui.commands.report_set import report_set
 
         return report_set(args)
     if args.pivot is not None:
-        print("evaltui report: --pivot is for a set dir", file=sys.stderr)
-        return 2
+        return error("--pivot is for a set dir")
     started = time.monotonic()
     out = Path(args.output)
     try:
         choice = parse_episode_choice(args.episodes)
-        check_output(out, force=args.force, sources=[Path(args.run_dir)])
         snap = read_snapshot(Path(args.run_dir).expanduser())
+        check_output(out, force=args.force, sources=[Path(args.run_dir)],
+                     of=f"run {snap.run_id}")
         site = write_run_report(snap, out, choice, force=args.force)
     except (RunDirError, EpisodeChoiceError, OutputDirError) as exc:
-        print(f"evaltui report: {exc}", file=sys.stderr)
-        return 2
-    for note in snap.notes():
-        print(f"note: {note}", file=sys.stderr)
+        return error(str(exc))
+    for line in snap.notes():
+        note(line)
     print(f"report of run {snap.run_id} ({snap.state.value}, {len(snap.rows)} episodes, "
           f"{len(site.pages)} episode pages) in {time.monotonic() - started:.1f} s -> "
           f"{out / 'index.html'}")

@@ -9,9 +9,10 @@ dir that is not a report without ``--force``); nothing is written on refusal.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
+
+from evaltui.commands.console import error, note
 
 
 def report_set(args: argparse.Namespace) -> int:
@@ -34,14 +35,13 @@ def report_set(args: argparse.Namespace) -> int:
         if args.pivot is not None and args.pivot not in table.axes:
             raise ValueError(f"--pivot {args.pivot}: the set has no axis {args.pivot!r} "
                              f"(axes: {', '.join(table.axes)})")
-        check_output(out, force=args.force,
+        check_output(out, force=args.force, of=f"set {table.set_id}",
                      sources=[set_path, *(r.run_dir for r in table.rows if r.run_dir)])
         site = write_set_report(table, out, choice, pivot=args.pivot, force=args.force)
     except (SetDirError, EpisodeChoiceError, OutputDirError, ValueError) as exc:
-        print(f"evaltui report: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     for line in site.skipped:
-        print(f"note: {line}", file=sys.stderr)
+        note(line)
     print(f"report of set {table.set_id} ({len(table.rows)} members, {len(site.members)} "
           f"run reports, {len(site.plots)} plots) in {time.monotonic() - started:.1f} s -> "
           f"{out / 'index.html'}")

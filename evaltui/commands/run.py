@@ -34,6 +34,7 @@ from types import FrameType
 
 from evaltui.api.client import URL_ENV, ApiClient, ApiError, BackendUnavailable, NotFound
 from evaltui.api.models import Admit
+from evaltui.commands.console import error
 from evaltui.contract.pidref import PidRef
 from evaltui.contract.states import AdmitState
 from evaltui.procs.groups import signal_group
@@ -83,8 +84,7 @@ class Interrupted(BaseException):
 def run(args: argparse.Namespace) -> int:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
     if not cmd:
-        print("evaltui run: no command (usage: evaltui run PROFILE -- CMD ...)", file=sys.stderr)
-        return 2
+        return error("no command (usage: evaltui run PROFILE -- CMD ...)")
     try:
         profile = resolve_profile(args.profile, args.profiles)
         # Checked here, before anything starts: a bad pool is a one-line error, exit 2.
@@ -92,8 +92,7 @@ def run(args: argparse.Namespace) -> int:
         pool = parse_pool(args.ports, allow_privileged=privileged, source="--ports") \
             if args.ports else port_pool(allow_privileged=privileged)
     except (ProfileError, ValueError) as exc:  # PortPoolError is a ValueError
-        print(f"evaltui run: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     wrapper = Wrapper(cmd, profile, outputs_root(args.outputs), pool, quiet=args.quiet)
     return wrapper.run()
 
@@ -118,6 +117,7 @@ class Wrapper:
 
     def say(self, message: str) -> None:
         if not self.quiet:
+            # The wrapper's own lines, among the command's: named, not "note:".
             print(f"evaltui run: {message}", file=sys.stderr, flush=True)
 
     def run(self) -> int:
@@ -134,8 +134,7 @@ class Wrapper:
                     _end_leftovers(self.proc.pid)
                 return 128 + stop.signum
             except (ApiError, BackendStartError) as exc:
-                print(f"evaltui run: {exc}", file=sys.stderr)
-                return EXIT_FAILED
+                return error(str(exc), EXIT_FAILED)
         finally:
             self._closing = True  # a late signal must not interrupt the release
             self._release()
@@ -216,9 +215,9 @@ class Wrapper:
             self.proc = subprocess.Popen(self.cmd, env=env, start_new_session=True,
                                          preexec_fn=_die_with_parent(os.getpid()))
         except OSError as exc:
-            print(f"evaltui run: cannot run {self.cmd[0]!r}: {exc.strerror or exc}",
-                  file=sys.stderr)
-            return 127 if isinstance(exc, FileNotFoundError) else 126
+            # 127/126: the shell's codes for a command not found / not runnable
+            return error(f"cannot run {self.cmd[0]!r}: {exc.strerror or exc}",
+                         127 if isinstance(exc, FileNotFoundError) else 126)
         try:
             ref = PidRef.of(self.proc.pid)
             self.client.bind_admit(entry.admit_id, ref.pid, ref.create_time)

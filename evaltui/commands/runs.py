@@ -5,8 +5,8 @@ the state dir's token (or ``$EVALTUI_TOKEN``), print rich tables for people and,
 ``--json``, plain JSON for scripts. ``show`` also takes a run dir, read locally with no
 backend (a run id too, from the outputs root, when no backend answers), and
 ``show --format md|csv|latex`` prints only the metrics table (for a paper).
-Exit codes: 0 ok, 1 the backend refused or failed (no such run, a conflict, no backend),
-2 invalid input (bad command line or spec).
+Exit codes (docs/cli.md): 0 ok, 1 the backend refused or failed (a conflict, no
+backend), 2 invalid input (bad command line or spec, an unknown run id).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from evaltui.api.client import (
     ApiClient,
@@ -32,6 +31,7 @@ from evaltui.api.client import (
     NotFound,
 )
 from evaltui.api.models import EpisodeRow, Run, RunRef
+from evaltui.commands.console import FAILED, USAGE, error
 from evaltui.commands.runtables import (  # noqa: F401  (print_run, state_text: submit's)
     episodes_table,
     format_log_record,
@@ -79,18 +79,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=show)
 
     p = sub.add_parser("cancel", help="cancel queued or running runs")
-    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("run_ids", nargs="+", metavar="RUN", help="a run id or run dir")
     _common(p, run_cancel)
 
     p = sub.add_parser("resume", help="re-run what is not ok of finished runs")
-    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    p.add_argument("run_ids", nargs="+", metavar="RUN", help="a run id or run dir")
     p.add_argument("--more", type=int, nargs="?", const=0, default=None, metavar="N",
                    help="a run stopped by its rule (--stop-when): deal N more episodes of its "
                    "order past the stop (no N: to the end); its confidence sequence stays valid")
     _common(p, run_resume)
 
     p = sub.add_parser("logs", help="an episode's log (log.jsonl)")
-    p.add_argument("run_id")
+    p.add_argument("run_id", metavar="RUN", help="a run id or run dir")
     p.add_argument("episode", type=int, help="episode index")
     p.add_argument("--follow", "-f", action="store_true",
                    help="keep printing while the run is active")
@@ -120,11 +120,11 @@ def with_client(args: argparse.Namespace, func: Callable[[argparse.Namespace], i
         code = offline(args) if offline is not None else None
         if code is not None:
             return code
-        _print_api_error(exc)
-        return 1
+        return error(str(exc), FAILED)
     except ApiError as exc:
-        _print_api_error(exc)
-        return 2 if isinstance(exc, InvalidRequest) else 1
+        # An unknown id is a mistake in the input, as everywhere (show of a dir, verify).
+        return error(str(exc), USAGE if isinstance(exc, InvalidRequest | NotFound)
+                     else FAILED)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -144,17 +144,6 @@ def reachable(client: ApiClient) -> None:
             f"{client.base_url} took the connection but did not answer within "
             f"{HEALTH_TIMEOUT_SEC:g} s: is an evaltui backend listening there "
             f"(`evaltui serve`), or is it stuck?") from None
-
-
-def _print_api_error(exc: ApiError) -> None:
-    # One line however narrow: escaped (a message may hold [brackets]), never re-wrapped.
-    Console(stderr=True).print(f"[bold red]error[/]: {escape(str(exc))}", highlight=False,
-                               soft_wrap=True)
-
-
-def _error(message: str, code: int) -> int:
-    print(f"evaltui: error: {message}", file=sys.stderr)
-    return code
 
 
 def emit_json(data: Any) -> None:
@@ -189,9 +178,9 @@ def run_ls(args: argparse.Namespace) -> int:
 def show(args: argparse.Namespace) -> int:
     """``show``: an existing dir is read locally; anything else is a run id for the backend."""
     if args.json and args.format:
-        return _error("give --json or --format, not both", 2)
+        return error("give --json or --format, not both", 2)
     if args.digits is not None and args.digits < 0:
-        return _error(f"--digits must be >= 0, got {args.digits}", 2)
+        return error(f"--digits must be >= 0, got {args.digits}", 2)
     if Path(args.run_id).is_dir():
         return run_show_local(args)
     return with_client(args, run_show, offline=_show_offline)
@@ -202,8 +191,8 @@ def _show_offline(args: argparse.Namespace) -> int | None:
     try:
         args.run_id = str(resolve_run_dir(args.run_id, outputs=args.outputs))
     except RunDirError as exc:
-        return _error(f"{exc}, and no backend at {args.client.base_url} (start one with "
-                      "`evaltui serve`, or set BACKEND_URL)", 1)
+        return error(f"{exc}, and no backend at {args.client.base_url} (start one with "
+                     "`evaltui serve`, or set BACKEND_URL)")
     return run_show_local(args)
 
 
@@ -219,7 +208,7 @@ def run_show_local(args: argparse.Namespace) -> int:
     try:
         local = load_run(Path(args.run_id).resolve())
     except RunDirError as exc:
-        return _error(str(exc), 2)
+        return error(str(exc), 2)
     from evaltui.slurm.follow import follow_status, waiting_reason
 
     status = follow_status(local.run_dir, read_run_status(local.run_dir))  # Slurm's word too
@@ -240,10 +229,10 @@ def _show_run(args: argparse.Namespace, run: Run, rows: list[Any] | None,
             groups = metric_groups(all_rows(), field)
         except GroupByError as exc:
             if args.by:  # asked for; the benchmark's default is only where rows have it
-                return _error(str(exc), 2)
+                return error(str(exc), 2)
     if args.format:
         if run.summary is None or not run.summary.metrics:
-            return _error(f"run {run.run_id} has no metrics yet", 1)
+            return error(f"run {run.run_id} has no metrics yet", 1)
         sys.stdout.write(grouped_table(field, groups, fmt=args.format, digits=args.digits)
                          if field and groups else
                          summary_table(run.summary.model_dump(mode="json"), fmt=args.format,
@@ -285,34 +274,52 @@ def _cancel(client: ApiClient, run_id: str) -> Any:
 
 def run_resume(args: argparse.Namespace) -> int:
     if args.more is not None and args.more < 0:
-        return _error(f"--more must be >= 0, got {args.more}", 2)
+        return error(f"--more must be >= 0, got {args.more}", 2)
     more = args.more
     return _each(args, lambda run_id: args.client.resume(run_id, more), "resume")
 
 
 def _each(args: argparse.Namespace, call: Callable[[str], Any], verb: str) -> int:
     """Apply ``call`` to every run id; one failing does not stop the others."""
-    console, err = Console(), Console(stderr=True)
+    console = Console()
     results, code = [], 0
-    for run_id in args.run_ids:
+    for ref in args.run_ids:
+        run_id = as_run_id(ref)
         try:
             ref = call(run_id)
         except ApiError as exc:
-            err.print(f"[red]{verb} {run_id}[/]: {exc}", highlight=False)
+            error(f"{verb} {run_id}: {exc}")
             results.append({"run_id": run_id, "error": str(exc)})
-            code = 1
+            code = max(code, USAGE if isinstance(exc, NotFound | InvalidRequest) else FAILED)
             continue
         results.append(ref.model_dump(mode="json"))
         if not args.json:
-            console.print(f"run {ref.run_id}: {state_text(ref.state.value)}")
+            console.print(_answer(verb, ref.run_id, ref.state), highlight=False)
     if args.json:
         emit_json(results)
     return code
 
 
+def _answer(verb: str, run_id: str, state: RunState) -> str:
+    """What ``cancel``/``resume`` did, in words: ``run X: running`` read as a refusal."""
+    now = state_text(state.value)
+    if verb == "cancel":
+        if state.terminal:
+            return f"run {run_id}: {now}"
+        return f"run {run_id}: cancel asked; it is {now} until its process stops (SIGTERM)"
+    return f"run {run_id}: resume asked; it is {now}"
+
+
+def as_run_id(ref: str) -> str:
+    """The backend's name for ``ref``: a run dir is named by its run id."""
+    path = Path(ref).expanduser()
+    return path.resolve().name if path.is_dir() else ref
+
+
 def run_logs(args: argparse.Namespace) -> int:
     """Print the episode's log; ``--follow`` keeps printing until the run ends (or Ctrl-C)."""
     client: ApiClient = args.client
+    args.run_id = as_run_id(args.run_id)
     width = Console().width if sys.stdout.isatty() else None  # piped: whole lines
     offset = 0
     while True:

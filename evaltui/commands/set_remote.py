@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from evaltui.commands.console import warning as say_warning
 from evaltui.contract.setspec import (
     SET_FILENAME,
     MemberState,
@@ -37,10 +38,10 @@ def set_ref(ref: str) -> str:
 
 def run_remote(args: argparse.Namespace, kind: str, url: str, options: Any) -> int:
     from evaltui.api.client import ApiClient, ApiError, InvalidRequest
-    from evaltui.commands.sets import error
+    from evaltui.commands.console import error
     from evaltui.contract.setspec import load_set_file
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # piped: lines whole, never folded
     client = ApiClient(url)
     try:
         try:
@@ -62,7 +63,7 @@ def run_remote(args: argparse.Namespace, kind: str, url: str, options: Any) -> i
         except ApiError as exc:
             return error(str(exc), 1)
         for warning in made.get("warnings", []):
-            console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
+            say_warning(warning)
         set_id = made["set_id"]
         console.print(f"set [bold]{escape(set_id)}[/]: {len(made['members'])} members on "
                       f"{client.base_url} -> {made['set_dir']}", highlight=False)
@@ -129,7 +130,7 @@ def _member(m: dict[str, Any]) -> SetMemberRecord:
 
 def cancel_remote(args: argparse.Namespace, url: str) -> int:
     from evaltui.api.client import ApiClient, ApiError, NotFound
-    from evaltui.commands.sets import error
+    from evaltui.commands.console import error
 
     with ApiClient(url) as client:
         try:

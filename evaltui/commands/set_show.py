@@ -29,7 +29,8 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
                    help="compare each member with the baseline (default: the set file's)")
     p.add_argument("--format", choices=FORMATS, help="md, latex, csv or json (default: a "
                    "table on the terminal)")
-    p.add_argument("--metrics", help="metrics to show, comma separated (default: all)")
+    p.add_argument("--metrics", help="metrics to show, comma separated (default: all; on "
+                   "a terminal, as many as fit its width, the rest named under the table)")
     p.add_argument("--digits", type=int, default=3)
     p.add_argument("--by", metavar="FIELD", help="each member by an episode-row field, one "
                    "more axis (default: the benchmark's, task for metaworld; none: no groups)")
@@ -37,7 +38,7 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
 
 
 def show_set(args: argparse.Namespace) -> int:
-    from evaltui.commands.sets import error
+    from evaltui.commands.console import error
     from evaltui.sets.setdir import SetDirError, read_set, resolve_set
 
     if args.digits < 0:
@@ -94,7 +95,8 @@ def print_table(record: SetRecord, args: argparse.Namespace, *, as_json: bool) -
         print(render(table, fmt, metrics=metrics or None, pivot=pivot, digits=digits), end="")
     else:
         console = Console()
-        console.print(rich_table(table, metrics=metrics or None, pivot=pivot, digits=digits))
+        console.print(rich_table(table, metrics=metrics or None, pivot=pivot, digits=digits,
+                                 width=console.width))
         from evaltui.sets.render import TERMINAL_METRICS
         from evaltui.sets.textplot import metric_plots
 

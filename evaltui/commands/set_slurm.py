@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
+from evaltui.commands.console import warning as say_warning
 from evaltui.contract.setspec import MemberState, SetFileError, SetMemberRecord, SetRecord
 from evaltui.sets.slurmarray import DEFAULT_ARRAY_PARALLELISM, ArrayManifest, ArrayTask
 from evaltui.sets.slurmfollow import refresh
@@ -100,12 +100,12 @@ def _with_options(data: dict[str, Any], args: argparse.Namespace) -> dict[str, A
 
 def run_command(args: argparse.Namespace, kind: str, options: Any) -> int:
     """``set run``/``set resume`` of an array set; the exit code."""
-    from evaltui.commands.sets import error
+    from evaltui.commands.console import error
     from evaltui.sets.plan import plan_data
     from evaltui.sets.setdir import SetBusy, SetDirError, hold_set
     from evaltui.slurm.commands import SlurmError
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # piped: lines whole, never folded
     try:
         if options.retries or options.max_error_rate is not None:
             raise SetFileError("--retries" if options.retries else "--max-error-rate",
@@ -120,7 +120,7 @@ def run_command(args: argparse.Namespace, kind: str, options: Any) -> int:
     except (SetFileError, SetDirError) as exc:
         return error(str(exc))
     for warning in plan.warnings:
-        console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
+        say_warning(warning)
     existed = plan.path.exists()
     try:
         with hold_set(plan.path):
@@ -229,7 +229,7 @@ def _follow_here(record: SetRecord, manifest: ArrayManifest, plan: Any,
                     break
             except SlurmError as exc:  # the controller busy or away: ask again
                 if str(exc) != said:
-                    console.print(f"[yellow]warning[/]: {escape(str(exc))}", highlight=False)
+                    say_warning(str(exc))
                     said = str(exc)
             time.sleep(POLL_SEC)
     except KeyboardInterrupt:
@@ -241,7 +241,7 @@ def _follow_here(record: SetRecord, manifest: ArrayManifest, plan: Any,
 
 def cancel_array(args: argparse.Namespace, path: Path) -> int:
     """``set cancel`` of an array set (:func:`evaltui.sets.slurmcancel.cancel_arrays`)."""
-    from evaltui.commands.sets import error
+    from evaltui.commands.console import error
     from evaltui.sets.setdir import SetDirError
     from evaltui.sets.slurmcancel import cancel_arrays
     from evaltui.slurm.commands import SlurmError

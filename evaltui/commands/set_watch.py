@@ -20,11 +20,11 @@ from evaltui.contract.setspec import SetFileError
 
 
 def add_parser(cmds: argparse._SubParsersAction) -> None:
-    from evaltui.commands.sets import _runner_options
+    from evaltui.commands.sets import runner_arguments
 
     p = cmds.add_parser("watch", help="evaluate checkpoints as training writes them")
     p.add_argument("file", help="a set file whose checkpoint axis names a directory (watch)")
-    _runner_options(p)
+    runner_arguments(p)
     p.add_argument("--until", type=int, metavar="N", help="end after N checkpoints")
     p.add_argument("--settle", type=float, default=2.0, metavar="SEC",
                    help="a checkpoint without a .done sidecar is complete once unchanged "
@@ -33,11 +33,12 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
 
 
 def watch_command(args: argparse.Namespace) -> int:
-    from evaltui.commands.sets import drive, error, runner_options
+    from evaltui.commands.console import error
+    from evaltui.commands.sets import drive, runner_options
     from evaltui.sets.plan import plan_file
     from evaltui.sets.watch import CheckpointScanner, watch_set
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # piped: lines whole, never folded
     path = Path(args.file)
     try:
         options = runner_options(args)

@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from evaltui.commands.console import FAILED, error, warning
 from evaltui.contract.setspec import MemberState, SetFileError, SetRecord
 
 
@@ -28,12 +29,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run = cmds.add_parser("run", help="submit a set file's members, follow them, print the "
                           "table (again: continue where it stopped)")
     run.add_argument("file", help="the set file (YAML or JSON)")
-    _runner_options(run)
+    runner_arguments(run)
     run.set_defaults(func=lambda a: _runner_command(a, "run"))
     resume = cmds.add_parser("resume", help="continue a set from its set.json: resume "
                              "incomplete members, retry failed ones")
     resume.add_argument("set", help="set dir or set id")
-    _runner_options(resume)
+    runner_arguments(resume)
     resume.set_defaults(func=lambda a: _runner_command(a, "resume"))
     cancel = cmds.add_parser("cancel", help="cancel every queued or running member")
     cancel.add_argument("set", help="set dir or set id")
@@ -55,7 +56,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    "scheduler)")
 
 
-def _runner_options(p: argparse.ArgumentParser) -> None:
+def runner_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of a command that drives a set (run, resume, watch)."""
     _common(p)
     p.add_argument("--retries", type=int, default=0, metavar="N",
                    help="attempts after the first for a failed or aborted member (default 0)")
@@ -96,17 +98,12 @@ def _backend_url(args: argparse.Namespace) -> str | None:
     return getattr(args, "url", None) or settings().backend_url or None
 
 
-def error(message: str, code: int = 2) -> int:
-    Console(stderr=True, soft_wrap=True).print(f"[bold red]error[/]: {escape(message)}",
-                                               highlight=False)
-    return code
-
-
 def _runner_command(args: argparse.Namespace, kind: str) -> int:
     from evaltui.sets.plan import plan_file, plan_record
     from evaltui.sets.setdir import SetDirError, read_set, resolve_set
 
-    console = Console(stderr=True)
+    # soft_wrap: piped, a line is never folded at 80 columns (run ids on lines of their own)
+    console = Console(stderr=True, soft_wrap=True)
     try:
         options = runner_options(args)
         from evaltui.commands import set_slurm
@@ -125,8 +122,8 @@ def _runner_command(args: argparse.Namespace, kind: str) -> int:
                                check=True)
     except (SetFileError, SetDirError) as exc:
         return error(str(exc))
-    for warning in plan.warnings:
-        console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
+    for line in plan.warnings:
+        warning(line)
     return drive(plan, args, options, console)
 
 
@@ -206,10 +203,9 @@ def exit_code(record: SetRecord, held: bool, console: Console) -> int:
         except (OSError, ValueError):
             summary = {}
         if isinstance(summary, dict) and summary.get("error_rate_exceeded"):
-            console.print(f"[red]error[/]: {escape(axes_text(m.axes))}: "
-                          f"{summary.get('error_count')} episodes errored (allowed: "
-                          f"{summary.get('max_error_rate') or 0:.0%})", highlight=False)
-            return 1
+            return error(f"{axes_text(m.axes)}: {summary.get('error_count')} episodes "
+                         f"errored (allowed: {summary.get('max_error_rate') or 0:.0%})",
+                         FAILED)
     return 0
 
 

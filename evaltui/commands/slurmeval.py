@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaltui.commands.console import warning as say_warning
 from evaltui.contract.states import RunState
 
 if TYPE_CHECKING:
@@ -102,9 +103,8 @@ class SlurmJobProcess:
 def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
                       interrupt: DeferredInterrupt) -> int:
     """Write the run dir, submit its job, follow it to the end; the exit code of eval."""
-    from rich.markup import escape
 
-    from evaltui.commands.eval import _console, _refused
+    from evaltui.commands.eval import refused, stderr_console
     from evaltui.contract.spec import SpecError
     from evaltui.engine.graph.specchecks import validate_in_workspace
     from evaltui.rundir.layout import outputs_root
@@ -116,12 +116,12 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
         checked = validate_in_workspace(spec)  # refused: nothing written
         submitted = submit_run(checked, outputs_root(args.outputs))
     except (SpecError, SlurmError) as exc:
-        return _refused(str(exc))
+        return refused(str(exc))
     run_dir, job_id = submitted.run_dir, submitted.job_id
     ev, total, job = checked.spec.eval, submitted.total, batch_job(run_dir, checked)
-    console = _console()
+    console = stderr_console()
     for warning in [*checked.warnings, *_time_limit_warnings(checked, run_dir, job)]:
-        console.print(f"[yellow]warning[/]: {escape(warning)}", highlight=False)
+        say_warning(warning)
     console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on {ev.dataset}/"
                   f"{checked.split}, {total} episodes, Slurm job {job_id} -> {run_dir}",
                   highlight=False)
@@ -137,7 +137,13 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
             console: Console, resubmit: Callable[[], str]) -> int:
     from rich.markup import escape
 
-    from evaltui.commands.eval import _header, _read_summary, exit_code, follow, print_results
+    from evaltui.commands.eval import (
+        exit_code,
+        follow,
+        print_results,
+        read_summary,
+        summary_header,
+    )
     from evaltui.rundir.jsonfiles import touch_done
     from evaltui.rundir.status import read_run_status
     from evaltui.slurm.commands import SlurmError
@@ -178,7 +184,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
             record_slurm_end(run_dir, state, reason, proc.returncode)
         run_status = read_run_status(run_dir)
     state = run_status.state
-    summary = _read_summary(run_dir)
+    summary = read_summary(run_dir)
     if args.json:
         import json
 
@@ -192,7 +198,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
         return 130
     if state is RunState.ABORTED and proc.info is not None:
         console.print(f"[red]aborted[/]: {proc.info.run_state()[1]}", highlight=False)
-    return exit_code(state, _header(summary), console, run_dir)
+    return exit_code(state, summary_header(summary), console, run_dir)
 
 
 def _time_limit_warnings(checked: CheckedSpec, run_dir: Path, job: BatchJob) -> list[str]:

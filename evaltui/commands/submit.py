@@ -18,12 +18,12 @@ from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from evaltui.api.client import ApiClient
 from evaltui.api.models import Run
 from evaltui.commands import eval as eval_cmd
+from evaltui.commands.console import error, warning
 from evaltui.commands.runs import emit_json, print_run, reachable, state_text, with_client
 from evaltui.contract.spec import JobSpec, SpecError
 from evaltui.contract.states import RunExit, RunState
@@ -56,11 +56,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec = eval_cmd.spec_from_args(args)
     except SpecError as exc:
-        console.print(f"[bold red]error[/]: {exc}", highlight=False)
-        return 2
+        return error(str(exc))
     if missing := ray_missing(spec):  # before the backend is asked
-        console.print(f"[bold red]error[/]: {escape(missing)}", highlight=False)
-        return 2
+        return error(missing)
     scheduling = dict(spec.get("scheduling") or {})
     for key, value in (("priority", args.priority), ("marginal_vram_mb", args.vram_mb),
                        ("exclusive_gpu", args.exclusive or None),
@@ -71,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     client: ApiClient = args.client
     reachable(client)
     ref = client.submit(spec)
-    for warning in ref.warnings:
-        console.print(f"[yellow]warning[/]: {warning}", highlight=False)
+    for line in ref.warnings:
+        warning(line)
     if not args.wait:
         if args.json:
             emit_json(ref.model_dump(mode="json"))

@@ -10,10 +10,11 @@ own sessions: quitting the TUI never kills them; the next backend adopts them. W
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
+
+from evaltui.commands.console import error, warning
 
 DEFAULT_API_PORT = 8000
 
@@ -47,8 +48,7 @@ def run(args: argparse.Namespace) -> int:
     # Said in one line before the screen is taken over.
     problem = start_problem("--api-port", args.api_port, "0: no API", args.outputs)
     if problem is not None:
-        print(f"evaltui: {problem}", file=sys.stderr)
-        return 2
+        return error(problem)
     from evaltui.scheduler.cluster.probe import ClusterUnavailable, open_cluster
     from evaltui.scheduler.scheduler import JobScheduler
     from evaltui.tui.embedded import EmbeddedBackend
@@ -56,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         probe = open_cluster(args.ray) if getattr(args, "ray", None) else None
     except ClusterUnavailable as exc:
-        print(f"evaltui: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     scheduler = JobScheduler(outputs_root(args.outputs), gpu_probe=probe)
     backend = EmbeddedBackend(scheduler)
     services = ExitStack()
@@ -100,10 +99,9 @@ def run_app(backend: Any, theme: str | None, before_run: Callable[[], None] | No
     try:
         app = make_app(backend, theme=theme or DEFAULT_THEME)
     except ThemeError as exc:
-        print(f"evaltui: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     for problem in app.theme_problems:  # also notified in the app; this stays in scrollback
-        print(f"evaltui: {problem}", file=sys.stderr)
+        warning(problem)
     backend.start()
     try:
         if before_run is not None:
@@ -128,12 +126,10 @@ def _attach(args: argparse.Namespace) -> int:
     try:
         backend = AttachedBackend(args.attach)
     except BackendError as exc:
-        print(f"evaltui --attach: {exc}", file=sys.stderr)
-        return 1
+        return error(str(exc), 1)
     try:
         return run_app(backend, args.theme)
     except BackendError as exc:  # raised by backend.start(): nothing was shown yet
-        print(f"evaltui --attach: {exc}", file=sys.stderr)
-        return 1
+        return error(str(exc), 1)
     finally:
         backend.stop()

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaltui.commands.console import error
 from evaltui.results.runrows import RunDirError, resolve_run_dir
 from evaltui.results.verify import (
     DEFAULT_TOLERANCE,
@@ -51,15 +51,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not args.tolerance >= 0:
-        print(f"evaltui verify: --tolerance must be >= 0, got {args.tolerance}", file=sys.stderr)
-        return 2
+        return error(f"--tolerance must be >= 0, got {args.tolerance}")
     run_dir = Path(args.run_dir).expanduser()
     if not run_dir.is_dir() and is_run_id(args.run_dir):  # a run id: under the outputs root
         try:
             run_dir = resolve_run_dir(args.run_dir, outputs=args.outputs)
         except RunDirError as exc:
-            print(f"evaltui verify: {exc}", file=sys.stderr)
-            return 2
+            return error(str(exc))
     try:
         report = verify_run(run_dir, args.tolerance)
         replay = None
@@ -68,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
             replay = replay_run(run_dir, load_episode_dirs(run_dir), args.tolerance)
     except VerifyInputError as exc:
-        print(f"evaltui verify: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     ok = report.ok and (replay is None or replay.ok)
     if args.json:
         out: dict[str, Any] = report.to_json()

@@ -334,3 +334,15 @@ def _text(value: Any) -> str | None:
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def data_label(dataset: object, split: object) -> str:
+    """What a run ran on, for a title: ``babyai/GoToLocal``; an own JSONL dataset by its
+    file name alone (its split is the file's stem: ``<dir>/cliff.jsonl/cliff`` read as a
+    path), with the split only where it is not that stem."""
+    text = str(dataset) if dataset not in (None, "") else "?"
+    if "/" in text or text.endswith(".jsonl"):
+        name = text.rstrip("/").rsplit("/", 1)[-1]
+        stem = name.removesuffix(".jsonl")
+        return name if split in (None, "", stem) else f"{name} ({split})"
+    return f"{text}/{split}" if split not in (None, "") else text

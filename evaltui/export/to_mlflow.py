@@ -8,7 +8,10 @@ has), artifacts are overwritten at their paths, and what does change (state, not
 tag. Metrics: ``<metric>`` (+ ``/ci95_low``, ``/ci95_high``, ``/n``) at the step of the
 episodes finished, ``running_mean/<metric>`` at every episode count. Artifacts:
 ``spec.json``, ``summary.json`` (the numbers shared), ``episodes.json`` (the table as
-``{columns, data}``) and ``media/epNNNN.gif``.
+``{columns, data}``) and ``media/epNNNN.gif``. A value the spec leaves unset (``null``)
+is no param (MLflow would show the string ``'null'``). With a ``sqlite:///DB`` store
+the experiment's artifacts go beside DB (``mlartifacts/``), not to ``./mlruns`` under
+whatever directory the export ran in.
 """
 
 from __future__ import annotations
@@ -43,11 +46,30 @@ def _epoch_ms(value: Any) -> int:
     return 0
 
 
+def artifact_location(tracking_uri: str | None) -> str | None:
+    """Where a new experiment's artifacts go: beside a sqlite store's file; else MLflow's
+    choice (a file store keeps them inside, a server decides)."""
+    if tracking_uri and tracking_uri.startswith("sqlite:///"):
+        db = Path(tracking_uri.removeprefix("sqlite:///").split("?", 1)[0])
+        if not db.is_absolute():
+            db = Path.cwd() / db  # what MLflow itself makes of a relative sqlite path
+        return (db.parent / "mlartifacts").as_uri()
+    return None
+
+
+def experiment_id(client: MlflowClient, experiment: str) -> str:
+    """``experiment``'s id, made (with :func:`artifact_location`) at the first export."""
+    found = client.get_experiment_by_name(experiment)
+    if found is not None:
+        return found.experiment_id
+    return client.create_experiment(
+        experiment, artifact_location=artifact_location(client.tracking_uri))
+
+
 def find_or_create_run(client: MlflowClient, snap: RunSnapshot, experiment: str,
                        name: str) -> str:
     """The MLflow run id of ``snap`` in ``experiment`` (made at the first export)."""
-    found = client.get_experiment_by_name(experiment)
-    exp_id = found.experiment_id if found is not None else client.create_experiment(experiment)
+    exp_id = experiment_id(client, experiment)
     key = payload.run_key(snap)
     runs = client.search_runs([exp_id], filter_string=f"tags.`{KEY_TAG}` = '{key}'",
                               max_results=1)
@@ -79,10 +101,11 @@ def export(snap: RunSnapshot, *, tracking_uri: str | None, project: str | None =
                                    p.episodes)]
     conf = payload.config(snap)
     params = [Param(k[:250], (v if isinstance(v, str) else json.dumps(v))[:PARAM_VALUE_CHARS])
-              for k, v in payload.flat({"spec": conf["spec"]})]
+              for k, v in payload.flat({"spec": conf["spec"]}) if v is not None]
     evaltui = conf["evaltui"]
     params += [Param(f"evaltui.{k}", str(evaltui[k])) for k in
-               ("graph_name", "dataset", "split", "worker_count", "executor")]
+               ("graph_name", "dataset", "split", "worker_count", "executor")
+               if evaltui[k] is not None]
     notes = snap.notes()
     tags = [RunTag("mlflow.runName", name), RunTag("evaltui.run_id", snap.run_id),
             RunTag("evaltui.state", snap.state.value),
@@ -125,8 +148,7 @@ def set_parent_run(tracking_uri: str | None, set_id: str, project: str | None,
     metrics over the checkpoint steps. Its MLflow run id."""
     client = MlflowClient(tracking_uri)
     experiment = project or DEFAULT_EXPERIMENT
-    found = client.get_experiment_by_name(experiment)
-    exp_id = found.experiment_id if found is not None else client.create_experiment(experiment)
+    exp_id = experiment_id(client, experiment)
     key = f"evaltui-set-{set_id}"
     runs = client.search_runs([exp_id], filter_string=f"tags.`{KEY_TAG}` = '{key}'",
                               max_results=1)

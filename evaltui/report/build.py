@@ -76,6 +76,7 @@ def write_run_report(snap: RunSnapshot, out: Path, choice: EpisodeChoice, *,
         copy_assets(tmp)
         site.append(build_run_site(snap, tmp, choice))
 
-    publish(out, build, kind="run", force=force, sources=[snap.run_dir])
+    publish(out, build, kind="run", force=force, sources=[snap.run_dir],
+            of=f"run {snap.run_id}")
     return site[0]
 

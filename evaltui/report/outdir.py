@@ -3,7 +3,8 @@
 A report is built in a fresh sibling directory and moved into place only when it is
 complete, so a crash or an error mid-way leaves the old report (or nothing) where the
 user looks, never half a site. An existing directory is replaced only if it is empty or
-an earlier report (it holds :data:`MARKER`); anything else needs ``force``. The run dir
+an earlier report of the same run or set (it holds :data:`MARKER`, which names what it
+is the report of); another run's report, or anything else, needs ``force``. The run dir
 itself, or a directory holding it, is never replaced: that would delete the source.
 """
 
@@ -26,8 +27,11 @@ class OutputDirError(ValueError):
     """The output directory cannot be written (bad input: exit 2, nothing written)."""
 
 
-def check_output(out: Path, *, force: bool, sources: Sequence[Path]) -> None:
-    """Raise OutputDirError if ``out`` may not be (re)written."""
+def check_output(out: Path, *, force: bool, sources: Sequence[Path],
+                 of: str | None = None) -> None:
+    """Raise OutputDirError if ``out`` may not be (re)written; ``of`` (``run ID``,
+    ``set ID``) is what the new report is of: an earlier report of something else is not
+    silently replaced."""
     out = out.expanduser().absolute()
     resolved = out.resolve()
     for source in sources:
@@ -41,26 +45,43 @@ def check_output(out: Path, *, force: bool, sources: Sequence[Path]) -> None:
         raise OutputDirError(f"{out} is a symlink; give the directory it points to")
     if not out.is_dir():
         raise OutputDirError(f"{out} exists and is not a directory")
-    if force or (out / MARKER).is_file() or not any(out.iterdir()):
+    if force or not any(out.iterdir()):
         return
+    if (out / MARKER).is_file():
+        earlier = _report_of(out)
+        if of is None or earlier is None or earlier == of:
+            return
+        raise OutputDirError(f"{out} holds the report of {earlier}, not {of}; give another "
+                             "-o, or --force to replace it")
     raise OutputDirError(f"{out} exists and is not an evaltui report (no {MARKER}); "
                          "give --force to replace it")
 
 
+def _report_of(out: Path) -> str | None:
+    """What the report at ``out`` is of (None: a report from before the marker said)."""
+    try:
+        data = json.loads((out / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    of = data.get("of") if isinstance(data, dict) else None
+    return of if isinstance(of, str) else None
+
+
 def publish(out: Path, build: Callable[[Path], None], *, kind: str, force: bool,
-            sources: Sequence[Path]) -> Path:
+            sources: Sequence[Path], of: str | None = None) -> Path:
     """Build a site with ``build(tmp_dir)`` and put it at ``out``; return ``out``.
 
     ``kind`` (``run`` or ``set``) is recorded in the marker. On any error the partial
     build is removed and ``out`` is left as it was.
     """
-    check_output(out, force=force, sources=sources)
+    check_output(out, force=force, sources=sources, of=of)
     out = out.expanduser().absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".building", dir=out.parent))
     try:
         build(tmp)
-        (tmp / MARKER).write_text(json.dumps({"kind": kind, "evaltui": __version__}) + "\n")
+        (tmp / MARKER).write_text(json.dumps({"kind": kind, "of": of,
+                                               "evaltui": __version__}) + "\n")
         os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; a report is meant to be shared
         _swap_in(tmp, out)
     except BaseException:

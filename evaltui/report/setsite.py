@@ -71,7 +71,7 @@ def write_set_report(table: Any, out: Path, choice: EpisodeChoice, *, pivot: str
         site.plots = _write_plots(table, tmp / PLOTS_DIR)
         (tmp / "index.html").write_text(set_page(table, pivot, set(site.members), site.plots))
 
-    publish(out, build, kind="set", force=force, sources=sources)
+    publish(out, build, kind="set", force=force, sources=sources, of=f"set {table.set_id}")
     return site
 
 

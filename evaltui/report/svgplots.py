@@ -18,6 +18,9 @@ from evaltui.runview.running_mean import Series
 WIDTH, HEIGHT = 640, 260
 _LEFT, _RIGHT, _TOP, _BOTTOM = 48, 112, 16, 36
 COLOURS = ("#2b6cb0", "#c05621", "#2f855a", "#805ad5", "#b83280", "#718096")
+DASHES = ("none", "7 3", "2 3", "9 3 2 3", "4 4", "1 2")
+"""A metric's line pattern, by its place (the first, success, solid)."""
+BAND_OPACITY = 0.07
 
 
 def _ticks(high: float, count: int = 5) -> list[float]:
@@ -83,26 +86,36 @@ def running_means_svg(series: Mapping[str, Series]) -> str:
     def xy(count: float, value: float) -> str:
         return f"{_LEFT + plot_w * count / x_max:.1f},{_TOP + plot_h * (1 - value):.1f}"
 
-    for k, (name, s) in enumerate(series.items()):
-        colour = COLOURS[k % len(COLOURS)]
+    named = list(series.items())
+    # All bands first and faint (four overlapping bands hid the lines); then the lines,
+    # the first metric (success) last so it is on top, each with its own dash: SPL, nDTW
+    # and SDTW often coincide, and a line under another must still be seen.
+    for k, (name, s) in enumerate(named):
         ok = ~np.isnan(s.low)
         if ok.sum() >= 2:
             upper = [xy(c, v) for c, v in zip(s.counts[ok], s.high[ok], strict=True)]
             lower = [xy(c, v) for c, v in zip(s.counts[ok], s.low[ok], strict=True)]
             parts.append(f'<polygon class="band" data-metric="{escape(name)}" '
-                         f'points="{" ".join(upper + lower[::-1])}" fill="{colour}" '
-                         'fill-opacity="0.15" stroke="none"/>')
+                         f'points="{" ".join(upper + lower[::-1])}" '
+                         f'fill="{COLOURS[k % len(COLOURS)]}" fill-opacity="{BAND_OPACITY}" '
+                         'stroke="none"/>')
+    for k, (name, s) in reversed(list(enumerate(named))):
+        colour, dash = COLOURS[k % len(COLOURS)], DASHES[k % len(DASHES)]
         line = " ".join(xy(c, v) for c, v in zip(s.counts, s.mean, strict=True))
         if len(s) == 1:
             parts.append(f'<circle cx="{line.split(",")[0]}" cy="{line.split(",")[1]}" '
                          f'r="3" fill="{colour}"/>')
         parts.append(f'<polyline class="mean" data-metric="{escape(name)}" points="{line}" '
-                     f'fill="none" stroke="{colour}" stroke-width="1.8">'
+                     f'fill="none" stroke="{colour}" stroke-width="{2.4 if k == 0 else 1.8}" '
+                     f'stroke-dasharray="{dash}">'
                      f"<title>{escape(name)}: {float(s.mean[-1]):.4f} after "
                      f"{int(s.counts[-1])} episodes</title></polyline>")
+    for k, (name, s) in enumerate(named):
+        colour, dash = COLOURS[k % len(COLOURS)], DASHES[k % len(DASHES)]
         ly = _TOP + 14 + 16 * k
         parts.append(f'<line x1="{WIDTH - _RIGHT + 10}" x2="{WIDTH - _RIGHT + 26}" '
-                     f'y1="{ly - 4}" y2="{ly - 4}" stroke="{colour}" stroke-width="3"/>')
+                     f'y1="{ly - 4}" y2="{ly - 4}" stroke="{colour}" stroke-width="3" '
+                     f'stroke-dasharray="{dash}"/>')
         parts.append(f'<text x="{WIDTH - _RIGHT + 30}" y="{ly}" fill="#333">'
                      f"{escape(name)} {float(s.mean[-1]):.3f}</text>")
     parts.append("</svg>")

@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.table import Table
 
+from evaltui.contract.views import data_label
 from evaltui.results.groups import OVERALL, MetricGroup, metric_names
 from evaltui.results.stopnote import CS_TITLE, T_TITLE, stop_line, stopped_of
 
@@ -27,8 +28,9 @@ def metrics_table(summary: dict[str, Any]) -> Table:
     stopped, line = stopped_of(summary), stop_line(summary)
     if line is not None:
         caption = f"{line}\n{caption}" if caption else line
-    table = Table(title=f"{summary.get('graph_name')} on {summary.get('dataset')}/"
-                  f"{summary.get('split')}", caption=caption, caption_justify="left")
+    table = Table(title=f"{summary.get('graph_name')} on "
+                  f"{data_label(summary.get('dataset'), summary.get('split'))}",
+                  caption=caption, caption_justify="left")
     table.add_column("metric")
     table.add_column("mean", justify="right")
     table.add_column(T_TITLE if stopped else "95% CI", justify="right")

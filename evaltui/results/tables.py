@@ -27,7 +27,7 @@ FORMATS: tuple[Format, ...] = ("md", "csv", "latex")
 FAILURE_STATUSES = ("error", "timeout")
 _LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                    "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                   "^": r"\textasciicircum{}"}
+                   "^": r"\textasciicircum{}", "Δ": r"$\Delta$"}
 
 Number = float | int | None
 DEFAULT_DIGITS = 3

@@ -25,7 +25,7 @@ from evaltui.contract.records import (
     TRAJECTORY_FILENAME,
 )
 from evaltui.contract.states import EpisodeStatus
-from evaltui.engine.episode.metrics import METRIC_RANGES, ndtw, path_length, spl, t_quantile_975
+from evaltui.engine.episode.metrics import metric_range, ndtw, path_length, spl, t_quantile_975
 from evaltui.results.steplog import log_metrics
 from evaltui.results.verifystop import check_stopped
 from evaltui.rundir.layout import episode_index_from_dirname
@@ -211,7 +211,7 @@ def aggregate_metrics(
             cis[name] = None
             continue
         half = t_quantile_975(n - 1) * float(arr.std(ddof=1)) / math.sqrt(n)
-        low, high = METRIC_RANGES.get(name, (-math.inf, math.inf))
+        low, high = metric_range(name, xs)
         cis[name] = [max(mean - half, low), min(mean + half, high)]
     return means, cis, ns
 

@@ -19,7 +19,7 @@ from evaltui.sets.table import MemberRow, SetTable
 TextFormat = Literal["md", "latex", "csv"]
 MISSING = "-"
 TERMINAL_METRICS = ("success", "spl")
-"""What the terminal table shows unless ``--metrics`` says otherwise (it must fit)."""
+"""What the TUI's set screen tables and plots (it must fit 80 columns)."""
 
 
 @dataclass
@@ -44,18 +44,40 @@ def render(table: SetTable, fmt: TextFormat, *, metrics: list[str] | None = None
                                                                              digits)
     if fmt == "md":
         return _markdown(grid)
-    return _latex(grid)
+    if pivot or table.baseline is None:
+        return _latex(grid)
+    # One table of means and one of differences: side by side they made a table of
+    # 20-odd columns no page holds.
+    return _latex(compact_grid(table, member_grid(table, shown, digits, baseline=False))) \
+        + "\n" + _latex(baseline_grid(table, shown, digits))
 
 
-def member_grid(table: SetTable, metrics: list[str], digits: int) -> Grid:
-    grid = Grid([*table.axes, "state", *metrics, "n"])
+def baseline_grid(table: SetTable, metrics: list[str], digits: int) -> Grid:
+    """Each member's paired difference to the baseline (a table of its own, for LaTeX)."""
     base = table.baseline
+    assert base is not None
+    axes = [a for a in table.axes if not (a == "checkpoint" and "step" in table.axes)]
+    grid = Grid([*axes, *(f"Δ {m} [95% CI]" for m in metrics), "McNemar p", "p (Holm)"])
+    for r in table.rows:
+        grid.rows.append([_value(r.axes.get(a)) for a in axes]
+                         + _baseline_cells(r, base, metrics, digits))
+    grid.notes.append(_baseline_note(table, base))
+    return grid
+
+
+def _baseline_note(table: SetTable, base: MemberRow) -> str:
+    return (f"Δ = member - baseline ({_axes(base.axes)}), paired over shared episodes; "
+            "95% CI: paired bootstrap, 10000 resamples; p: exact McNemar on success, "
+            f"Holm-corrected across {sum(1 for r in table.rows if r.vs_baseline)} members")
+
+
+def member_grid(table: SetTable, metrics: list[str], digits: int, *,
+                baseline: bool = True) -> Grid:
+    grid = Grid([*table.axes, "state", *metrics, "n"])
+    base = table.baseline if baseline else None
     if base is not None:
         grid.headers += [f"Δ {m} [95% CI]" for m in metrics] + ["McNemar p", "p (Holm)"]
-        grid.notes.append(f"Δ = member - baseline ({_axes(base.axes)}), paired over shared "
-                          "episodes; 95% CI: paired bootstrap, 10000 resamples; p: exact "
-                          f"McNemar on success, Holm-corrected across "
-                          f"{sum(1 for r in table.rows if r.vs_baseline)} members")
+        grid.notes.append(_baseline_note(table, base))
     for i, r in enumerate(table.rows):
         n = _row_n(r, metrics)
         cells = [_value(r.axes.get(a)) for a in table.axes] + [_state(r)]
@@ -67,8 +89,26 @@ def member_grid(table: SetTable, metrics: list[str], digits: int) -> Grid:
         if base is not None:
             cells += _baseline_cells(r, base, metrics, digits)
         grid.rows.append(cells)
-    grid.notes.append("bold: the best mean per metric; errors count as failures")
+    grid.notes.append("bold: the best mean per metric (of the members over the most "
+                      "episodes; lower for steps, path_length, nav_error); errors count as "
+                      "failures")
     return grid
+
+
+def compact_grid(table: SetTable, grid: Grid) -> Grid:
+    """``grid`` (a member grid) for a narrow screen: without the checkpoint's file name
+    where a step names it, nor a state column where every member is done."""
+    drop = set()
+    if "checkpoint" in table.axes and "step" in table.axes:
+        drop.add(table.axes.index("checkpoint"))
+    if table.rows and all(r.state == "done" and r.attempts <= 1 for r in table.rows):
+        drop.add(len(table.axes))
+    if not drop:
+        return grid
+    keep = [j for j in range(len(grid.headers)) if j not in drop]
+    where = {j: n for n, j in enumerate(keep)}
+    return Grid([grid.headers[j] for j in keep], [[row[j] for j in keep] for row in grid.rows],
+                {(i, where[j]) for i, j in grid.bold if j in where}, list(grid.notes))
 
 
 def _check_pivot(table: SetTable, pivot: str) -> None:
@@ -77,9 +117,39 @@ def _check_pivot(table: SetTable, pivot: str) -> None:
                          f"{', '.join(table.axes)})")
 
 
+def determined_by(table: SetTable, axis: str) -> set[str]:
+    """The other axes whose value the value of ``axis`` fixes (a checkpoint's step):
+    spreading ``axis`` over the columns with such an axis in the rows gives a diagonal."""
+    out = set()
+    for other in table.axes:
+        if other == axis:
+            continue
+        seen: dict[str, str] = {}
+        if all(seen.setdefault(_value(r.axes.get(axis)), _value(r.axes.get(other)))
+               == _value(r.axes.get(other)) for r in table.rows):
+            out.add(other)
+    return out
+
+
+def pivot_choices(table: SetTable) -> list[str]:
+    """The axes worth spreading over the columns: some row then holds two values or more
+    (none for a set of one axis, like a checkpoint set's checkpoint and its step)."""
+    choices = []
+    for axis in table.axes:
+        others = [a for a in table.axes if a != axis and a not in determined_by(table, axis)]
+        rows: dict[tuple, set[str]] = {}
+        for r in table.rows:
+            rows.setdefault(tuple(_value(r.axes.get(a)) for a in others), set()).add(
+                _value(r.axes.get(axis)))
+        if others and any(len(v) > 1 for v in rows.values()):
+            choices.append(axis)
+    return choices
+
+
 def pivot_grid(table: SetTable, metrics: list[str], pivot: str, digits: int) -> Grid:
     _check_pivot(table, pivot)
-    others = [a for a in table.axes if a != pivot]
+    tied = determined_by(table, pivot)
+    others = [a for a in table.axes if a != pivot and a not in tied]
     values: list[Any] = []
     groups: dict[tuple, dict[Any, MemberRow]] = {}
     for r in table.rows:
@@ -184,20 +254,40 @@ def _latex(grid: Grid) -> str:
 
 
 def rich_table(table: SetTable, *, metrics: list[str] | None = None, pivot: str | None = None,
-               digits: int = 3) -> Any:
-    """The table as a :class:`rich.table.Table` (bold best cells, notes as its caption)."""
+               digits: int = 3, width: int | None = None) -> Any:
+    """The table as a :class:`rich.table.Table` (bold best cells, notes as its caption).
+
+    Every metric unless ``metrics`` names some; in ``width`` columns the last metrics are
+    left out until it fits (a cell is never wrapped) and the caption names them."""
     from rich.table import Table
 
-    default = [m for m in TERMINAL_METRICS if m in table.metrics] or table.metrics
-    shown = [m for m in (metrics or default) if m in table.metrics] or default
-    grid = pivot_grid(table, shown, pivot, digits) if pivot else member_grid(table, shown,
-                                                                             digits)
-    out = Table(title=f"set {table.set_id}", caption="\n".join(grid.notes))
+    shown = [m for m in (metrics or table.metrics) if m in table.metrics] or table.metrics
+
+    def grid_of(names: list[str]) -> Grid:
+        return (pivot_grid(table, names, pivot, digits) if pivot
+                else member_grid(table, names, digits))
+
+    grid = grid_of(shown)
+    left_out: list[str] = []
+    while width is not None and len(shown) > 1 and _table_width(grid) > width:
+        left_out.insert(0, shown.pop())
+        grid = grid_of(shown)
+    notes = list(grid.notes)
+    if left_out:
+        notes.append(f"not shown at {width} columns: {', '.join(left_out)} "
+                     "(--metrics NAME,... or --format md)")
+    out = Table(title=f"set {table.set_id}", caption="\n".join(notes))
     for h in grid.headers:
-        out.add_column(h)
+        out.add_column(h, no_wrap=True)
     for i, row in enumerate(grid.rows):
         out.add_row(*[f"[bold]{c}[/]" if (i, j) in grid.bold else c for j, c in enumerate(row)])
     return out
+
+
+def _table_width(grid: Grid) -> int:
+    """Rich's width of ``grid`` with the default box: a cell, its padding and a rule each."""
+    widths = [max([len(h), *(len(r[j]) for r in grid.rows)]) for j, h in enumerate(grid.headers)]
+    return sum(widths) + 3 * len(widths) + 1
 
 
 def _csv(table: SetTable, metrics: list[str]) -> str:

@@ -2,7 +2,9 @@
 
 A row per member: its axis values, state, and per metric the mean, 95% CI and n exactly
 as the member's own summary.json has them; the best member per metric is marked
-(highest, or lowest for ``nav_error``; ``path_length`` has no better direction). With a
+(highest, or lowest for :data:`LOWER_IS_BETTER`: ``steps``, ``path_length``,
+``nav_error``), only among the members whose mean covers the most episodes (a mean over
+11 of 20 episodes is not comparable with one over 20). With a
 baseline, each member also gets its paired difference to it (:mod:`evaltui.sets.stats`).
 :func:`table_json` is the shape of ``set show --format json`` (DESIGN §12).
 """
@@ -21,8 +23,7 @@ from evaltui.rundir.layout import outputs_root, runs_root
 from evaltui.rundir.status import read_run_status
 from evaltui.sets.stats import BaselineDiff
 
-LOWER_IS_BETTER = frozenset({"nav_error"})
-NO_BEST = frozenset({"path_length"})
+LOWER_IS_BETTER = frozenset({"steps", "path_length", "nav_error"})
 
 
 @dataclass
@@ -113,9 +114,11 @@ def _row(member: SetMemberRecord, outputs: str | os.PathLike[str] | None) -> Mem
 def _best(rows: list[MemberRow], metrics: list[str]) -> dict[str, list[str]]:
     best: dict[str, list[str]] = {}
     for name in metrics:
-        if name in NO_BEST:
-            continue
-        scored = [(r.metrics[name], r.key) for r in rows if name in r.metrics]
+        covered = [r for r in rows if name in r.metrics]
+        most = max((r.metrics_n.get(name, 0) for r in covered), default=0)
+        # A mean over fewer episodes than another member's is not a fair winner.
+        scored = [(r.metrics[name], r.key) for r in covered
+                  if name not in r.metrics_n or r.metrics_n[name] == most]
         if len(scored) < 2:
             continue
         pick = min if name in LOWER_IS_BETTER else max

@@ -9,6 +9,7 @@ have a ``step`` axis; members that differ in other axes too (a split) are plotte
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from evaltui.sets.expansion import STEP_AXIS
 from evaltui.sets.table import LOWER_IS_BETTER, SetTable
@@ -17,9 +18,19 @@ HEIGHT = 8
 WIDTH = 60
 
 
+@dataclass(frozen=True)
+class PlotSeries:
+    """What one plot shows: its title, its points and which way is better."""
+
+    title: str
+    points: list[tuple[float, float]]
+    lower_is_better: bool = False
+
+
 def line_plot(points: Sequence[tuple[float, float]], *, title: str, height: int = HEIGHT,
-              width: int = WIDTH, lower_is_better: bool = False) -> str:
-    """The points as a text plot; ``title`` heads it."""
+              width: int = WIDTH, lower_is_better: bool = False, fill: bool = False) -> str:
+    """The points as a text plot; ``title`` heads it. ``fill``: the plot area is ``width``
+    columns whatever the number of points (a box of that size holds it, no line wraps)."""
     if not points:
         return f"{title}: no points yet\n"
     pts = sorted(points)
@@ -28,7 +39,7 @@ def line_plot(points: Sequence[tuple[float, float]], *, title: str, height: int 
     y0, y1 = min(ys), max(ys)
     if y1 == y0:
         y0, y1 = y0 - 0.5, y1 + 0.5
-    cols = min(width, max(len(pts) * 3, 10))
+    cols = max(width, 4) if fill else min(width, max(len(pts) * 3, 10))
     grid = [[" "] * cols for _ in range(height)]
     best = (min if lower_is_better else max)(ys)
     for x, y in pts:
@@ -42,14 +53,33 @@ def line_plot(points: Sequence[tuple[float, float]], *, title: str, height: int 
         lines.append(f"{label:>{label_w}} |{''.join(row)}")
     lines.append(" " * label_w + " +" + "-" * cols)
     left, right = f"{x0:g}", f"{x1:g}"
-    lines.append(" " * (label_w + 2) + left + right.rjust(cols - len(left)))
-    lines.append(" " * (label_w + 2) + "step".center(cols))
+    if fill:  # one line for the ticks and the axis name: a small box keeps its rows
+        middle = "step".center(max(cols - len(left) - len(right), 0))
+        lines.append(" " * (label_w + 2) + (left + middle + right)[:cols])
+    else:
+        lines.append(" " * (label_w + 2) + left + right.rjust(cols - len(left)))
+        lines.append(" " * (label_w + 2) + "step".center(cols))
     return "\n".join(lines) + "\n"
+
+
+def label_width(series: PlotSeries) -> int:
+    """Columns the y labels of ``series``'s plot take (its axis and a space follow)."""
+    ys = [y for _, y in series.points] or [0.0]
+    lo, hi = min(ys), max(ys)
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    return max(len(f"{hi:.3f}"), len(f"{lo:.3f}"))
 
 
 def metric_plots(table: SetTable, metrics: Sequence[str] | None = None) -> list[str]:
     """One plot per metric (and per value of the other axes) over the steps; none when
     the set has no step axis."""
+    return [line_plot(s.points, title=s.title, lower_is_better=s.lower_is_better)
+            for s in plot_series(table, metrics)]
+
+
+def plot_series(table: SetTable, metrics: Sequence[str] | None = None) -> list[PlotSeries]:
+    """What :func:`metric_plots` draws, for a caller that sizes each plot itself."""
     if STEP_AXIS not in table.axes:
         return []
     others = [a for a in table.axes if a not in (STEP_AXIS, "checkpoint")]
@@ -63,5 +93,5 @@ def metric_plots(table: SetTable, metrics: Sequence[str] | None = None) -> list[
             pts = [(float(r.axes[STEP_AXIS]), r.metrics[name]) for r in rows if name in r.metrics]
             where = ", ".join(f"{a}={v}" for a, v in zip(others, head, strict=True))
             title = f"{name} over steps" + (f" ({where})" if where else "")
-            plots.append(line_plot(pts, title=title, lower_is_better=name in LOWER_IS_BETTER))
+            plots.append(PlotSeries(title, pts, name in LOWER_IS_BETTER))
     return plots

@@ -70,11 +70,28 @@ def test_submit_without_wait_then_cancel_and_resume(cli, backend: Backend) -> No
     code, out, _ = cli("cancel", run_id)
     assert code == 0 and "cancelled" in out
     code, _, err = cli("cancel", run_id, "20250101_000000")
-    assert code == 1 and "already cancelled" in err and "no run" in err
+    # An unknown run id is an input error (2), as in every command; the worst code wins.
+    assert code == 2 and "already cancelled" in err and "no run" in err
+    assert all(line.startswith("error: cancel ") for line in err.splitlines())
     backend.client().unlock("tester")
     code, out, err = cli("resume", run_id, "--json")
     assert code == 0, err
     assert json.loads(out) == [{"run_id": run_id, "state": "queued"}]
+
+
+def test_cancel_of_a_running_run_says_it_was_asked(cli, backend: Backend) -> None:
+    """``run …: running`` read as a refusal: it says the cancel was asked, and of what."""
+    from apihelpers import wait_until
+
+    client = backend.client()
+    run_id = client.submit(bot_spec(20, latency_ms=200)).run_id
+    wait_until(lambda: client.get_run(run_id).state.value == "running", what="running")
+    run_dir = client.get_run(run_id).run_dir
+    code, out, err = cli("cancel", str(run_dir))  # a run dir names its run, as everywhere
+    assert code == 0, err
+    assert out.strip().startswith(f"run {run_id}: cancel asked; it is running until its "
+                                  "process stops"), out
+    wait_until(lambda: client.get_run(run_id).state.terminal, what="the run to stop")
 
 
 def test_cli_errors_say_what_to_do(cli, backend: Backend, monkeypatch) -> None:
@@ -83,7 +100,7 @@ def test_cli_errors_say_what_to_do(cli, backend: Backend, monkeypatch) -> None:
     code, _, err = cli("submit", "no-such-graph")
     assert code == 2 and "target" in err
     code, _, err = cli("show", "nope")
-    assert code == 1 and "no run 'nope'" in err
+    assert code == 2 and err.startswith("error: ") and "no run 'nope'" in err
     code, _, err = cli("ls", "--url", f"http://127.0.0.1:{_free_port()}")
     assert code == 1 and "no backend at" in err and "evaltui serve" in err
     monkeypatch.setenv("EVALTUI_TOKEN", "not-the-token-at-all")

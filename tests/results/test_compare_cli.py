@@ -70,7 +70,7 @@ def test_mismatched_sets_exit_2_with_one_line_and_intersect_compares(
     proc = _cli("compare", str(a), str(b))
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr == ("evaltui compare: error: episode sets differ: 3 only in A "
+    assert proc.stderr == ("error: episode sets differ: 3 only in A "
                            "(GoToLocal-0009, GoToLocal-0010, GoToLocal-0011); 9 shared "
                            "(--intersect compares the 9 shared episodes)\n")
     assert main(["compare", str(a), str(b), "--intersect", "--json", "--resamples", "50"]) == 0
@@ -90,7 +90,7 @@ def test_bad_run_references_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture
     a, _ = rr.write_pair(tmp_path)
     assert main(["compare", str(a), *args, "--outputs", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("evaltui compare: error: ") and message in err
+    assert err.startswith("error: ") and message in err
     assert err.count("\n") == 1
 
 

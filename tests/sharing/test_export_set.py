@@ -123,6 +123,6 @@ def test_a_run_name_for_a_set_is_refused_in_one_line(
     assert main(["export", str(real_set), "--to", "tensorboard", "--logdir",
                  str(tmp_path / "tb"), "--run-name", "x"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("evaltui export: --run-name is for a run dir; a set's runs are named by "
+    assert err == ("error: --run-name is for a run dir; a set's runs are named by "
                    "their axes")
     assert not (tmp_path / "tb").exists()

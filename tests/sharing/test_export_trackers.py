@@ -74,7 +74,9 @@ def test_mlflow_sqlite_store_reads_back_one_run(errored_run: Path, tmp_path: Pat
     pytest.importorskip("mlflow", reason="mlflow not installed (evaltui[mlflow])")
     from mlflow.tracking import MlflowClient
 
-    monkeypatch.chdir(tmp_path)  # MLflow puts a sqlite store's artifacts under ./mlruns
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # MLflow's own default put the artifacts in ./mlruns here
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = ["--to", "mlflow", "--tracking-uri", uri, "--project", "noise"]
     assert export(errored_run, *args, "--run-name", "first") == 0
@@ -98,6 +100,10 @@ def test_mlflow_sqlite_store_reads_back_one_run(errored_run: Path, tmp_path: Pat
     assert {"spec.json", "summary.json", "episodes.json", "media"} <= artifacts
     media = {a.path for a in client.list_artifacts(run.info.run_id, "media")}
     assert "media/ep0001.gif" in media
+    assert not any(elsewhere.iterdir())  # nothing in the directory the export ran in
+    assert any((tmp_path / "mlartifacts").rglob("ep0001.gif"))
+    # An unset spec field is no param, not the string 'null'.
+    assert "null" not in run.data.params.values() and "None" not in run.data.params.values()
     table = json.loads(Path(client.download_artifacts(run.info.run_id, "episodes.json",
                                                       str(tmp_path / "dl"))).read_text())
     status = table["columns"].index("status")
@@ -156,5 +162,5 @@ def test_bad_export_flags_and_missing_extras_are_one_line(
         extra = ["--logdir", "x"] if tracker == "tensorboard" else []
         assert export(ok_run, "--to", tracker, *extra) == 2
         err = capsys.readouterr().err.strip()
-        assert err == (f"evaltui export: --to {tracker} needs the {tracker} package: "
+        assert err == (f"error: --to {tracker} needs the {tracker} package: "
                        f"pip install 'evaltui[{tracker}]'")

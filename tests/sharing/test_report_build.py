@@ -118,7 +118,7 @@ def test_an_output_dir_that_is_not_a_report_is_refused_unless_forced(
     (out / "thesis.tex").write_text("precious")
     assert report(ok_run, out) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"evaltui report: {out} exists and is not an evaltui report "
+    assert err == (f"error: {out} exists and is not an evaltui report "
                    "(no .evaltui-report); give --force to replace it")
     assert [p.name for p in out.iterdir()] == ["thesis.tex"]
     assert [p.name for p in tmp_path.iterdir()] == ["mine"]  # no half-built sibling left
@@ -201,7 +201,7 @@ def test_not_a_run_dir_is_one_line_and_exit_2(tmp_path: Path,
     (tmp_path / "empty").mkdir()
     assert report(tmp_path / "empty", tmp_path / "site") == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("evaltui report: ") and "not a run dir" in err
+    assert err.startswith("error: ") and "not a run dir" in err
     assert len(err.splitlines()) == 1 and not (tmp_path / "site").exists()
 
 

@@ -104,7 +104,7 @@ def test_bad_set_report_inputs_are_one_line_and_write_nothing(
     out = tmp_path / "site"
     assert main(["report", str(real_set), "-o", str(out), "--pivot", "colour"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("evaltui report: --pivot colour: the set has no axis") \
+    assert err.startswith("error: --pivot colour: the set has no axis") \
         and "\n" not in err
     assert not out.exists()
     assert main(["report", str(real_set), "-o", str(real_set.parents[1])]) == 2

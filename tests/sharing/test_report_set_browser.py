@@ -35,6 +35,14 @@ def test_the_set_page_table_plot_and_member_links_work(
             cell = row.find_element(By.CSS_SELECTOR, 'td[data-metric="success"]')
             assert cell.text.startswith(f"{mean:.3f} [")
             assert cell.is_displayed()
+        # Every mean [CI] on one line (they wrapped over three): a range over the cell's
+        # text has one box per line it is laid out on.
+        lines = driver.execute_script(
+            "return Array.from(document.querySelectorAll('#set-members td.mean')).map(td => {"
+            " const r = document.createRange(); r.selectNodeContents(td);"
+            " return new Set(Array.from(r.getClientRects()).map(b => Math.round(b.top))).size;"
+            "})")
+        assert lines and set(lines) == {1}, lines
         img = driver.find_element(By.CSS_SELECTOR, 'img[src="plots/success_over_steps.svg"]')
         assert driver.execute_script("return arguments[0].naturalWidth", img) > 0
         key, m = next(iter(members.items()))

@@ -200,7 +200,7 @@ def test_attach_with_a_wrong_token_exits_1(served) -> None:
                           timeout=30)
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.startswith(f"evaltui --attach: cannot attach to {served.url}: token "
+    assert proc.stderr.startswith(f"error: cannot attach to {served.url}: token "
                                   "rejected")
     assert "EVALTUI_TOKEN" in proc.stderr
 
@@ -209,7 +209,7 @@ def test_attach_without_a_backend_exits_1(capsys) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     assert cli.main(["--attach", url]) == 1
     err = capsys.readouterr().err
-    assert err == f"evaltui --attach: cannot attach to {url}: nothing answers there; start " \
+    assert err == f"error: cannot attach to {url}: nothing answers there; start " \
                   "one with `evaltui serve`\n"
     assert cli.main(["--attach", "ftp://example.org"]) == 1
     assert "not an http(s) URL" in capsys.readouterr().err

@@ -60,5 +60,5 @@ def test_evaltui_run_exits_2_with_one_line(tmp_path: Path, env: str | None, args
                           capture_output=True, text=True, env=environ, cwd=tmp_path, timeout=60)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith(f"evaltui run: {says}") and "Traceback" not in proc.stderr
+    assert line.startswith(f"error: {says}") and "Traceback" not in proc.stderr
     assert not (Path(environ["EVALTUI_STATE_DIR"]) / "backends").exists()  # nothing started

@@ -204,7 +204,7 @@ def mean_ci(name: str, xs: Sequence[float]) -> tuple[float, list[float] | None]:
     if len(arr) < 2:
         return mean, None
     half = t_quantile_975(len(arr) - 1) * float(arr.std(ddof=1)) / math.sqrt(len(arr))
-    low, high = METRIC_RANGES.get(name, (-math.inf, math.inf))
+    low, high = metric_range(name, xs)
     return mean, [max(mean - half, low), min(mean + half, high)]
 
 
@@ -219,6 +219,15 @@ def mean_ci_of_sums(name: str, n: int, total: float, total_sq: float
     half = t_quantile_975(n - 1) * math.sqrt(var) / math.sqrt(n)
     low, high = METRIC_RANGES.get(name, (-math.inf, math.inf))
     return mean, [max(mean - half, low), min(mean + half, high)]
+def metric_range(name: str, xs: Sequence[float]) -> tuple[float, float]:
+    """The range ``name``'s CI is clipped to: a built-in's own; an env's metric whose every
+    value is a whole number >= 0 is a count, [0, inf) (``cliff_falls`` printed
+    [-0.0489, 0.5489]); any other is not clipped (docs/statistics.md)."""
+    if name in METRIC_RANGES:
+        return METRIC_RANGES[name]
+    if len(xs) and all(x >= 0 and float(x).is_integer() for x in xs):
+        return 0.0, math.inf
+    return -math.inf, math.inf
 
 
 def aggregate(rows: Iterable[Mapping], *, ok_only: bool = False) -> Aggregate:

@@ -20,6 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from evaltui.contract.views import data_label
 from evaltui.results.compare import CompareError, Comparison, EpisodeSetMismatch, compare_rows
 from evaltui.results.runrows import RunDirError, RunRows, load_run
 from evaltui.rundir.layout import episode_dir
@@ -34,7 +35,7 @@ Side = Literal["a", "b"]
 def run_label(run: RunRows) -> str:
     """``RUN_ID graph on dataset/split`` (what is known of it)."""
     what = f" {run.graph_name}" if run.graph_name else ""
-    where = f" on {run.dataset}/{run.split}" if run.dataset else ""
+    where = f" on {data_label(run.dataset, run.split)}" if run.dataset else ""
     return f"{run.run_id}{what}{where}"
 
 

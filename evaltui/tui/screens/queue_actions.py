@@ -15,6 +15,7 @@ from textual import work
 from textual.timer import Timer
 
 from evaltui.contract.states import RunState
+from evaltui.contract.views import data_label
 from evaltui.tui.messages import ActionDone, BackendFailed
 from evaltui.tui.screens.confirm import ConfirmScreen
 
@@ -56,12 +57,16 @@ class BackendActions:
         def confirmed(yes: bool | None) -> None:
             if yes:
                 self._call("cancel", run.run_id, self.backend.cancel, run.run_id)
-        what = "running" if run.state is not RunState.QUEUED else "queued"
-        self.app.push_screen(ConfirmScreen(
-            f"Cancel run {run.run_id}?",
-            f"{run.graph} on {run.dataset}/{run.split} is {what} "
-            f"({run.episodes_finished}/{run.episodes_total} episodes). A running run gets "
-            "SIGTERM; finished episodes are kept.", yes="Cancel run"), confirmed)
+
+        def detail() -> str:  # from the latest poll, while the dialog is open
+            now = next((r for r in (self.snapshot.runs if self.snapshot else ())
+                        if r.run_id == run.run_id), run)
+            what = "queued" if now.state is RunState.QUEUED else now.state.value
+            return (f"{now.graph} on {data_label(now.dataset, now.split)} is {what} "
+                    f"({now.episodes_finished}/{now.episodes_total} episodes). A running "
+                    "run gets SIGTERM; finished episodes are kept.")
+        self.app.push_screen(ConfirmScreen(f"Cancel run {run.run_id}?", detail,
+                                           yes="Cancel run"), confirmed)
 
     def action_priority(self, delta: int) -> None:
         run = self._selected()

@@ -3,8 +3,11 @@ the steps.
 
 The table is ``evaltui set show``'s (:mod:`evaltui.sets.table`, read from the run dirs
 alone): a row per member, mean [95% CI] per metric, the best per metric bold and marked
-``▲``. ``p`` spreads an axis over the columns (each in turn, then back); enter opens the
-selected member's run screen; ``x`` compares the member with the set's baseline in the
+``▲``. The table shows what fits its width (success and spl; pivoted, success alone at
+80 columns; a checkpoint's file name and an all-``done`` state column left to the
+header). ``p`` spreads an axis over the columns (each axis worth it in turn, then back:
+a checkpoint set's one axis has nothing to pivot); enter opens the selected member's run
+screen; ``x`` compares the member with the set's baseline in the
 compare screen. The table is read in a thread worker, again every ``refresh_sec`` while
 a member has not finished.
 """
@@ -25,6 +28,7 @@ from textual.widgets import DataTable, Static
 
 from evaltui.tui.backend import readable_dir
 from evaltui.tui.widgets.keys_footer import KeysFooter
+from evaltui.tui.widgets.set_plot import SetPlot
 
 BEST_MARK = " ▲"
 FINISHED = frozenset({"done", "failed", "aborted", "cancelled"})
@@ -68,7 +72,7 @@ class SetScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="set-header")
         yield DataTable(id="set-table", cursor_type="row", zebra_stripes=True)
-        yield Static(id="set-notes")
+        yield Static(id="set-notes", markup=False)  # "[95% CI]" is text, not a tag
         yield Horizontal(id="set-plots")
         yield KeysFooter()
 
@@ -126,19 +130,27 @@ class SetScreen(Screen[None]):
         self._show_plots()
 
     def _grid(self) -> Any:
-        from evaltui.sets.render import TERMINAL_METRICS, member_grid, pivot_grid
+        from evaltui.sets.render import TERMINAL_METRICS, compact_grid, member_grid, pivot_grid
 
         metrics = [m for m in TERMINAL_METRICS if m in self.table.metrics] or self.table.metrics
-        if self.pivot:
-            return pivot_grid(self.table, metrics, self.pivot, 3)
-        return member_grid(self.table, metrics, 3)
+        width = self.query_one("#set-table", DataTable).size.width or self.app.size.width
+        grid = None
+        for n in range(len(metrics), 0, -1):  # as many metrics as fit, success first
+            grid = (pivot_grid(self.table, metrics[:n], self.pivot, 3) if self.pivot
+                    else compact_grid(self.table, member_grid(self.table, metrics[:n], 3)))
+            if _grid_width(grid) <= width:
+                break
+        return grid
 
     def _fill_table(self) -> None:
         widget = self.query_one("#set-table", DataTable)
         grid = self._grid()
         row = widget.cursor_row
         widget.clear(columns=True)
-        widget.add_columns(*grid.headers)
+        # Widths given, not measured: a refill (a pivot, a refresh) kept the headers' widths
+        # and cut every cell to them.
+        for width, header in zip(_column_widths(grid), grid.headers, strict=True):
+            widget.add_column(header, width=width)
         for i, cells in enumerate(grid.rows):
             shown = [Text(c + BEST_MARK, style="bold") if (i, j) in grid.bold else Text(c)
                      for j, c in enumerate(cells)]
@@ -150,13 +162,20 @@ class SetScreen(Screen[None]):
 
     def _show_plots(self) -> None:
         from evaltui.sets.render import TERMINAL_METRICS
-        from evaltui.sets.textplot import metric_plots
+        from evaltui.sets.textplot import plot_series
 
-        plots = metric_plots(self.table, list(TERMINAL_METRICS))
+        series = plot_series(self.table, list(TERMINAL_METRICS))
         box = self.query_one("#set-plots", Horizontal)
-        box.display = bool(plots)
+        box.display = bool(series)
+        shown = [p.series for p in box.query(SetPlot)]
+        if shown == series:
+            return
         box.remove_children()
-        box.mount_all(Static(p.rstrip("\n"), classes="set-plot", markup=False) for p in plots)
+        box.mount_all(SetPlot(s, classes="set-plot") for s in series)
+
+    def on_resize(self) -> None:
+        if self.table is not None:
+            self.call_after_refresh(self._fill_table)
 
     # --- selection -----------------------------------------------------------------------
 
@@ -215,10 +234,16 @@ class SetScreen(Screen[None]):
         self.app.push_screen(CompareScreen(dirs[0], dirs[1]))
 
     def action_pivot(self) -> None:
-        """Spread the next axis over the columns; after the last, no pivot."""
-        if self.table is None or not self.table.axes:
+        """Spread the next axis worth it over the columns; after the last, no pivot."""
+        from evaltui.sets.render import pivot_choices
+
+        if self.table is None:
             return
-        axes = list(self.table.axes)
+        axes = pivot_choices(self.table)
+        if not axes:
+            self.notify("one axis (" + ", ".join(self.table.axes) + "): a pivot would "
+                        "give a row per member, as now", timeout=4)
+            return
         if self.pivot is None:
             self.pivot = axes[0]
         else:
@@ -228,6 +253,19 @@ class SetScreen(Screen[None]):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+
+def _column_widths(grid: Any) -> list[int]:
+    """Each column's widest cell, its best mark included."""
+    return [max([len(h), *(len(r[j]) + len(BEST_MARK) * ((i, j) in grid.bold)
+                           for i, r in enumerate(grid.rows))])
+            for j, h in enumerate(grid.headers)]
+
+
+def _grid_width(grid: Any) -> int:
+    """The DataTable's width of ``grid``: its columns and a cell of padding on either
+    side of each."""
+    return sum(w + 2 for w in _column_widths(grid))
 
 
 def _axes_text(axes: dict[str, Any]) -> str:

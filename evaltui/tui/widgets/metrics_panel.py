@@ -1,7 +1,8 @@
 """MetricsPanel: a run's metric means with their 95% confidence intervals and n.
 
-Two forms: a table with one line per metric, or (collapsed) a single line with the
-headline metrics, for small terminals. A CI is always written compactly
+Two forms: a table with one line per metric, or (collapsed) the headline metrics on a
+line, for small terminals (two lines where one is too narrow: at 80 columns one line
+stopped at ``SDT…``). A CI is always written compactly
 (``[.48,.68]``) and never wraps: a wrapped interval doubled the panel's height.
 """
 
@@ -79,10 +80,6 @@ class MetricsPanel(Widget):
     MetricsPanel {
         height: auto;
     }
-    MetricsPanel.-collapsed {
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
-    }
     """
 
     summary: reactive[Mapping[str, Any] | None] = reactive(None, layout=True)
@@ -138,31 +135,40 @@ class MetricsPanel(Widget):
         return table
 
     def _line(self, summary: Mapping[str, Any]) -> Text:
-        """``SR 0.583 [.48,.68] n=12 · SPL 0.446 [.35,.55] · nDTW …`` on one line."""
+        """``SR 0.583 [.48,.68] n=12 · SPL 0.446 [.35,.55] · nDTW …``: one line, or two
+        broken between metrics where the widget is narrower than one."""
         app = self.app
         means = summary.get("metrics") or {}
         ci = summary.get("metrics_ci95") or {}
         ns = summary.get("metrics_n") or {}
         muted = theme_style(app, "foreground-muted")
-        line = Text(no_wrap=True, overflow="ellipsis")
-        first = True
+        parts: list[Text] = []
         errors = int(summary.get("error_count") or 0)
         stopped = stopped_of(summary)
         for name in (n for n in HEADLINE if n in means):
-            if not first:
-                line.append(" · ", style=muted)
-            line.append(f"{SHORT_NAMES[name]} ", style=theme_style(app, "primary"))
-            line.append(_mean(means[name]), style=theme_style(app, "foreground", bold=True))
-            line.append(f" {compact_interval(ci.get(name))}", style=muted)
-            if first and name in ns:  # one n is enough on a line: the others rarely differ
-                line.append(f" n={ns[name]}", style=muted)
-            if stopped is not None and stopped.get("metric") == name:  # early: lines are cut
-                line.append(f" · stopped, CS {compact_interval(stopped.get('interval'))}",
+            part = Text()
+            part.append(f"{SHORT_NAMES[name]} ", style=theme_style(app, "primary"))
+            part.append(_mean(means[name]), style=theme_style(app, "foreground", bold=True))
+            part.append(f" {compact_interval(ci.get(name))}", style=muted)
+            if not parts and name in ns:  # one n is enough: the others rarely differ
+                part.append(f" n={ns[name]}", style=muted)
+            if stopped is not None and stopped.get("metric") == name:
+                part.append(f" · stopped, CS {compact_interval(stopped.get('interval'))}",
                             style=theme_style(app, "warning"))
-            if errors and name == "ndtw":  # before SDTW: the line may be cut there
-                line.append(f" · {errors} err/timeout = fail", style=theme_style(app, "error"))
-            first = False
-        return line
+            parts.append(part)
+        if errors:
+            parts.append(Text(f"{errors} err/timeout = fail", style=theme_style(app, "error")))
+        width = self.content_region.width or self.app.size.width
+        lines = [Text(no_wrap=True, overflow="ellipsis")]
+        for part in parts:
+            line = lines[-1]
+            if line.plain and line.cell_len + 3 + part.cell_len > width and len(lines) < 2:
+                line = Text(no_wrap=True, overflow="ellipsis")
+                lines.append(line)
+            elif line.plain:
+                line.append(" · ", style=muted)
+            line.append_text(part)
+        return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
 
     def _table(self, summary: Mapping[str, Any]) -> Table | Group:
         app = self.app

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from evaltui.contract.states import RunState
+from evaltui.contract.views import data_label
 from evaltui.tui.backend import RunInfo, SchedulerInfo
 from evaltui.tui.display import STATE_COLOUR, duration, first_line
 from evaltui.tui.widgets.bars import theme_style
@@ -22,7 +23,9 @@ class SchedulerHeader(Static):
     """Which scheduler, whether it admits (or why not), where its API is, and failures.
 
     Always one line: what matters most comes first and the rest is cut with an ellipsis,
-    so a long lock owner or API note never pushes the screen down a row.
+    so a long lock owner or API note never pushes the screen down a row. Where the whole
+    line does not fit, the words that explain rather than inform go first ("scheduler",
+    the paused mode's gloss), so the API address and the demo's note stay in view.
     """
 
     DEFAULT_CSS = """
@@ -31,8 +34,23 @@ class SchedulerHeader(Static):
     }
     """
 
+    _shown: tuple = ()
+
     def show(self, info: SchedulerInfo | None, label: str, poll_error: str | None,
              stale_for: float | None = None) -> None:
+        self._shown = (info, label, poll_error, stale_for)
+        header = self._line(info, label, poll_error, stale_for, brief=False)
+        width = self.content_region.width or self.app.size.width
+        if header.cell_len > width:
+            header = self._line(info, label, poll_error, stale_for, brief=True)
+        self.update(header)
+
+    def on_resize(self) -> None:
+        if self._shown:
+            self.show(*self._shown)
+
+    def _line(self, info: SchedulerInfo | None, label: str, poll_error: str | None,
+              stale_for: float | None, *, brief: bool) -> Text:
         app = self.app
         muted = theme_style(app, "foreground-muted")
         header = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -42,16 +60,16 @@ class SchedulerHeader(Static):
                           style=theme_style(app, "error", bold=True))
             if stale_for is not None:
                 header.append(f"  · shown as of {duration(stale_for)} ago", style=muted)
-            self.update(header)
-            return
-        header.append(f"  {info.label if info else label} scheduler", style=muted)
+            return header
+        name = info.label if info else label
+        header.append(f"  {name}" if brief else f"  {name} scheduler", style=muted)
         if info is not None:
             text, colour = MODE_TEXT[info.mode]
             header.append(f"  {text}", style=theme_style(app, colour, bold=True))
             if info.mode == "locked":
                 header.append(f" by {info.lock_owner}, {duration(info.lock_expires_in_sec)}"
                               " left", style=theme_style(app, colour))
-            elif info.mode == "paused":
+            elif info.mode == "paused" and not brief:
                 header.append(" (not ticking: nothing is admitted)", style=muted)
             if info.ledger_error:  # before the API note: it is why the queue does not move
                 header.append(f"  ⚠ {info.ledger_error}",
@@ -61,7 +79,7 @@ class SchedulerHeader(Static):
                               "reservations", style=theme_style(app, "warning"))
             if info.api_note:
                 header.append(f"   {info.api_note}", style=muted)
-        self.update(header)
+        return header
 
 
 class RunsCaption(Static):
@@ -146,7 +164,8 @@ class RunDetail(Static):
                 self.update(detail)
                 return
             workers = f"{run.worker_count} worker{'s' if run.worker_count != 1 else ''}"
-            detail.append(f"  {run.graph} on {run.dataset}/{run.split} · {run.state.value} · "
+            detail.append(f"  {run.graph} on {data_label(run.dataset, run.split)} · "
+                          f"{run.state.value} · "
                           f"{run.episodes_finished}/{run.episodes_total} episodes · "
                           f"{workers} · priority {run.priority}", style=muted)
             if run.node:

@@ -36,11 +36,13 @@ class RunColumn:
 
 COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("mark", "", 1, 0),
-    RunColumn("run_id", "run", 15, 5, grows=True),  # 15: YYYYMMDD_HHMMSS, longer with _2
+    # 15: YYYYMMDD_HHMMSS, longer with _2. Before the reason at 80 columns: 19 rows of one
+    # graph could not be told apart, and the selected run's reason is in the pane below.
+    RunColumn("run_id", "run", 15, 3, grows=True),
     RunColumn("graph", "name", 12, 0, grows=True),
     RunColumn("data", "data/split", 12, 9, grows=True),
     RunColumn("state", "state", 11, 0),
-    RunColumn("node", "node", 6, 4, grows=True),
+    RunColumn("node", "node", 6, 3, grows=True),
     RunColumn("progress", "progress", 11, 1, grows=True),
     RunColumn("sr", "SR", 5, 2),
     RunColumn("spl", "SPL", 5, 6),
@@ -49,7 +51,7 @@ COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("vram", "VRAM est/ask", 12, 8),
     RunColumn("priority", "pri", 3, 10),
     RunColumn("age", "age", 3, 12),
-    RunColumn("why", "reason", 14, 3, grows=True),
+    RunColumn("why", "reason", 14, 4, grows=True),
 )
 """In display order."""
 
@@ -59,7 +61,7 @@ REASON_ROOM = 60
 REASON_OVER: a waiting reason ("needs 30.0 GiB on GPU0, 14.0 GiB free after
 reservations") is why a run does not start, worth more than SPL, nDTW or the VRAM
 estimate (the run id stays: it is what tells runs of one graph apart)."""
-REASON_OVER = 5
+REASON_OVER = 4
 BAR_ROOM = 24
 """The most cells a progress bar takes (then the count beside it)."""
 BAR_FROM = 120

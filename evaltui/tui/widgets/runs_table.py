@@ -136,6 +136,9 @@ class RunsTable(RowTable):
         self._order = [r.run_id for r in runs]
         self.marks = [m for m in self.marks if m in self._runs]
         self._now = now
+        # The counts' room before the cells: a bar drawn with the last poll's room stayed
+        # a cell off whenever the columns did not change (the snapshots differed by run).
+        self._count_room = max((len(_count(r)) for r in self._runs.values()), default=0)
         self._apply()
         self._relayout()  # a longer name may now fit
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.markup import escape
-from textual import work
+from textual import events, work
+from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -65,6 +66,13 @@ def sets_outputs(backend: Any) -> Path:
 class SetGroups(Tree[Any]):
     """The sets under the outputs root, as collapsible groups of members."""
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        # Tree's own enter and space are hidden from the footer: a focused tree showed
+        # the runs table's keys, and nothing said how to open or fold a set.
+        Binding("enter", "select_cursor", "Open"),
+        Binding("space", "toggle_node", "Fold"),
+    ]
+
     DEFAULT_CSS: ClassVar[str] = """
     SetGroups {
         height: auto;
@@ -112,6 +120,7 @@ class SetGroups(Tree[Any]):
                     leaf.set_label(member_label(member, colours))
             return
         expanded = {n.data.set_id for n in self.root.children if n.is_expanded}
+        at = self.selected()
         first = not self._shape
         self._shape = shape
         self.clear()
@@ -122,6 +131,32 @@ class SetGroups(Tree[Any]):
                                  or (first and not group.finished))
             for member in group.members:
                 node.add_leaf(member_label(member, colours), data=member)
+        self._restore_cursor(at)
+
+    def _restore_cursor(self, at: SetGroup | SetMemberLine | None) -> None:
+        """The cursor back on the set or member it was on (a rebuild clears it), else on
+        the first line when the tree has the focus."""
+        def same(data: Any) -> bool:
+            if isinstance(at, SetGroup) and isinstance(data, SetGroup):
+                return data.set_id == at.set_id
+            return (isinstance(at, SetMemberLine) and isinstance(data, SetMemberLine)
+                    and data.key == at.key and data.run_id == at.run_id)
+
+        nodes = [n for g in self.root.children for n in (g, *g.children)]
+        hit = next((n for n in nodes if at is not None and same(n.data)), None)
+        if hit is not None:
+            self.call_after_refresh(self.move_cursor, hit)
+        elif self.has_focus:
+            self.call_after_refresh(self._cursor_on_first)
+
+    def _cursor_on_first(self) -> None:
+        if self.cursor_line < 0 and self.root.children:
+            self.cursor_line = 0
+
+    def _on_focus(self, event: events.Focus) -> None:
+        super()._on_focus(event)
+        # Tree starts with no cursor line: the first enter after tabbing here did nothing.
+        self._cursor_on_first()
 
     def on_tree_node_selected(self, event: Tree.NodeSelected[Any]) -> None:
         """Enter: a set opens its set screen, a member its run screen."""
