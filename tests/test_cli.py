@@ -41,8 +41,9 @@ def test_parsing_eval_imports_its_module_alone() -> None:
     loaded = loaded_after("from evaltui.cli import build_parser, MODULE_OF\n"
                           "build_parser([MODULE_OF['eval']]).parse_args(['eval', 'bot'])")
     commands = {m for m in loaded if m.startswith("evaltui.commands.")}
+    # its own module and the two it is made of: console lines, following the run
     assert commands == {"evaltui.commands.tui", "evaltui.commands.eval",
-                        "evaltui.commands.console"}
+                        "evaltui.commands.console", "evaltui.commands.runfollow"}
     # Not even pydantic: eval starts its run process right after parsing.
     assert heavy(loaded) == []
 

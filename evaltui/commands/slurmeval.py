@@ -104,7 +104,7 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
                       interrupt: DeferredInterrupt) -> int:
     """Write the run dir, submit its job, follow it to the end; the exit code of eval."""
 
-    from evaltui.commands.eval import refused, stderr_console
+    from evaltui.commands.runfollow import refused, stderr_console
     from evaltui.contract.spec import SpecError
     from evaltui.engine.graph.specchecks import validate_in_workspace
     from evaltui.rundir.layout import outputs_root
@@ -137,7 +137,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
             console: Console, resubmit: Callable[[], str]) -> int:
     from rich.markup import escape
 
-    from evaltui.commands.eval import (
+    from evaltui.commands.runfollow import (
         exit_code,
         follow,
         print_results,
