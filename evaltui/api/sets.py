@@ -28,6 +28,9 @@ from evaltui.sets.plan import SetPlan, plan_data, plan_record
 from evaltui.sets.runner import RunnerOptions
 from evaltui.sets.setdir import SetBusy, SetDirError, read_set, sets_root
 from evaltui.sets.slurmarray import is_array_set
+from evaltui.sets.slurmcancel import cancel_arrays
+from evaltui.sets.table import build_table, table_json
+from evaltui.slurm.commands import SlurmError
 
 router = APIRouter(tags=["sets"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -107,7 +110,6 @@ def get(set_id: SetId, ctx: Ctx,
     read from the run dirs), plus ``running`` (this backend drives it now)."""
     record = _record(ctx, set_id)
     entry = _baseline(record, baseline)
-    from evaltui.sets.table import build_table, table_json
 
     try:
         table = build_table(record, ctx.scheduler.outputs, baseline=entry)
@@ -228,8 +230,6 @@ def _plan_of(ctx: ApiContext, record: SetRecord, *, check: bool) -> SetPlan:
 def _cancel_arrays(ctx: ApiContext, set_id: str) -> Response:
     """scancel of the set's arrays (``sets/slurmcancel.py``), waiting less than a
     client's timeout for its tasks to leave Slurm's queue."""
-    from evaltui.sets.slurmcancel import cancel_arrays
-    from evaltui.slurm.commands import SlurmError
 
     try:
         done = cancel_arrays(_set_path(ctx, set_id), wait_sec=ARRAY_CANCEL_WAIT_SEC)

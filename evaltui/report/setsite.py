@@ -26,6 +26,10 @@ from evaltui.report.episodechoice import EpisodeChoice
 from evaltui.report.html import esc, number, page, value_attr
 from evaltui.report.outdir import publish
 from evaltui.report.setplots import StepPoint, metric_over_steps_svg
+from evaltui.results.runrows import RunDirError
+from evaltui.runview.snapshot import read_snapshot
+from evaltui.sets.expansion import STEP_AXIS
+from evaltui.sets.render import member_grid, pivot_grid
 
 RUNS_DIR = "runs"
 PLOTS_DIR = "plots"
@@ -48,8 +52,6 @@ def write_set_report(table: Any, out: Path, choice: EpisodeChoice, *, pivot: str
                      snapshot: Callable[[Path], Any] | None = None) -> SetSite:
     """The site of ``table`` (a :class:`~evaltui.sets.table.SetTable`, baseline attached
     if any) at ``out``."""
-    from evaltui.results.runrows import RunDirError
-    from evaltui.runview.snapshot import read_snapshot
 
     read = snapshot or read_snapshot
     site = SetSite()
@@ -77,7 +79,6 @@ def write_set_report(table: Any, out: Path, choice: EpisodeChoice, *, pivot: str
 
 def step_lines(table: Any, metric: str) -> dict[str, list[StepPoint]]:
     """Points of ``metric`` over the step axis, a line per value of the other axes."""
-    from evaltui.sets.expansion import STEP_AXIS
 
     others = [a for a in table.axes if a not in (STEP_AXIS, "checkpoint")]
     lines: dict[str, list[StepPoint]] = {}
@@ -94,7 +95,6 @@ def step_lines(table: Any, metric: str) -> dict[str, list[StepPoint]]:
 
 
 def _write_plots(table: Any, dest: Path) -> list[str]:
-    from evaltui.sets.expansion import STEP_AXIS
 
     if STEP_AXIS not in table.axes:
         return []
@@ -110,7 +110,6 @@ def _write_plots(table: Any, dest: Path) -> list[str]:
 
 
 def set_page(table: Any, pivot: str | None, reported: set[str], plots: list[str]) -> str:
-    from evaltui.sets.render import member_grid, pivot_grid
 
     grid = member_grid(table, table.metrics, 3)
     body = [f'<header class="run"><h1>Set {esc(table.set_id)}</h1>',

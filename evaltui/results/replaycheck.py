@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltui.benchmarks.babyai.minigrid_import import make_env, quiet_stdout
 from evaltui.contract.records import (
     GRAPH_FILENAME,
     LOG_FILENAME,
@@ -146,7 +147,6 @@ def replay_run(run_dir: Path, episodes: list[StoredEpisode],
 def replay_episode(ep: StoredEpisode, row: Mapping[str, Any], step_node: str,
                    tolerance: float = 0.0) -> tuple[int, Divergence | None]:
     """(steps replayed, first divergence or None) for one episode."""
-    from evaltui.benchmarks.babyai.minigrid_import import make_env, quiet_stdout
 
     if not (ep.ep_dir / LOG_FILENAME).is_file():
         return 0, Divergence(ep.label, 0, f"no {LOG_FILENAME}: no actions to replay")

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from evaltui.contract.settings import settings  # pydantic: only once a disk is full
+
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 DEFAULT_WAIT_SEC = 300.0
 BACKOFF_FIRST_SEC, BACKOFF_MAX_SEC = 0.05, 1.0
@@ -70,7 +72,6 @@ class DiskWait:
     def deadline_sec(self) -> float:
         if self._deadline is not None:
             return self._deadline
-        from evaltui.contract.settings import settings  # pydantic: only once a disk is full
 
         value = settings().disk_full_wait_sec
         return DEFAULT_WAIT_SEC if value is None else value

@@ -14,6 +14,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from evaltui.results.tables import latex_escape  # with numpy: only for LaTeX
 from evaltui.sets.table import MemberRow, SetTable
 
 TextFormat = Literal["md", "latex", "csv"]
@@ -240,7 +241,6 @@ def _markdown(grid: Grid) -> str:
 
 
 def _latex(grid: Grid) -> str:
-    from evaltui.results.tables import latex_escape  # with numpy: only for LaTeX
 
     cols = "l" * len(grid.headers)
     out = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule",

@@ -23,6 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.contract.slurmoptions import SlurmOptions
+from evaltui.engine.graph.specchecks import validate_spec
+from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.layout import outputs_root
+from evaltui.rundir.store import reset_for_rerun, write_run
+from evaltui.slurm.commands import run_slurm
+from evaltui.slurm.submit import BatchJob, submit
 
 ARRAY_FILENAME = "slurm_array.json"
 """In the set dir: task id -> run dir and array job (:class:`ArrayManifest`)."""
@@ -52,7 +58,6 @@ class ArrayManifest:
     @classmethod
     def read(cls, set_path: Path) -> ArrayManifest:
         """The manifest of a set dir; empty when it has none."""
-        from evaltui.rundir.jsonfiles import read_json
 
         try:
             data = read_json(Path(set_path) / ARRAY_FILENAME)
@@ -63,7 +68,6 @@ class ArrayManifest:
         return cls(tasks, [str(j) for j in data.get("jobs") or []])
 
     def write(self, set_path: Path) -> None:
-        from evaltui.rundir.jsonfiles import write_json_atomic
 
         write_json_atomic(Path(set_path) / ARRAY_FILENAME, {
             "tasks": {str(i): {"run_dir": t.run_dir, "job": t.job, "key": t.key}
@@ -129,7 +133,6 @@ def submit_held(set_path: Path, set_id: str, indices: Sequence[int], options: Sl
                 tasks: int, parallelism: int) -> str:
     """sbatch the array of ``indices``, held; its array job id. SlurmError (one line)
     when Slurm refuses it; nothing is written then."""
-    from evaltui.slurm.submit import BatchJob, submit
 
     set_path = Path(set_path)
     job = BatchJob(command=[sys.executable, "-m", "evaltui.sets.slurmtask",
@@ -143,9 +146,6 @@ def submit_held(set_path: Path, set_id: str, indices: Sequence[int], options: Sl
 
 def write_member_run(spec: dict[str, Any], outputs: str | os.PathLike[str] | None) -> Path:
     """A new run dir for a member's spec (checked again: the set's check was the same)."""
-    from evaltui.engine.graph.specchecks import validate_spec
-    from evaltui.rundir.layout import outputs_root
-    from evaltui.rundir.store import write_run
 
     return write_run(validate_spec(spec), outputs_root(outputs))
 
@@ -153,13 +153,11 @@ def write_member_run(spec: dict[str, Any], outputs: str | os.PathLike[str] | Non
 def requeue_member_run(run_dir: Path) -> None:
     """Make a finished member's run dir queued again for the next array (its ``ok``
     episodes stay; the run re-runs the others), as the scheduler's resume does."""
-    from evaltui.rundir.store import reset_for_rerun
 
     reset_for_rerun(run_dir)
 
 
 def release(job: str) -> None:
     """Let the held array's tasks start."""
-    from evaltui.slurm.commands import run_slurm
 
     run_slurm(["scontrol", "release", job])

@@ -10,6 +10,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaltui.sets.setdir import SetBusy, hold_set, read_set
+from evaltui.sets.slurmarray import ArrayManifest
+from evaltui.sets.slurmfollow import queued_tasks, refresh
+from evaltui.slurm.control import cancel
+
 CANCEL_WAIT_SEC = 60.0
 """How long a cancel waits for the cancelled tasks to leave Slurm's queue."""
 
@@ -29,10 +34,6 @@ def cancel_arrays(path: Path, wait_sec: float = CANCEL_WAIT_SEC) -> ArraysCancel
     """scancel the set's queued and running array tasks and wait (at most ``wait_sec``)
     for them to leave the queue; then read each member's end. SetDirError when the set
     dir cannot be read, SlurmError (one line) when Slurm refuses or does not answer."""
-    from evaltui.sets.setdir import SetBusy, hold_set, read_set
-    from evaltui.sets.slurmarray import ArrayManifest
-    from evaltui.sets.slurmfollow import queued_tasks, refresh
-    from evaltui.slurm.control import cancel
 
     manifest = ArrayManifest.read(path)
     record = read_set(path)

@@ -20,6 +20,8 @@ from typing import Any
 from evaltui.contract.setspec import MemberState, SetRecord
 from evaltui.contract.states import RunState
 from evaltui.rundir.status import RunStatus, read_run_status
+from evaltui.sets.runner import MemberLive
+from evaltui.sets.setdir import write_set
 from evaltui.sets.slurmarray import ArrayManifest
 from evaltui.slurm.follow import follow_status, record_slurm_end, shared_queue
 from evaltui.slurm.jobinfo import SlurmJobInfo
@@ -79,8 +81,6 @@ def refresh(record: SetRecord, manifest: ArrayManifest, path: Path,
             printer: Callable[[list[Any]], None] | None = None) -> bool:
     """Read every submitted member once, write set.json if a state changed; True when
     every member has finished. ``printer`` gets each member's MemberLive."""
-    from evaltui.sets.runner import MemberLive
-    from evaltui.sets.setdir import write_set
 
     queued = queued_tasks(manifest)
     by_key = {t.key: i for i, t in manifest.tasks.items() if t.job}

@@ -18,6 +18,7 @@ from typing import Any
 
 from evaltui.contract.records import SUMMARY_FILENAME
 from evaltui.contract.setspec import SetMemberRecord, SetRecord
+from evaltui.results.compare import METRIC_ORDER  # numpy: after the command starts
 from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import outputs_root, runs_root
 from evaltui.rundir.status import read_run_status
@@ -72,7 +73,6 @@ def member_run_dir(member: SetMemberRecord, outputs: str | os.PathLike[str] | No
 def build_table(record: SetRecord, outputs: str | os.PathLike[str] | None = None, *,
                 baseline: dict[str, Any] | None = None) -> SetTable:
     """The table of a set; ``baseline`` (axis values) names the member to compare with."""
-    from evaltui.results.compare import METRIC_ORDER  # numpy: after the command starts
 
     rows = [_row(m, outputs) for m in record.members]
     axes: list[str] = []

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 from evaltui.contract.spec import SpecError
 from evaltui.contract.views import Run
+from evaltui.rundir.layout import outputs_root
+from evaltui.scheduler.scheduler import JobScheduler, NotResumable, RunNotFound
 from evaltui.sets.memberruns import member_runs
 
 
@@ -70,8 +72,6 @@ class EmbeddedTarget:
     def start(cls, outputs: str | os.PathLike[str] | None = None, **options: Any
               ) -> EmbeddedTarget:
         """A new scheduler on ``outputs`` (same admission and machine ledger as any)."""
-        from evaltui.rundir.layout import outputs_root
-        from evaltui.scheduler.scheduler import JobScheduler
 
         return cls(JobScheduler(outputs_root(outputs), **options).start(), owned=True)
 
@@ -79,7 +79,6 @@ class EmbeddedTarget:
         return self.scheduler.submit(spec)[0]
 
     def get_run(self, run_id: str) -> Run:
-        from evaltui.scheduler.scheduler import RunNotFound
 
         try:
             return self.scheduler.get_run(run_id)
@@ -87,7 +86,6 @@ class EmbeddedTarget:
             raise RunGone(f"no run {run_id}") from None
 
     def cancel(self, run_id: str) -> None:
-        from evaltui.scheduler.scheduler import RunNotFound
 
         try:
             self.scheduler.cancel(run_id)
@@ -95,7 +93,6 @@ class EmbeddedTarget:
             raise TargetError(f"no run {run_id}") from None
 
     def resume(self, run_id: str) -> None:
-        from evaltui.scheduler.scheduler import NotResumable, RunNotFound
 
         try:
             self.scheduler.resume(run_id)

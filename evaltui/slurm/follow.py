@@ -33,7 +33,9 @@ from typing import Any
 from evaltui.contract.records import DONE_FILENAME, SCHEDULER_FILENAME, SUMMARY_FILENAME
 from evaltui.contract.states import RunState
 from evaltui.rundir.status import RunStatus
+from evaltui.rundir.store import request_cancel, update_scheduler_record
 from evaltui.slurm.commands import SlurmError, missing_commands, run_slurm
+from evaltui.slurm.control import cancel
 from evaltui.slurm.jobinfo import SQUEUE_FORMAT, SlurmJobInfo, parse_squeue_line
 from evaltui.slurm.jobstate import SlurmJobState
 
@@ -192,7 +194,6 @@ def record_slurm_end(run_dir: Path, state: RunState, note: str | None,
     pending, killed before it could write its summary), kept in its scheduler.json as the
     run's state with Slurm's word in its note: later readers, here or on another login
     node, no longer need to ask Slurm (which forgets ended jobs)."""
-    from evaltui.rundir.store import update_scheduler_record
 
     fields: dict[str, Any] = {"state": state, "note": note}
     if exit_code is not None:
@@ -204,8 +205,6 @@ def cancel_slurm_run(run_dir: Path, job: str) -> None:
     """Cancel a Slurm run: the request recorded first (so the run reads ``cancelled`` once
     its job is gone, whoever looks), then ``scancel`` of its job. SlurmError (one line) when
     scancel fails; the request stays recorded."""
-    from evaltui.rundir.store import request_cancel
-    from evaltui.slurm.control import cancel
 
     request_cancel(Path(run_dir))
     cancel(job)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from evaltui.rundir.store import SpecToWrite
+from evaltui.rundir.store import SpecToWrite, reset_for_rerun, update_scheduler_record, write_run
 from evaltui.slurm.commands import SlurmError, run_slurm
 from evaltui.slurm.submit import BatchJob, submit
 
@@ -52,7 +52,6 @@ def batch_job(run_dir: Path, checked: SubmittableSpec) -> BatchJob:
 def submit_run(checked: SubmittableSpec, outputs: Path) -> SubmittedSlurmRun:
     """Write the run dir of a checked spec under ``outputs`` and submit its job; SlurmError
     (one line) when Slurm refuses, with the run dir removed (nothing left behind)."""
-    from evaltui.rundir.store import update_scheduler_record, write_run
 
     run_dir = write_run(checked, outputs)
     try:
@@ -83,7 +82,6 @@ def resubmit_run(run_dir: Path, checked: SubmittableSpec, previous: str) -> str:
     throughout, so no backend takes the run for a queued run of its own, and the jobs it ran as
     before (``slurm_earlier_job_ids``); where sbatch refuses, the run reads ``previous`` again,
     Slurm's line in its error, and SlurmError (one line) is raised."""
-    from evaltui.rundir.store import reset_for_rerun, update_scheduler_record
 
     record = reset_for_rerun(run_dir, keep=("slurm_job_id", "slurm_cluster",
                                             "slurm_earlier_job_ids"))
@@ -105,7 +103,6 @@ def record_placement(run_dir: Path, environ: Mapping[str, str] | None = None) ->
     run dir that cannot take it (a full disk) runs all the same."""
     import os
 
-    from evaltui.rundir.store import update_scheduler_record
 
     env = os.environ if environ is None else environ
     fields = {key: env.get(var) for key, var in (

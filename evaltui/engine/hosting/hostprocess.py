@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evaltui.engine.foreign.envspec import NodesetEnvironment
+from evaltui.engine.hosting.host import serve_nodeset  # numpy: after the variable is set
 from evaltui.engine.processes.child import Child, child_bootstrap, spawn_child
 from evaltui.engine.usererrors import NodesetConstructorError, one_line
 
@@ -133,7 +134,6 @@ def main() -> int:
     conn, config, _ = child_bootstrap()
     if config.blas_threads is not None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", str(config.blas_threads))
-    from evaltui.engine.hosting.host import serve_nodeset  # numpy: after the variable is set
     stop = threading.Event()
     # A cancel SIGTERMs the run's whole group: if the host quit at once, workers in the
     # middle of a call would end their episode `error` instead of `cancelled` at the next

@@ -27,6 +27,14 @@ import threading
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.records import RUN_LOG_FILENAME
+from evaltui.contract.spec import SpecError
+from evaltui.contract.states import RunState
+from evaltui.engine.graph.specchecks import validate_spec
+from evaltui.rundir.layout import now_iso, outputs_root
+from evaltui.rundir.store import outputs_problem, write_run
+
 if TYPE_CHECKING:
     from evaltui.engine.graph.specchecks import CheckedSpec
 
@@ -46,12 +54,6 @@ def take_spec(spec_data: Any, outputs: str | None, reply_fd: int, *, stop: threa
 
     None if the spec was refused, or if a stop was asked for before the run dir existed.
     """
-    from evaltui.contract.pidref import PidRef
-    from evaltui.contract.spec import SpecError
-    from evaltui.contract.states import RunState
-    from evaltui.engine.graph.specchecks import validate_spec
-    from evaltui.rundir.layout import now_iso, outputs_root
-    from evaltui.rundir.store import outputs_problem, write_run
 
     try:
         checked = validate_spec(spec_data)
@@ -83,7 +85,6 @@ def take_spec(spec_data: Any, outputs: str | None, reply_fd: int, *, stop: threa
 def settle_in(run_dir: Path, checked: CheckedSpec) -> None:
     """Become the run dir's run process, as ``spawn_run`` starts one: run.log as stdout
     and stderr, stdin /dev/null, the run dir as cwd."""
-    from evaltui.contract.records import RUN_LOG_FILENAME
 
     # As if started in the run dir (spawn_run's cwd): the CLI's dir leaves sys.path,
     # unless it is the spec's workspace.

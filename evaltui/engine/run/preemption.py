@@ -22,6 +22,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evaltui.slurm.commands import SlurmError
+from evaltui.slurm.control import requeue
+from evaltui.slurm.jobid import own_job_id
+from evaltui.slurm.resubmit import mark_requeue_refused
+
 REQUEUE_SIGNAL = signal.SIGUSR1
 
 
@@ -64,10 +69,6 @@ def requeue_self(run_dir: Path, environ: Mapping[str, str] = os.environ) -> int:
     """Requeue this process's own job; the exit code to end with if Slurm refuses. The run
     dir then reads as the run left it, with ``_REQUEUE_REFUSED`` saying why: the follower
     submits the job again (:mod:`evaltui.slurm.resubmit`)."""
-    from evaltui.slurm.commands import SlurmError
-    from evaltui.slurm.control import requeue
-    from evaltui.slurm.jobid import own_job_id
-    from evaltui.slurm.resubmit import mark_requeue_refused
 
     job = own_job_id(environ)
     if job is None:

@@ -46,6 +46,7 @@ from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
 from evaltui.engine.executor.local.pool import EnvWorkerPool
 from evaltui.engine.executor.local.zygote import WorkerZygote
 from evaltui.engine.executor.protocol import EpisodeExecutor, EpisodeResult
+from evaltui.engine.executor.slurm.executor import SlurmExecutor, listen_host
 from evaltui.engine.executor.workerloop import WorkerConfig
 from evaltui.engine.graph.datasets import load_episodes
 from evaltui.engine.graph.specchecks import CheckedSpec, check_spec
@@ -58,6 +59,7 @@ from evaltui.engine.hosting.channel import (
     parse_url,
 )
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
+from evaltui.engine.run.allocgpus import allocation_host_env  # a Slurm job's GPUs
 from evaltui.engine.run.replicas import RunReplicas
 from evaltui.engine.run.runrecords import earlier_rows, episode_row, graph_snapshot, node_list
 from evaltui.engine.run.socketdir import SocketDir
@@ -253,7 +255,6 @@ class BatchEvalRunner:
                         hosts: list[HostProcess]) -> EpisodeExecutor:
         """K job steps of this run's Slurm allocation; shared nodesets are hosted here, on
         TCP, where the steps on other nodes reach them."""
-        from evaltui.engine.executor.slurm.executor import SlurmExecutor, listen_host
 
         ev = checked.spec.eval
         shared = self._shared_endpoints(checked, new_secret(), sockets, hosts,
@@ -281,7 +282,6 @@ class BatchEvalRunner:
                           tcp_host: str | None = None) -> dict[str, SharedEndpoint]:
         """Where each shared nodeset lives: a URL the backend gave, or a host started here
         (with ``given_only``, the given ones alone: the Ray executor hosts the others)."""
-        from evaltui.engine.run.allocgpus import allocation_host_env  # a Slurm job's GPUs
 
         urls = self._given_urls(checked)
         endpoints: dict[str, SharedEndpoint] = {}

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, replace
 from typing import Any
 
+from evaltui.engine.executor.ray.fateshare import follow_raylet
 from evaltui.engine.executor.ray.resources import LEDGER_NAME, LEDGER_NAMESPACE
 from evaltui.scheduler.admission.gpukey import NodeGpu, base_run, gpu_label, part_id
 from evaltui.scheduler.cluster.keys import ClusterReservation
@@ -43,7 +44,6 @@ class LedgerActor:
     by :func:`connect`, tested directly too."""
 
     def __init__(self) -> None:
-        from evaltui.engine.executor.ray.fateshare import follow_raylet
 
         follow_raylet()  # orphaned by a dead raylet it would run on; Ray restarts it elsewhere
         self._res: dict[tuple[str, str], ClusterReservation] = {}

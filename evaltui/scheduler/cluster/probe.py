@@ -33,10 +33,17 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from evaltui.engine.executor.ray.fateshare import follow_raylet
 from evaltui.engine.executor.ray.liveness import NodeLiveness
 from evaltui.engine.executor.ray.resources import RUN_ID_ENV
 from evaltui.scheduler.admission.gpukey import NodeGpu, base_run, part_id
-from evaltui.scheduler.admission.resources import GpuReading, GpuSnapshot, HostSnapshot
+from evaltui.scheduler.admission.resources import (
+    GpuReading,
+    GpuSnapshot,
+    HostProbe,
+    HostSnapshot,
+    make_gpu_probe,
+)
 from evaltui.scheduler.cluster.keys import NODE_NAME_ENV, ClusterReservation
 from evaltui.scheduler.cluster.ledger import LEASE_SEC, NAMESPACE, connect
 
@@ -47,8 +54,6 @@ class NodeProbe:
     """The actor on one node: its GPUs (as a one-machine scheduler reads them) and RAM."""
 
     def __init__(self) -> None:
-        from evaltui.engine.executor.ray.fateshare import follow_raylet
-        from evaltui.scheduler.admission.resources import HostProbe, make_gpu_probe
 
         follow_raylet()  # orphaned by a dead raylet, nothing could end it
         self.gpu = make_gpu_probe()

@@ -25,7 +25,7 @@ from evaltui.contract.states import EpisodeStatus, RunExit, RunState
 from evaltui.engine.graph.specchecks import check_spec, validate_in_workspace, validate_spec
 from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import episode_dir, now_iso
-from evaltui.rundir.status import DISK_FULL_NOTE, abort_note, derive_run_state
+from evaltui.rundir.status import DISK_FULL_NOTE, abort_note, derive_run_state, read_run_status
 from evaltui.rundir.store import (
     change_scheduler_record,
     reset_for_rerun,
@@ -37,7 +37,9 @@ from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.restore import read_record, record_ref
 from evaltui.scheduler.runs.resumemore import prepare_more
-from evaltui.slurm.follow import cancel_slurm_run, slurm_job_of
+from evaltui.slurm.commands import SlurmError
+from evaltui.slurm.follow import cancel_slurm_run, follow_status, slurm_job_of
+from evaltui.slurm.runsubmit import resubmit_run, submit_run
 
 log = logging.getLogger(__name__)
 
@@ -302,8 +304,6 @@ def _submit_to_slurm(spec: JobSpec | Mapping[str, Any], outputs: Path) -> Submit
     """A Slurm run submitted as ``evaltui eval --executor slurm`` submits it (sbatch from
     here, the run dir under ``outputs``) and followed by the run index; Slurm's refusal as
     a SpecError on the field it names (``eval.slurm.partition: ...``)."""
-    from evaltui.slurm.commands import SlurmError
-    from evaltui.slurm.runsubmit import submit_run
 
     data = spec.to_json_dict() if isinstance(spec, JobSpec) else spec
     checked = validate_in_workspace(data)
@@ -337,10 +337,6 @@ def _resumable(run_dir: Path, state: RunState) -> tuple[Any, list[int]]:
 def _resume_on_slurm(run_dir: Path) -> RunState:
     """A finished Slurm run (its state as followed: Slurm's word where the run dir has
     none) resumed as a new job into the same run dir (``slurm/runsubmit.py``)."""
-    from evaltui.rundir.status import read_run_status
-    from evaltui.slurm.commands import SlurmError
-    from evaltui.slurm.follow import follow_status
-    from evaltui.slurm.runsubmit import resubmit_run
 
     state = follow_status(run_dir, read_run_status(run_dir)).state
     checked, _left = _resumable(run_dir, state)

@@ -23,6 +23,9 @@ import threading
 import time
 import traceback
 
+from evaltui.scheduler.shared.hostfiles import WATCH_INTERVAL_SEC, HolderWatch
+from evaltui.scheduler.shared.launcher import hosts_dir
+
 
 def main() -> int:
     config = json.loads(sys.stdin.readline())
@@ -51,8 +54,6 @@ def main() -> int:
 
 def watch_holders(stop: threading.Event) -> None:
     """Set ``stop`` once the host file says nobody needs this host any more."""
-    from evaltui.scheduler.shared.hostfiles import WATCH_INTERVAL_SEC, HolderWatch
-    from evaltui.scheduler.shared.launcher import hosts_dir
 
     watch = HolderWatch(hosts_dir())
     while not stop.wait(WATCH_INTERVAL_SEC):

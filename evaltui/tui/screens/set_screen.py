@@ -26,6 +26,16 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from evaltui.sets.render import (
+    TERMINAL_METRICS,
+    compact_grid,
+    member_grid,
+    pivot_choices,
+    pivot_grid,
+)
+from evaltui.sets.setdir import SetDirError, read_set
+from evaltui.sets.table import build_table
+from evaltui.sets.textplot import plot_series
 from evaltui.tui.backend import readable_dir
 from evaltui.tui.widgets.keys_footer import KeysFooter
 from evaltui.tui.widgets.set_plot import SetPlot
@@ -88,8 +98,6 @@ class SetScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="set-table", exit_on_error=False)
     def load(self) -> None:
         """Read set.json and the members' run dirs (thread)."""
-        from evaltui.sets.setdir import SetDirError, read_set
-        from evaltui.sets.table import build_table
 
         try:
             record = read_set(self.set_dir)
@@ -130,7 +138,6 @@ class SetScreen(Screen[None]):
         self._show_plots()
 
     def _grid(self) -> Any:
-        from evaltui.sets.render import TERMINAL_METRICS, compact_grid, member_grid, pivot_grid
 
         metrics = [m for m in TERMINAL_METRICS if m in self.table.metrics] or self.table.metrics
         width = self.query_one("#set-table", DataTable).size.width or self.app.size.width
@@ -161,8 +168,6 @@ class SetScreen(Screen[None]):
         self.query_one("#set-notes", Static).update("\n".join(notes))
 
     def _show_plots(self) -> None:
-        from evaltui.sets.render import TERMINAL_METRICS
-        from evaltui.sets.textplot import plot_series
 
         series = plot_series(self.table, list(TERMINAL_METRICS))
         box = self.query_one("#set-plots", Horizontal)
@@ -235,7 +240,6 @@ class SetScreen(Screen[None]):
 
     def action_pivot(self) -> None:
         """Spread the next axis worth it over the columns; after the last, no pivot."""
-        from evaltui.sets.render import pivot_choices
 
         if self.table is None:
             return

@@ -28,6 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.engine.episode.loop import EpisodeOutcome
+from evaltui.engine.episode.session import WorkerSession
+from evaltui.engine.executor.ray.fateshare import follow_raylet
+from evaltui.engine.hosting.batching import BatchedInferenceServer
+from evaltui.engine.hosting.proxy import RemoteNodeset
+from evaltui.engine.nodes import import_impl
+from evaltui.engine.usererrors import build_nodeset
 
 CHUNK_MAX_BYTES = 8 << 20
 """At most this much of one file per pull (a pull is a Ray object)."""
@@ -39,7 +45,6 @@ class EpisodeWorkerActor:
     """One worker slot on a cluster node; see the module docstring."""
 
     def __init__(self, slot: int, run_key: str) -> None:
-        from evaltui.engine.executor.ray.fateshare import follow_raylet
 
         follow_raylet()  # orphaned by a dead raylet, nothing could end it
         self.slot = slot
@@ -61,8 +66,6 @@ class EpisodeWorkerActor:
         """
         import ray
 
-        from evaltui.engine.episode.session import WorkerSession
-        from evaltui.engine.hosting.proxy import RemoteNodeset
 
         if workspace and workspace not in sys.path:
             sys.path.insert(0, workspace)  # user nodesets, if the node has that dir
@@ -153,10 +156,6 @@ class NodesetActor:
 
     def __init__(self, impl: str, params: Mapping[str, Any], max_batch_size: int,
                  max_wait_ms: float, workspace: str | None = None) -> None:
-        from evaltui.engine.executor.ray.fateshare import follow_raylet
-        from evaltui.engine.hosting.batching import BatchedInferenceServer
-        from evaltui.engine.nodes import import_impl
-        from evaltui.engine.usererrors import build_nodeset
 
         follow_raylet()
         if workspace and workspace not in sys.path:

@@ -20,6 +20,7 @@ from typing import Any
 from evaltui.contract.settings import settings
 from evaltui.engine.executor.errors import ExecutorError
 from evaltui.engine.graph.specchecks import CheckedSpec
+from evaltui.gpu.fakegpu import FAKE_GPU_INDEX_ENV
 
 PLACE_TIMEOUT_SEC = 60.0
 """How long an actor may wait for the cluster to have room (``EVALTUI_RAY_PLACE_TIMEOUT_SEC``)."""
@@ -116,7 +117,6 @@ def pinned_to(node_id: str, gpu: int, run_id: str | None) -> dict[str, Any]:
     run's id in their environment (the node's probe attributes their GPU memory by it)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from evaltui.gpu.fakegpu import FAKE_GPU_INDEX_ENV
 
     env = {"CUDA_VISIBLE_DEVICES": str(gpu), FAKE_GPU_INDEX_ENV: str(gpu)}
     if run_id:

@@ -22,7 +22,9 @@ import sys
 import threading
 import traceback
 
+from evaltui.engine.executor.workerloop import run_worker
 from evaltui.engine.hosting.channel import dial
+from evaltui.engine.run.allocgpus import adopt_slurm_gpus
 
 CONFIG_TIMEOUT_SEC = 60.0
 """How long a step waits for its config after the hello before it gives up."""
@@ -30,7 +32,6 @@ CONFIG_TIMEOUT_SEC = 60.0
 
 def main(argv: list[str]) -> int:
     url, slot, start = argv[0], int(argv[1]), int(argv[2])
-    from evaltui.engine.run.allocgpus import adopt_slurm_gpus
 
     adopt_slurm_gpus()  # this step's GPUs (none without gres), not the batch step's
     stop = threading.Event()
@@ -57,7 +58,6 @@ def main(argv: list[str]) -> int:
         conn.send(("failed", f"worker step {slot} cannot load its config: "
                              f"{type(exc).__name__}: {exc}; its traceback is in run.log"))
         return 1
-    from evaltui.engine.executor.workerloop import run_worker
 
     try:
         return run_worker(conn, config, stop)
