@@ -92,6 +92,10 @@ class RunningMeans:
         """Step counts of the scored episodes."""
         return [r[2] for r in self._order() if r[2] is not None]
 
+    def has(self, name: str) -> bool:
+        """Some scored episode has a value of ``name`` (Meta-World's have no SPL)."""
+        return any(name in values for _, values, _ in self._rows.values())
+
     def series(self, name: str, points: int) -> Series:
         """At most ``points`` evenly spaced points of ``name``'s running mean and CI
         (the last one after every episode so far); the CI is NaN below two values."""

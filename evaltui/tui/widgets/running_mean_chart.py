@@ -24,7 +24,7 @@ BAND_ALPHA = 0.3
 
 
 class RunningMeanChart(Widget):
-    """Three small plots side by side, one per headline metric; ``refresh()`` redraws
+    """Small plots side by side, one per headline metric the episodes have; ``refresh()`` redraws
     them from the RunningMeans the screen keeps up to date."""
 
     DEFAULT_CSS = """
@@ -57,11 +57,14 @@ class RunningMeanChart(Widget):
         muted = theme_style(app, "foreground-muted")
         if not len(self.means):
             return Text("running means appear with the first finished episodes", style=muted)
+        # Only the metrics the run's episodes have: a benchmark without paths (Meta-World)
+        # would get empty SPL and nDTW plots.
+        plotted = [(n, v) for n, v in PLOTTED if self.means.has(n)] or list(PLOTTED)
         width, height = self.content_size.width, self.content_size.height
-        each = max(8, (width - 2 * (len(PLOTTED) - 1)) // len(PLOTTED))
+        each = max(8, (width - 2 * (len(plotted) - 1)) // len(plotted))
         plot_w, plot_h = each - GUTTER, max(1, height - 2)
         columns: list[list[Text]] = []
-        for name, variable in PLOTTED:
+        for name, variable in plotted:
             series = self.means.series(name, 2 * plot_w)
             title = Text(f"{SHORT_NAMES[name]} ", style=theme_style(app, variable, bold=True))
             if len(series):
