@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 
 import psutil
 
@@ -83,20 +84,25 @@ def tree_rss_mb(pid: int) -> float:
     if not _HAVE_PROC:
         return _psutil_tree_rss_mb(pid)
     total_pages = 0
-    stack = [pid]
-    seen: set[int] = set()
-    while stack:
-        p = stack.pop()
-        if p in seen:
-            continue
-        seen.add(p)
+    for p in _tree(pid):
         try:
             with open(f"/proc/{p}/statm", "rb") as f:
                 total_pages += int(f.read().split()[1])
         except (OSError, IndexError, ValueError):
             continue
-        stack.extend(children(p))
     return total_pages * _PAGE_MB
+
+
+def _tree(pid: int) -> Iterator[int]:
+    """``pid`` and its descendants, each once (a gone one has no children)."""
+    stack, seen = [pid], set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        yield p
+        stack.extend(children(p))
 
 
 def _psutil_tree_rss_mb(pid: int) -> float:
@@ -118,16 +124,10 @@ def tree_cpu_sec(pid: int) -> float:
     """CPU seconds (user + system) of ``pid`` and all its descendants, with those of the
     children each has reaped (0 if it is gone): a run's CPU use between two readings."""
     total = 0.0
-    stack, seen = [pid], set()
-    while stack:
-        p = stack.pop()
-        if p in seen:
-            continue
-        seen.add(p)
+    for p in _tree(pid):
         try:
             times = psutil.Process(p).cpu_times()
         except psutil.Error:
             continue
         total += times.user + times.system + times.children_user + times.children_system
-        stack.extend(children(p))
     return total

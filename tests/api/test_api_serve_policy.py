@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,20 +16,10 @@ import httpx
 import numpy as np
 import pytest
 from apihelpers import wait_until
+from ports import free_ports
 
 from evaltui.api.client import ApiClient
 from evaltui.nodesets.openpi import WebsocketPolicy
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def healthy(port: int) -> bool:
