@@ -106,3 +106,10 @@ def test_a_command_s_own_options_still_parse() -> None:
         ["--theme", "light", "eval", "bot", "--workers", "4", "--set", "env.x=1"])
     assert (args.command, args.target, args.workers, args.set, args.theme) == (
         "eval", "bot", 4, ["env.x=1"], "light")
+
+
+def test_report_takes_out_as_well_as_output() -> None:
+    """``--out`` stays an exact name: report's ``--outputs`` made the abbreviation of
+    ``--output`` ambiguous (a script's ``evaltui report RUN --out DIR`` broke)."""
+    args = build_parser([MODULE_OF["report"]]).parse_args(["report", "RUN", "--out", "site"])
+    assert args.output == "site"

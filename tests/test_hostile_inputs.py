@@ -98,8 +98,9 @@ HOSTILE: list[tuple[str, Args, int, str]] = [
      "--scale must be >= 1"),
     ("verify-unknown-run-id", lambda p: ["verify", "20991231_000000"], 2,
      "no run 20991231_000000 under"),
+    # an id that is no run here and no backend to ask: an unknown id, as everywhere (2)
     ("show-unknown-run-no-backend", lambda p: ["show", "20991231_000000", "--url",
-                                               p.free_url], 1, "no backend at"),
+                                               p.free_url], 2, "no backend at"),
     ("ls-backend-never-answers", lambda p: ["ls", "--url", p.hung_url], 1,
      "took the connection but did not answer within 3 s"),
     ("unknown-split", lambda p: ["eval", "bot", "--split", "Nope"], 2,

@@ -26,8 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(outputs/eval_sets/SET_ID: the set's table, plots and every member's "
                    "report)")
     add_outputs_option(p)
-    p.add_argument("-o", "--output", metavar="DIR", required=True,
-                   help="where to write the site (an earlier report there is replaced)")
+    p.add_argument("-o", "--output", "--out", metavar="DIR", required=True,
+                   help="where to write the site (this run's or set's earlier report there "
+                   "is replaced; another's only with --force)")
     p.add_argument("--episodes", metavar="WHICH", default=None,
                    help="which episodes get a page: all (default), none, or indices, "
                    "ranges and statuses, e.g. 0-19,error")

@@ -40,7 +40,7 @@ from evaltui.commands.runtables import (  # noqa: F401  (print_run, state_text: 
     state_text,
 )
 from evaltui.contract.states import AdmitState, RunState
-from evaltui.contract.views import run_view
+from evaltui.contract.views import Admit, run_view
 from evaltui.results.groups import GroupByError, group_by_field, groups_json, metric_groups
 from evaltui.results.richtables import grouped_metrics_table
 from evaltui.results.runrows import RunDirError, load_run, resolve_run_dir
@@ -153,6 +153,16 @@ def emit_json(data: Any) -> None:
 # ---- commands -------------------------------------------------------------------------------
 
 
+def _holding_admits(client: ApiClient) -> list[Admit]:
+    """Admitted entries running their command; none where the backend has no admit
+    routes (a backend started without ``evaltui run`` entries, or an older one)."""
+    try:
+        admits = client.list_admits()
+    except NotFound:
+        return []
+    return [a for a in admits if a.state is AdmitState.ADMITTED]
+
+
 def run_ls(args: argparse.Namespace) -> int:
     client: ApiClient = args.client
     runs = client.list_runs(args.state, limit=args.limit or None)
@@ -163,8 +173,7 @@ def run_ls(args: argparse.Namespace) -> int:
     admits = [q for q in client.queue() if q.kind == "admit"] \
         if args.state in (None, RunState.QUEUED.value) else []
     # ... and those admitted, running their command (e.g. `evaltui serve-policy`).
-    holding = [a for a in client.list_admits() if a.state is AdmitState.ADMITTED] \
-        if args.state in (None, RunState.RUNNING.value) else []
+    holding = _holding_admits(client) if args.state in (None, RunState.RUNNING.value) else []
     console = Console()
     if not runs and not admits and not holding:
         console.print("no runs" + (f" in state {args.state}" if args.state else ""))

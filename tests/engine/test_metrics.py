@@ -265,15 +265,16 @@ def test_central_probability_matches_closed_forms() -> None:
 
 
 def test_aggregate_ci_for_a_known_sample() -> None:
-    # [0,1,1,1]: mean 0.75, s = 0.5, half-width = t(3) * 0.5 / sqrt(4) = 0.7956115.
-    # (A metric name with no range, so the interval is not clipped.)
-    rows = [{"status": "ok", "metrics": {"score": v}} for v in (0.0, 1.0, 1.0, 1.0)]
+    # [-0.25,0.75,0.75,0.75]: mean 0.5, s = 0.5, half-width = t(3) * 0.5 / sqrt(4).
+    # (A metric name with no range, and not a count -- whole numbers >= 0 are one, whose
+    # interval is clipped at 0 -- so the interval is not clipped.)
+    rows = [{"status": "ok", "metrics": {"score": v}} for v in (-0.25, 0.75, 0.75, 0.75)]
     agg = aggregate(rows)
-    assert agg.means == {"score": 0.75} and agg.n == {"score": 4}
+    assert agg.means == {"score": 0.5} and agg.n == {"score": 4}
     lo, hi = agg.ci95["score"]
     half = 3.1824463052837078 * 0.5 / 2  # t_{0.975, 3}
-    assert lo == pytest.approx(0.75 - half, abs=1e-14)
-    assert hi == pytest.approx(0.75 + half, abs=1e-14)
+    assert lo == pytest.approx(0.5 - half, abs=1e-14)
+    assert hi == pytest.approx(0.5 + half, abs=1e-14)
 
 
 def test_aggregate_counts_errors_and_timeouts_as_failures() -> None:
