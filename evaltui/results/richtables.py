@@ -69,7 +69,19 @@ def grouped_metrics_table(field: str, groups: Sequence[MetricGroup]) -> Table:
         cells = [g.key, str(g.episodes)]
         for name in names:
             mean, ci = g.stats.means.get(name), g.stats.ci95.get(name)
+            # The interval on a line of its own, numbers to three significant places at
+            # most: at 80 columns a cell folds between the two, never inside a number.
             cells.append("-" if mean is None else
-                         f"{mean:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{mean:.3f}")
+                         f"{_num(mean)}\n[{_num(ci[0], 2)}, {_num(ci[1], 2)}]" if ci
+                         else _num(mean))
         table.add_row(*cells, end_section=g is groups[-2] if len(groups) > 1 else False)
     return table
+
+
+def _num(value: float, small: int = 3) -> str:
+    """0.626, 73.1, 176: ``small`` decimals below 10, then fewer (a return of 176.149 has
+    no use for the last three); an interval's bounds take two, so that a narrow column
+    breaks one after its comma."""
+    size = abs(value)
+    return f"{value:.{small}f}" if size < 10 else f"{value:.1f}" if size < 100 \
+        else f"{value:.0f}"
