@@ -72,3 +72,17 @@ def test_an_unknown_id_is_exit_2_and_one_error_line(
     assert len(err.strip().splitlines()) == 1, err
     assert err.startswith("error: ") and "Traceback" not in err, err
     assert UNKNOWN_RUN in err or "no-such-set" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["serve", "--host", "0.0.0.0", "--port", "0"],          # no --token-file off loopback
+    ["serve", "--port", "70000"],
+    ["ledger", "setup", "--group", "evaltui-no-such-group-x"],
+])
+def test_serve_and_ledger_refuse_in_the_one_prefix_style(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`serve` and `ledger setup` said ``evaltui serve: ...`` where every other command
+    says ``error: ...``."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1, err

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import grp
 import subprocess
-import sys
 from pathlib import Path
+
+from evaltui.commands.console import error
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,19 +45,16 @@ def run_setup(args: argparse.Namespace) -> int:
         grp.getgrnam(args.group)
     except KeyError:
         if args.group != DEFAULT_GROUP:
-            print(f"evaltui ledger setup: no group {args.group!r}", file=sys.stderr)
-            return 2
+            return error(f"no group {args.group!r}")
         made = subprocess.run(["groupadd", "--system", args.group], capture_output=True,
                               text=True)
         if made.returncode != 0:
-            print(f"evaltui ledger setup: cannot make group {args.group}: "
-                  f"{made.stderr.strip() or made.returncode}", file=sys.stderr)
-            return 2
+            return error(f"cannot make group {args.group}: "
+                         f"{made.stderr.strip() or made.returncode}")
     try:
         print(setup_shared_dir(args.dir, args.group))
     except (PermissionError, KeyError, OSError) as exc:
-        print(f"evaltui ledger setup: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     return 0
 
 

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from evaltui.commands.console import FAILED, error
 from evaltui.rundir.layout import outputs_root
 
 DEFAULT_PORT = 8000
@@ -51,18 +52,15 @@ def run(args: argparse.Namespace) -> int:
 
     problem = start_problem("--port", args.port, "0 picks a free one", args.outputs)
     if problem is not None:
-        print(f"evaltui serve: {problem}", file=sys.stderr)
-        return 2
+        return error(problem)
     if not is_loopback(args.host) and args.token_file is None:
-        print(f"evaltui serve: refusing to listen on {args.host} without --token-file: the API "
-              "can start and cancel runs; pass a token file (created 0600 if missing) that "
-              "remote clients send as a bearer token", file=sys.stderr)
-        return 2
+        return error(f"refusing to listen on {args.host} without --token-file: the API can "
+                     "start and cancel runs; pass a token file (created 0600 if missing) that "
+                     "remote clients send as a bearer token")
     try:
         token = load_or_create_token(args.token_file)
     except TokenError as exc:
-        print(f"evaltui serve: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -85,8 +83,7 @@ def _serve(args: argparse.Namespace, token: str, token_file: Path,
     try:
         probe = open_cluster(args.ray) if args.ray else None
     except ClusterUnavailable as exc:
-        print(f"evaltui serve: {exc}", file=sys.stderr)
-        return 2
+        return error(str(exc))
     scheduler = JobScheduler(outputs_root(args.outputs), gpu_probe=probe)
     scheduler.start()
     try:
@@ -96,9 +93,7 @@ def _serve(args: argparse.Namespace, token: str, token_file: Path,
                                    log_level=args.log_level)
         except (OSError, RuntimeError) as exc:
             reason = getattr(exc, "strerror", None) or exc
-            print(f"evaltui serve: cannot listen on {args.host}:{args.port}: {reason}",
-                  file=sys.stderr)
-            return 1
+            return error(f"cannot listen on {args.host}:{args.port}: {reason}", FAILED)
         with served:
             # One line scripts can wait for (the port matters when --port 0).
             print(f"evaltui serve: listening on {served.url} (outputs {scheduler.outputs}; "
