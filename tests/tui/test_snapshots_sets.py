@@ -34,7 +34,8 @@ def test_queue_with_a_set(size, snap_compare, runs, outputs, make_backend,
                        and groups.size.height > 0
                        # the members as the queue's poll has them, not set.json's first read
                        and "20/20" in str(groups.root.children[0].children[0].label),
-                       what="runs and set listed")
+                       # the queue's poll and the set read run on a loaded machine too
+                       timeout=30, what="runs and set listed")
         await pilot.pause()
 
     assert snap_compare(app_factory(make_backend()), terminal_size=size, run_before=listed)

@@ -124,6 +124,19 @@ def test_without_retries_the_killed_episode_is_an_error_naming_the_signal(
     assert all(r["status"] == "ok" for k, r in got.items() if k != "cp-1")  # restarted
 
 
+def run_hosts(watch: Path) -> list[psutil.Process]:
+    """The env hosts alive now that a run process started (through its workers)."""
+    found = []
+    for path in watch.glob("host.*"):
+        try:
+            proc = psutil.Process(int(path.name.split(".")[1]))
+            if any("evaltui.engine.main" in " ".join(p.cmdline()) for p in proc.parents()):
+                found.append(proc)
+        except psutil.Error:
+            continue  # gone already
+    return found
+
+
 def test_killing_the_run_leaves_no_env_host_alive(env_cache: Path, tmp_path: Path) -> None:
     watch = tmp_path / "watch"
     watch.mkdir()
@@ -134,9 +147,10 @@ def test_killing_the_run_leaves_no_env_host_alive(env_cache: Path, tmp_path: Pat
     cli = subprocess.Popen(argv, cwd=work, env=eval_env(), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        wait_until(lambda: len(list(watch.glob("host.*"))) >= 2, timeout=120,
-                   what="two env hosts")
-        hosts = [psutil.Process(int(p.name.split(".")[1])) for p in watch.glob("host.*")]
+        # The hosts of the run's workers (a host the spec check started to describe the
+        # class has recorded its PID too, and is gone by then).
+        wait_until(lambda: len(run_hosts(watch)) >= 2, timeout=120, what="two env hosts")
+        hosts = run_hosts(watch)
         run = next(p for p in hosts[0].parents()
                    if "evaltui.engine.main" in " ".join(p.cmdline()))
         os.kill(run.pid, signal.SIGKILL)  # the run alone, not its process group
@@ -170,9 +184,10 @@ def test_a_cancel_ends_episodes_cancelled_not_error_and_no_env_host_stays(
     cli = subprocess.Popen(argv, cwd=work, env=eval_env(), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        wait_until(lambda: len(list(watch.glob("host.*"))) >= 2, timeout=120,
-                   what="two env hosts")
-        hosts = [psutil.Process(int(p.name.split(".")[1])) for p in watch.glob("host.*")]
+        # The hosts of the run's workers (a host the spec check started to describe the
+        # class has recorded its PID too, and is gone by then).
+        wait_until(lambda: len(run_hosts(watch)) >= 2, timeout=120, what="two env hosts")
+        hosts = run_hosts(watch)
         run = next(p for p in hosts[0].parents()
                    if "evaltui.engine.main" in " ".join(p.cmdline()))
         run_dir = run_dir_of(work)
