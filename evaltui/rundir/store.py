@@ -194,7 +194,10 @@ def _checked_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return record.model_dump(mode="json", include=set(fields), exclude_unset=True)
 
 
-def _read_raw(run_dir: Path) -> dict[str, Any] | None:
+def read_record(run_dir: Path) -> dict[str, Any] | None:
+    """A run's scheduler.json as JSON, or None if missing or unreadable. Kept raw: its
+    readers check it tolerantly, and a merge writes back fields this version does not
+    know."""
     try:
         record = read_json(run_dir / SCHEDULER_FILENAME)
     except (OSError, ValueError):
@@ -231,7 +234,7 @@ def change_scheduler_record(
     as in :func:`update_scheduler_record`), or None to leave the file as it is. Returns the
     record written, or None when nothing was."""
     with scheduler_record_lock(run_dir):
-        record = _read_raw(run_dir)
+        record = read_record(run_dir)
         fields = change(record)
         if fields is None:
             return None
@@ -262,7 +265,7 @@ def reset_for_rerun(run_dir: Path, *, keep: Iterable[str] = (),
     summary.json stays (the run rewrites it), so readers keep its numbers meanwhile.
     """
     with scheduler_record_lock(run_dir):
-        raw = _read_raw(run_dir)
+        raw = read_record(run_dir)
         old = parse_lenient(SchedulerRecord, raw)[0] if raw is not None else None
         if check is not None:
             check(old)

@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from evaltui.rundir.store import read_record
 from evaltui.scheduler.admission.accounting import Accounting
 from evaltui.scheduler.admission.decision import Admission, Candidate, Wait, WaitKind, decide
 from evaltui.scheduler.admission.ledger import LedgerNotDurable, LedgerTxn
@@ -28,7 +29,6 @@ from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.lifecycle import Lifecycle
 from evaltui.scheduler.runs.lostreplicas import LostReplicas, release_lost
 from evaltui.scheduler.runs.moving import move_displaced
-from evaltui.scheduler.runs.restore import read_record
 from evaltui.scheduler.runs.spreading import hosted_for, replica_ask_here, say_one_replica
 from evaltui.scheduler.runs.starting import Starter
 

@@ -28,7 +28,7 @@ from evaltui.contract.states import RunExit, RunState
 from evaltui.contract.views import holder_key
 from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.status import abort_note, derive_run_state
-from evaltui.rundir.store import change_scheduler_record
+from evaltui.rundir.store import change_scheduler_record, read_record
 from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
@@ -41,7 +41,6 @@ from evaltui.scheduler.runs.restore import (
     load_spec,
     parse_record,
     queue_order,
-    read_record,
     record_ref,
 )
 

@@ -28,6 +28,7 @@ from evaltui.rundir.layout import episode_dir, now_iso
 from evaltui.rundir.status import DISK_FULL_NOTE, abort_note, derive_run_state, read_run_status
 from evaltui.rundir.store import (
     change_scheduler_record,
+    read_record,
     reset_for_rerun,
     scheduler_record,
     write_run,
@@ -35,7 +36,7 @@ from evaltui.rundir.store import (
 from evaltui.scheduler.admission.calibration import Estimate, nodeset_parts
 from evaltui.scheduler.core import Core, NotQueued, NotResumable, Write
 from evaltui.scheduler.runs.jobs import Job
-from evaltui.scheduler.runs.restore import read_record, record_ref
+from evaltui.scheduler.runs.restore import record_ref
 from evaltui.scheduler.runs.resumemore import prepare_more
 from evaltui.slurm.commands import SlurmError
 from evaltui.slurm.follow import cancel_slurm_run, follow_status, slurm_job_of

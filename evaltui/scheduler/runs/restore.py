@@ -20,7 +20,6 @@ from pydantic import ValidationError
 from evaltui.contract.pidref import PidRef
 from evaltui.contract.records import (
     DONE_FILENAME,
-    SCHEDULER_FILENAME,
     SPEC_FILENAME,
     SchedulerRecord,
 )
@@ -68,17 +67,6 @@ def record_ref(record: Mapping[str, Any]) -> PidRef | None:
             and isinstance(ctime, int | float):
         return PidRef(pid, float(ctime))
     return None
-
-
-def read_record(run_dir: Path) -> dict[str, Any] | None:
-    """A run's scheduler.json as JSON, or None if missing or unreadable. Kept raw: the
-    checks above read it tolerantly, and a merge writes back fields this version does
-    not know."""
-    try:
-        record = read_json(run_dir / SCHEDULER_FILENAME)
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def parse_record(record: Mapping[str, Any]) -> SchedulerRecord | None:

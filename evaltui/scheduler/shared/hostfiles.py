@@ -30,6 +30,7 @@ import orjson
 from evaltui.contract.pidref import PidRef
 from evaltui.rundir.jsonfiles import write_json_atomic
 from evaltui.rundir.layout import PRIVATE_MODE
+from evaltui.rundir.store import read_record
 
 HOSTS_DIRNAME = "hosts"
 WATCH_INTERVAL_SEC = 1.0
@@ -127,8 +128,8 @@ def adoptable(hosts_dir: Path, runs_root: str | None, me: PidRef
 
 def holder_alive(runs_root: str, run_id: str) -> bool:
     """True if the run's process (scheduler.json pid + create time) still lives."""
+    record = read_record(Path(runs_root) / run_id) or {}
     try:
-        record = orjson.loads((Path(runs_root) / run_id / "scheduler.json").read_bytes())
         ref = PidRef(int(record["pid"]), float(record["pid_create_time"]))
     except (OSError, ValueError, TypeError, KeyError):
         return False  # no process yet (or ever): nothing holds the host through it
