@@ -258,11 +258,12 @@ class SetRunner:
         # The submission's token is known before the submit and found in the run's spec
         # after it: a runner killed in between adopts that run instead of a second one.
         token = f"{rec.key}#{rec.attempts}"
-        turn.tries += 1
         rec.attempts += 1
         if self._made is None:
             self._made = self.target.member_runs(self.set_id)
         adopted = self._made.pop(token, None)
+        if adopted is None:
+            turn.tries += 1  # an adopted run was the killed call's attempt, not this one's
         try:
             rec.run_id = adopted or self.target.submit(_tagged(member.spec, token))
         except (TargetError, ValueError) as exc:

@@ -83,7 +83,8 @@ async def test_home_end_j_k_move_the_episode_table_cursor(runs, app_factory) -> 
         await wait_for(lambda: table.row_count == 20, what="episode rows")
         await pilot.press("end")
         await wait_for(lambda: table.cursor_row == 19, what="end: the last row")
-        assert table.cursor_on_screen()
+        # Scrolled to it on the next refresh (CI's loaded machine checked before it).
+        await wait_for(table.cursor_on_screen, timeout=15, what="end: the last row on screen")
         await pilot.press("k", "k")
         await wait_for(lambda: table.cursor_row == 17, what="k k")
         await pilot.press("home", "j")
