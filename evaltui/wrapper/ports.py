@@ -39,6 +39,7 @@ def parse_pool(spec: str, *, allow_privileged: bool = False,
     """
     low = 1 if allow_privileged else MIN_PORT
     ports: list[int] = []
+    seen: set[int] = set()
     terms = [t.strip() for t in spec.split(",")]
     if not any(terms):
         raise PortPoolError(f"{source}: empty (expected LO-HI, e.g. {DEFAULT_POOL})")
@@ -57,9 +58,12 @@ def parse_pool(spec: str, *, allow_privileged: bool = False,
             hint = "" if allow_privileged or first < 1 else \
                 " (ports below 1024 are privileged; pass --allow-privileged-ports)"
             raise PortPoolError(f"{source}: {term!r} is outside {low}-{MAX_PORT}{hint}")
-        ports.extend(p for p in range(first, last + 1) if p not in ports)
-        if len(ports) > POOL_MAX:
-            raise PortPoolError(f"{source}: more than {POOL_MAX} ports")
+        for port in range(first, last + 1):
+            if port not in seen:
+                seen.add(port)
+                ports.append(port)
+            if len(ports) > POOL_MAX:  # refused as it passes the cap, not after 64,000
+                raise PortPoolError(f"{source}: more than {POOL_MAX} ports")
     return ports
 
 
