@@ -26,6 +26,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from evaltui.results.tablewriter import column_widths, fit_grid
 from evaltui.sets.render import (
     TERMINAL_METRICS,
     compact_grid,
@@ -141,13 +142,10 @@ class SetScreen(Screen[None]):
 
         metrics = [m for m in TERMINAL_METRICS if m in self.table.metrics] or self.table.metrics
         width = self.query_one("#set-table", DataTable).size.width or self.app.size.width
-        grid = None
-        for n in range(len(metrics), 0, -1):  # as many metrics as fit, success first
-            grid = (pivot_grid(self.table, metrics[:n], self.pivot, 3) if self.pivot
-                    else compact_grid(self.table, member_grid(self.table, metrics[:n], 3)))
-            if _grid_width(grid) <= width:
-                break
-        return grid
+        # As many metrics as fit, success first.
+        return fit_grid(lambda names: pivot_grid(self.table, names, self.pivot, 3) if self.pivot
+                        else compact_grid(self.table, member_grid(self.table, names, 3)),
+                        metrics, width, measure=_grid_width)[0]
 
     def _fill_table(self) -> None:
         widget = self.query_one("#set-table", DataTable)
@@ -156,7 +154,7 @@ class SetScreen(Screen[None]):
         widget.clear(columns=True)
         # Widths given, not measured: a refill (a pivot, a refresh) kept the headers' widths
         # and cut every cell to them.
-        for width, header in zip(_column_widths(grid), grid.headers, strict=True):
+        for width, header in zip(column_widths(grid, BEST_MARK), grid.headers, strict=True):
             widget.add_column(header, width=width)
         for i, cells in enumerate(grid.rows):
             shown = [Text(c + BEST_MARK, style="bold") if (i, j) in grid.bold else Text(c)
@@ -259,17 +257,10 @@ class SetScreen(Screen[None]):
         self.app.pop_screen()
 
 
-def _column_widths(grid: Any) -> list[int]:
-    """Each column's widest cell, its best mark included."""
-    return [max([len(h), *(len(r[j]) + len(BEST_MARK) * ((i, j) in grid.bold)
-                           for i, r in enumerate(grid.rows))])
-            for j, h in enumerate(grid.headers)]
-
-
 def _grid_width(grid: Any) -> int:
     """The DataTable's width of ``grid``: its columns and a cell of padding on either
     side of each."""
-    return sum(w + 2 for w in _column_widths(grid))
+    return sum(w + 2 for w in column_widths(grid, BEST_MARK))
 
 
 def _axes_text(axes: dict[str, Any]) -> str:
