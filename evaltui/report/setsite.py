@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.setspec import member_label
 from evaltui.report.build import build_run_site, copy_assets
 from evaltui.report.episodechoice import EpisodeChoice
 from evaltui.report.html import esc, number, page, value_attr
@@ -29,7 +30,7 @@ from evaltui.report.setplots import StepPoint, metric_over_steps_svg
 from evaltui.results.runrows import RunDirError
 from evaltui.runview.snapshot import read_snapshot
 from evaltui.sets.expansion import STEP_AXIS
-from evaltui.sets.render import member_grid, pivot_grid
+from evaltui.sets.render import member_grid, p_text, pivot_grid
 
 RUNS_DIR = "runs"
 PLOTS_DIR = "plots"
@@ -61,12 +62,12 @@ def write_set_report(table: Any, out: Path, choice: EpisodeChoice, *, pivot: str
         copy_assets(tmp)
         for row in table.rows:
             if row.run_dir is None or row.run_id is None:
-                site.skipped.append(f"{_axes(row.axes)}: no run yet ({row.state})")
+                site.skipped.append(f"{member_label(row.axes)}: no run yet ({row.state})")
                 continue
             try:
                 snap = read(row.run_dir)
             except RunDirError as exc:
-                site.skipped.append(f"{_axes(row.axes)}: {exc}")
+                site.skipped.append(f"{member_label(row.axes)}: {exc}")
                 continue
             build_run_site(snap, tmp / RUNS_DIR / row.run_id, choice, depth=2)
             site.members.append(row.run_id)
@@ -199,9 +200,9 @@ def baseline_table(table: Any) -> str:
                 ci = (f" [{diff.ci95[0]:+.3f}, {diff.ci95[1]:+.3f}]" if diff.ci95 else "")
                 cells += (f'<td class="diff" data-metric="{esc(m)}" '
                           f'data-value="{value_attr(diff.diff)}">{diff.diff:+.3f}{ci}</td>')
-            cells += f'<td class="p">{_p(d.mcnemar_p)}</td>'
+            cells += f'<td class="p">{p_text(d.mcnemar_p)}</td>'
             cells += f'<td class="p-holm" data-value="{value_attr(d.mcnemar_p_holm)}">' \
-                     f"{_p(d.mcnemar_p_holm)}</td>"
+                     f"{p_text(d.mcnemar_p_holm)}</td>"
         rows.append(f'<tr data-key="{esc(r.key)}">{cells}</tr>')
     return (f'<table id="set-baseline" class="metrics"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
@@ -218,9 +219,3 @@ def _grid_table(grid: Any, css_id: str) -> str:
             f'<tbody>{"".join(rows)}</tbody></table>')
 
 
-def _p(p: float | None) -> str:
-    return f"{p:.3g}" if p is not None else "-"
-
-
-def _axes(axes: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in axes.items()) or "(base)"

@@ -195,12 +195,12 @@ def _baseline_cells(r: MemberRow, base: MemberRow, metrics: list[str], digits: i
             continue
         ci = f" [{diff.ci95[0]:+.{digits}f}, {diff.ci95[1]:+.{digits}f}]" if diff.ci95 else ""
         cells.append(f"{diff.diff:+.{digits}f}{ci}")
-    cells.append(_p(d.mcnemar_p))
-    cells.append(_p(d.mcnemar_p_holm))
+    cells.append(p_text(d.mcnemar_p))
+    cells.append(p_text(d.mcnemar_p_holm))
     return cells
 
 
-def _p(p: float | None) -> str:
+def p_text(p: float | None) -> str:
     return f"{p:.3g}" if p is not None else MISSING
 
 

@@ -26,6 +26,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from evaltui.contract.setspec import member_label
 from evaltui.results.tablewriter import column_widths, fit_grid
 from evaltui.sets.render import (
     TERMINAL_METRICS,
@@ -129,7 +130,7 @@ class SetScreen(Screen[None]):
         base = self.baseline_row()
         parts = [f"[b]set {table.set_id}[/b]", f"{done}/{len(table.rows)} done"]
         if base is not None:
-            parts.append("baseline " + _axes_text(self.baseline_axes or {}))
+            parts.append("baseline " + member_label(self.baseline_axes or {}))
         if self.pivot:
             parts.append(f"pivot {self.pivot}")
         if self.error:
@@ -210,7 +211,7 @@ class SetScreen(Screen[None]):
         if member is None:
             return
         if member.run_dir is None or not readable_dir(member.run_dir):
-            self.notify(f"{_axes_text(member.axes)} has no run dir yet ({member.state})",
+            self.notify(f"{member_label(member.axes)} has no run dir yet ({member.state})",
                         severity="warning", timeout=4)
             return
         self.app.open_run(member.run_dir)  # type: ignore[attr-defined]
@@ -262,6 +263,3 @@ def _grid_width(grid: Any) -> int:
     side of each."""
     return sum(w + 2 for w in column_widths(grid, BEST_MARK))
 
-
-def _axes_text(axes: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in axes.items()) or "(base)"
