@@ -67,9 +67,9 @@ def run(args: argparse.Namespace) -> int:
         result = compare_rows(run_a.rows, run_b.rows, intersect=args.intersect,
                               resamples=args.resamples, seed=args.seed)
     except EpisodeSetMismatch as exc:
-        return _fail(f"{exc} (--intersect compares the {exc.shared} shared episodes)")
+        return error(f"{exc} (--intersect compares the {exc.shared} shared episodes)")
     except (RunDirError, CompareError) as exc:
-        return _fail(str(exc))
+        return error(str(exc))
     for problem in run_a.problems + run_b.problems:
         warning(f"unreadable, skipped: {problem}")
     try:
@@ -158,10 +158,6 @@ def _index_text(flip: Flip) -> str:
     if flip.index_a == flip.index_b:
         return str(flip.index_a)
     return f"{flip.index_a} in A, {flip.index_b} in B"
-
-
-def _fail(message: str) -> int:
-    return error(message)
 
 
 def _positive_int(text: str) -> int:
