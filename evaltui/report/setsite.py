@@ -28,6 +28,7 @@ from evaltui.report.html import esc, number, page, value_attr
 from evaltui.report.outdir import publish
 from evaltui.report.setplots import StepPoint, metric_over_steps_svg
 from evaltui.results.runrows import RunDirError
+from evaltui.results.tablewriter import html_table
 from evaltui.runview.snapshot import read_snapshot
 from evaltui.sets.expansion import STEP_AXIS
 from evaltui.sets.render import member_grid, p_text, pivot_grid
@@ -128,7 +129,8 @@ def set_page(table: Any, pivot: str | None, reported: set[str], plots: list[str]
     body.append("</section>")
     if pivot:
         pgrid = pivot_grid(table, [m for m in table.metrics if m != "steps"], pivot, 3)
-        body += [f'<section><h2>By {esc(pivot)}</h2>', _grid_table(pgrid, "pivot"),
+        body += [f'<section><h2>By {esc(pivot)}</h2>',
+                 html_table(pgrid, "set-pivot", bold_mark=BEST_MARK),
                  f'<p class="hint">{esc(" ".join(pgrid.notes))}</p></section>']
     if plots:
         body.append('<section id="plots"><h2>Over checkpoint steps</h2>')
@@ -206,16 +208,3 @@ def baseline_table(table: Any) -> str:
         rows.append(f'<tr data-key="{esc(r.key)}">{cells}</tr>')
     return (f'<table id="set-baseline" class="metrics"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
-
-
-def _grid_table(grid: Any, css_id: str) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in grid.headers)
-    rows = []
-    for i, cells in enumerate(grid.rows):
-        tds = "".join(f"<td><strong>{esc(c)} {BEST_MARK}</strong></td>" if (i, j) in grid.bold
-                      else f"<td>{esc(c)}</td>" for j, c in enumerate(cells))
-        rows.append(f"<tr>{tds}</tr>")
-    return (f'<table id="set-{css_id}" class="metrics"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
-
-

@@ -1,5 +1,5 @@
 """The one writer of tables: rows of cell texts under headers as Markdown, LaTeX (booktabs),
-CSV or a Rich table, and a table fitted to a terminal's width.
+CSV, HTML or a Rich table, and a table fitted to a terminal's width.
 
 A run's metrics, a comparison and a ``--by`` table (:mod:`evaltui.results.tables`) and a
 set's table (:mod:`evaltui.sets.render`) each build a :class:`Grid` of what the cells say;
@@ -23,6 +23,7 @@ import csv
 import io
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from html import escape
 from typing import Any, Literal
 
 from rich.cells import cell_len
@@ -91,6 +92,19 @@ def latex(grid: Grid, *, escape: bool = True, notes_in_table: bool = False) -> s
     if not notes_in_table:
         out += [f"% {n}" for n in grid.notes]
     return "\n".join(out) + "\n"
+
+
+def html_table(grid: Grid, table_id: str, *, bold_mark: str = "") -> str:
+    """An HTML ``<table class="metrics">`` (the static report's); bold cells in ``<strong>``
+    with ``bold_mark`` after them."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in grid.headers)
+    rows = []
+    for i, cells in enumerate(grid.rows):
+        rows.append("<tr>" + "".join(
+            f"<td><strong>{escape(c)} {bold_mark}</strong></td>" if (i, j) in grid.bold
+            else f"<td>{escape(c)}</td>" for j, c in enumerate(cells)) + "</tr>")
+    return (f'<table id="{table_id}" class="metrics"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
 
 
 def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

@@ -13,6 +13,7 @@ from evaltui.results.tablewriter import (
     column_widths,
     csv_text,
     fit_grid,
+    html_table,
     latex,
     markdown,
     rich_grid,
@@ -50,6 +51,13 @@ def test_latex_escapes_unless_told_and_puts_notes_where_asked() -> None:
 def test_csv_reads_back_as_written() -> None:
     text = csv_text(["a", "b"], [["x,y", 1.5], ["", None]])
     assert list(csv.reader(io.StringIO(text))) == [["a", "b"], ["x,y", "1.5"], ["", ""]]
+
+
+def test_html_escapes_every_cell_and_marks_bold() -> None:
+    text = html_table(Grid(["<m>"], [["a&b"], ["0.5"]], bold={(1, 0)}), "t", bold_mark="*")
+    assert text == ('<table id="t" class="metrics"><thead><tr><th>&lt;m&gt;</th></tr></thead>'
+                    "<tbody><tr><td>a&amp;b</td></tr><tr><td><strong>0.5 *</strong></td></tr>"
+                    "</tbody></table>")
 
 
 def test_rich_grid_and_its_width_agree() -> None:

@@ -27,7 +27,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from evaltui.contract.setspec import member_label
-from evaltui.results.tablewriter import column_widths, fit_grid
+from evaltui.results.tablewriter import Grid, column_widths, fit_grid
 from evaltui.sets.render import (
     TERMINAL_METRICS,
     compact_grid,
@@ -139,8 +139,7 @@ class SetScreen(Screen[None]):
         self._fill_table()
         self._show_plots()
 
-    def _grid(self) -> Any:
-
+    def _grid(self) -> Grid:
         metrics = [m for m in TERMINAL_METRICS if m in self.table.metrics] or self.table.metrics
         width = self.query_one("#set-table", DataTable).size.width or self.app.size.width
         # As many metrics as fit, success first.
@@ -258,7 +257,7 @@ class SetScreen(Screen[None]):
         self.app.pop_screen()
 
 
-def _grid_width(grid: Any) -> int:
+def _grid_width(grid: Grid) -> int:
     """The DataTable's width of ``grid``: its columns and a cell of padding on either
     side of each."""
     return sum(w + 2 for w in column_widths(grid, BEST_MARK))
