@@ -87,11 +87,7 @@ def metrics_table(snap: RunSnapshot) -> str:
 
 def episode_table_data(snap: RunSnapshot, pages: Collection[int]) -> dict[str, Any]:
     """The episode table as columns + rows of arrays, and which rows have a page."""
-    names = list((snap.summary.get("metrics") or {}).keys())
-    for row in snap.rows:
-        for name in row.get("metrics") or {}:
-            if name not in names:
-                names.append(name)
+    names = snap.metric_names()
     rows = []
     for row in snap.rows:
         metrics = row.get("metrics") or {}
