@@ -17,7 +17,6 @@ import sys
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from evaltui.commands.console import error, warning
 from evaltui.results.compare import (
@@ -30,7 +29,7 @@ from evaltui.results.compare import (
     compare_rows,
 )
 from evaltui.results.runrows import RunDirError, RunRows, load_run, resolve_run_dir
-from evaltui.results.tables import FORMATS, compare_table
+from evaltui.results.tables import FORMATS, compare_table, comparison_table
 
 _FLIPS_SHOWN = 20
 
@@ -68,9 +67,9 @@ def run(args: argparse.Namespace) -> int:
         result = compare_rows(run_a.rows, run_b.rows, intersect=args.intersect,
                               resamples=args.resamples, seed=args.seed)
     except EpisodeSetMismatch as exc:
-        return _fail(f"{exc} (--intersect compares the {exc.shared} shared episodes)")
+        return error(f"{exc} (--intersect compares the {exc.shared} shared episodes)")
     except (RunDirError, CompareError) as exc:
-        return _fail(str(exc))
+        return error(str(exc))
     for problem in run_a.problems + run_b.problems:
         warning(f"unreadable, skipped: {problem}")
     try:
@@ -118,16 +117,7 @@ def _print_human(console: Console, result: Comparison, run_a: RunRows, run_b: Ru
         console.print(f"[yellow]--intersect: left out {len(result.dropped_a)} episodes only in "
                       f"A and {len(result.dropped_b)} only in B[/]", highlight=False,
                       soft_wrap=True)
-    table = Table(box=None, header_style="bold")
-    for name in ("metric", "mean A", "mean B", "B - A", "95% CI (B - A)", "n"):
-        table.add_column(name, justify="left" if name == "metric" else "right", no_wrap=True)
-    for m in result.metrics:
-        style = "" if m.ci95 is None or m.ci95[0] <= 0 <= m.ci95[1] else \
-            ("green" if m.diff > 0 else "red")
-        table.add_row(m.name, f"{m.mean_a:.4f}", f"{m.mean_b:.4f}",
-                      f"[{style}]{m.diff:+.4f}[/]" if style else f"{m.diff:+.4f}",
-                      f"[{m.ci95[0]:+.4f}, {m.ci95[1]:+.4f}]" if m.ci95 else "-", str(m.n))
-    console.print(table)
+    console.print(comparison_table(result))
     # Two lines: one line of both is 94 columns, past an 80-column terminal.
     console.print(f"{result.n_pairs} episode pairs; 95% CI of B - A: paired bootstrap,",
                   highlight=False, soft_wrap=True)
@@ -168,10 +158,6 @@ def _index_text(flip: Flip) -> str:
     if flip.index_a == flip.index_b:
         return str(flip.index_a)
     return f"{flip.index_a} in A, {flip.index_b} in B"
-
-
-def _fail(message: str) -> int:
-    return error(message)
 
 
 def _positive_int(text: str) -> int:

@@ -33,7 +33,7 @@ def exit_code(state: RunState, summary: SummaryHeader | None, console: Console,
 
     if state is not RunState.DONE:
         if summary is not None and summary.error:
-            from evaltui.results.fittable import one_line
+            from evaltui.results.tablewriter import one_line
 
             # One line (a traceback: what it says); `evaltui show RUN_DIR` has it all.
             more = f" (evaltui show {run_dir or 'RUN_DIR'} for all of it)" \
@@ -120,7 +120,7 @@ def print_results(console: Console, run_dir: Path, state: RunState,
         return
     # A failed run's error is said once, on stderr (exit_code); no empty metrics table.
     from evaltui.results.groups import GroupByError, group_by_field, metric_groups
-    from evaltui.results.richtables import grouped_metrics_table, metrics_table
+    from evaltui.results.tables import grouped_metrics_table, metrics_table
 
     if summary.get("metrics"):
         console.print(metrics_table(summary))

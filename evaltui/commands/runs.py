@@ -42,9 +42,8 @@ from evaltui.commands.runtables import (  # noqa: F401  (print_run, state_text: 
 from evaltui.contract.states import AdmitState, RunState
 from evaltui.contract.views import Admit, run_view
 from evaltui.results.groups import GroupByError, group_by_field, groups_json, metric_groups
-from evaltui.results.richtables import grouped_metrics_table
 from evaltui.results.runrows import RunDirError, load_run, resolve_run_dir
-from evaltui.results.tables import FORMATS, grouped_table, summary_table
+from evaltui.results.tables import FORMATS, grouped_metrics_table, grouped_table, summary_table
 from evaltui.rundir.status import read_run_status
 
 FOLLOW_POLL_SEC = 0.5

@@ -1,5 +1,5 @@
 """How ``ls``, ``show`` and ``logs`` print runs for people: tables that fit the terminal
-(:mod:`evaltui.results.fittable`), a run's facts, one log record a line."""
+(:mod:`evaltui.results.tablewriter`), a run's facts, one log record a line."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from rich.text import Text
 from evaltui.api.models import Admit, QueueEntry, Run
 from evaltui.contract.states import RunState
 from evaltui.report.html import when
-from evaltui.results.fittable import FitColumn, fit_table, one_line
-from evaltui.results.richtables import metrics_table
+from evaltui.results.tables import metrics_table
+from evaltui.results.tablewriter import FitColumn, fit_table, one_line
 
 STATE_STYLE = {"queued": "cyan", "starting": "blue", "running": "bold blue", "done": "green",
                "failed": "red", "cancelled": "yellow", "aborted": "magenta"}

@@ -8,27 +8,23 @@ set's line each time the counts change, so the output is a readable log.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from evaltui.contract.setspec import member_label
 from evaltui.sets.runner import MemberLive
 
 _COLOUR = {"done": "green", "failed": "red", "aborted": "red", "cancelled": "yellow",
            "running": "cyan", "starting": "cyan", "queued": "blue", "pending": "dim"}
 
 
-def axes_text(axes: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in axes.items()) or "(base)"
-
-
 def member_line(live: MemberLive) -> str:
     rec, run = live.record, live.run
     state = rec.state.value
-    parts = [f"[{_COLOUR.get(state, 'white')}]{state:<9}[/]", escape(axes_text(rec.axes))]
+    parts = [f"[{_COLOUR.get(state, 'white')}]{state:<9}[/]", escape(member_label(rec.axes))]
     summary = run.summary if run is not None else None
     if summary is not None and summary.episodes_total:
         parts.append(f"{summary.episodes_finished}/{summary.episodes_total}")

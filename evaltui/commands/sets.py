@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from evaltui.commands.console import FAILED, error, warning
-from evaltui.contract.setspec import MemberState, SetFileError, SetRecord
+from evaltui.contract.setspec import MemberState, SetFileError, SetRecord, member_label
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -180,14 +180,13 @@ def drive(plan: Any, args: argparse.Namespace, options: Any, console: Console,
 def exit_code(record: SetRecord, held: bool, console: Console) -> int:
     """eval's codes over the members: 1 any failed/aborted/held, 130 any cancelled, 1 a
     done member over its episode error allowance, else 0."""
-    from evaltui.commands.set_follow import axes_text
     from evaltui.sets.table import member_run_dir
 
     bad = [m for m in record.members
            if m.state in (MemberState.FAILED, MemberState.ABORTED, MemberState.PENDING)]
     for m in bad:
         why = m.error or ("held back by --max-error-rate" if held else m.state.value)
-        console.print(f"[red]{m.state.value}[/] {escape(axes_text(m.axes))} after "
+        console.print(f"[red]{m.state.value}[/] {escape(member_label(m.axes))} after "
                       f"{m.attempts} attempt(s): {escape(why)}", highlight=False)
     if bad:
         return 1
@@ -203,7 +202,7 @@ def exit_code(record: SetRecord, held: bool, console: Console) -> int:
         except (OSError, ValueError):
             summary = {}
         if isinstance(summary, dict) and summary.get("error_rate_exceeded"):
-            return error(f"{axes_text(m.axes)}: {summary.get('error_count')} episodes "
+            return error(f"{member_label(m.axes)}: {summary.get('error_count')} episodes "
                          f"errored (allowed: {summary.get('max_error_rate') or 0:.0%})",
                          FAILED)
     return 0

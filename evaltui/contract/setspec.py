@@ -248,6 +248,13 @@ def load_set_file(path: Path) -> tuple[SetFile, dict[str, Any]]:
     return parse_set_file(data), data
 
 
+def member_label(axes: dict[str, Any], *, step_names_checkpoint: bool = False) -> str:
+    """A member by its axis values, ``(base)`` for none; with ``step_names_checkpoint``
+    without the checkpoint's file (long), which its step names."""
+    shown = {k: v for k, v in axes.items() if not (k == "checkpoint" and step_names_checkpoint)}
+    return " ".join(f"{k}={v}" for k, v in shown.items()) or "(base)"
+
+
 def is_set_name(name: str) -> bool:
     """True if ``name`` is a well-formed set name (so it is safe to join under eval_sets/)."""
     return isinstance(name, str) and _NAME.fullmatch(name) is not None

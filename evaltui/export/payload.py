@@ -133,9 +133,7 @@ def flat(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 def table(snap: RunSnapshot) -> tuple[list[str], list[list[Any]]]:
     """The episode rows as columns and row lists (metrics after the row's own fields)."""
-    names = list((snap.summary.get("metrics") or {}).keys())
-    for row in snap.rows:
-        names += [n for n in row.get("metrics") or {} if n not in names]
+    names = snap.metric_names()
     rows = []
     for row in snap.rows:
         metrics = row.get("metrics") or {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from evaltui.contract.setspec import member_label
 from evaltui.export import payload
 from evaltui.runview.snapshot import RunSnapshot
 
@@ -31,9 +32,7 @@ class SetMember:
     @property
     def label(self) -> str:
         """Its axis values (the step's checkpoint file named by its step alone)."""
-        shown = {k: v for k, v in self.axes.items() if not (k == "checkpoint"
-                                                            and self.step is not None)}
-        return " ".join(f"{k}={v}" for k, v in shown.items()) or "(base)"
+        return member_label(self.axes, step_names_checkpoint=self.step is not None)
 
     def name(self, given: str | None) -> str:
         return given or f"{self.set_id} {self.label}"

@@ -67,19 +67,6 @@ def js_data(name: str, data: Any) -> bytes:
         data, option=orjson.OPT_SERIALIZE_NUMPY) + b";\n"
 
 
-def duration(seconds: Any) -> str | None:
-    """``1 h 02 min``, ``3 min 05 s``, ``12.3 s``; None if unknown."""
-    if not isinstance(seconds, int | float) or not math.isfinite(seconds):
-        return None
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
-
-
 def when(value: Any) -> str | None:
     """An ISO 8601 time as ``YYYY-mm-dd HH:MM:SS`` (as written: local to the run's machine)."""
     if not isinstance(value, str):

@@ -13,11 +13,11 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.units import duration
 from evaltui.nodesets.serverrecord import read_latency
 from evaltui.report.grouptable import groups_section
 from evaltui.report.html import (
     definition_list,
-    duration,
     esc,
     js_data,
     number,
@@ -46,7 +46,8 @@ def header_items(snap: RunSnapshot) -> list[tuple[str, Any]]:
         ("graph", s.get("graph_name")), ("dataset", s.get("dataset")),
         ("split", s.get("split")), ("workers", s.get("worker_count")),
         ("executor", snap.executor), ("started", when(s.get("started_at"))),
-        ("finished", when(s.get("finished_at"))), ("took", duration(s.get("elapsed_sec"))),
+        ("finished", when(s.get("finished_at"))),
+        ("took", duration(s.get("elapsed_sec"), words=True)),
         ("episodes", f"{finished} of {total}" if isinstance(total, int) else str(finished)),
         ("by status", ", ".join(f"{k} {v}" for k, v in counts.items()) or None),
         ("policy server", _server_latency(snap.run_dir)),
@@ -86,11 +87,7 @@ def metrics_table(snap: RunSnapshot) -> str:
 
 def episode_table_data(snap: RunSnapshot, pages: Collection[int]) -> dict[str, Any]:
     """The episode table as columns + rows of arrays, and which rows have a page."""
-    names = list((snap.summary.get("metrics") or {}).keys())
-    for row in snap.rows:
-        for name in row.get("metrics") or {}:
-            if name not in names:
-                names.append(name)
+    names = snap.metric_names()
     rows = []
     for row in snap.rows:
         metrics = row.get("metrics") or {}

@@ -21,15 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.setspec import member_label
 from evaltui.report.build import build_run_site, copy_assets
 from evaltui.report.episodechoice import EpisodeChoice
 from evaltui.report.html import esc, number, page, value_attr
 from evaltui.report.outdir import publish
 from evaltui.report.setplots import StepPoint, metric_over_steps_svg
 from evaltui.results.runrows import RunDirError
+from evaltui.results.tablewriter import html_table
 from evaltui.runview.snapshot import read_snapshot
 from evaltui.sets.expansion import STEP_AXIS
-from evaltui.sets.render import member_grid, pivot_grid
+from evaltui.sets.render import member_grid, p_text, pivot_grid
 
 RUNS_DIR = "runs"
 PLOTS_DIR = "plots"
@@ -61,12 +63,12 @@ def write_set_report(table: Any, out: Path, choice: EpisodeChoice, *, pivot: str
         copy_assets(tmp)
         for row in table.rows:
             if row.run_dir is None or row.run_id is None:
-                site.skipped.append(f"{_axes(row.axes)}: no run yet ({row.state})")
+                site.skipped.append(f"{member_label(row.axes)}: no run yet ({row.state})")
                 continue
             try:
                 snap = read(row.run_dir)
             except RunDirError as exc:
-                site.skipped.append(f"{_axes(row.axes)}: {exc}")
+                site.skipped.append(f"{member_label(row.axes)}: {exc}")
                 continue
             build_run_site(snap, tmp / RUNS_DIR / row.run_id, choice, depth=2)
             site.members.append(row.run_id)
@@ -127,7 +129,8 @@ def set_page(table: Any, pivot: str | None, reported: set[str], plots: list[str]
     body.append("</section>")
     if pivot:
         pgrid = pivot_grid(table, [m for m in table.metrics if m != "steps"], pivot, 3)
-        body += [f'<section><h2>By {esc(pivot)}</h2>', _grid_table(pgrid, "pivot"),
+        body += [f'<section><h2>By {esc(pivot)}</h2>',
+                 html_table(pgrid, "set-pivot", bold_mark=BEST_MARK),
                  f'<p class="hint">{esc(" ".join(pgrid.notes))}</p></section>']
     if plots:
         body.append('<section id="plots"><h2>Over checkpoint steps</h2>')
@@ -199,28 +202,9 @@ def baseline_table(table: Any) -> str:
                 ci = (f" [{diff.ci95[0]:+.3f}, {diff.ci95[1]:+.3f}]" if diff.ci95 else "")
                 cells += (f'<td class="diff" data-metric="{esc(m)}" '
                           f'data-value="{value_attr(diff.diff)}">{diff.diff:+.3f}{ci}</td>')
-            cells += f'<td class="p">{_p(d.mcnemar_p)}</td>'
+            cells += f'<td class="p">{p_text(d.mcnemar_p)}</td>'
             cells += f'<td class="p-holm" data-value="{value_attr(d.mcnemar_p_holm)}">' \
-                     f"{_p(d.mcnemar_p_holm)}</td>"
+                     f"{p_text(d.mcnemar_p_holm)}</td>"
         rows.append(f'<tr data-key="{esc(r.key)}">{cells}</tr>')
     return (f'<table id="set-baseline" class="metrics"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
-
-
-def _grid_table(grid: Any, css_id: str) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in grid.headers)
-    rows = []
-    for i, cells in enumerate(grid.rows):
-        tds = "".join(f"<td><strong>{esc(c)} {BEST_MARK}</strong></td>" if (i, j) in grid.bold
-                      else f"<td>{esc(c)}</td>" for j, c in enumerate(cells))
-        rows.append(f"<tr>{tds}</tr>")
-    return (f'<table id="set-{css_id}" class="metrics"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
-
-
-def _p(p: float | None) -> str:
-    return f"{p:.3g}" if p is not None else "-"
-
-
-def _axes(axes: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in axes.items()) or "(base)"

@@ -242,10 +242,13 @@ def _flips(shared: list[str], a: Mapping[str, Mapping], b: Mapping[str, Mapping]
 
 def _metric_names(a: Iterable[dict[str, float]], b: Iterable[dict[str, float]]) -> list[str]:
     """Metrics both runs report: the standard ones first, then the rest by name."""
-    in_a = set().union(*a)
-    in_b = set().union(*b)
-    common = in_a & in_b
-    return [m for m in METRIC_ORDER if m in common] + sorted(common - set(METRIC_ORDER))
+    return ordered_metrics(set().union(*a) & set().union(*b))
+
+
+def ordered_metrics(names: Iterable[str]) -> list[str]:
+    """``names`` in the order tables show them: the standard ones first, then by name."""
+    names = set(names)
+    return [m for m in METRIC_ORDER if m in names] + sorted(names - set(METRIC_ORDER))
 
 
 def _int(value: Any) -> int | None:

@@ -79,7 +79,7 @@ def load_run(run_dir: Path) -> RunRows:
         index = _index(row)
         if index is not None:
             rows[index] = row
-    for index, name in _episode_dirs(run_dir, problems):
+    for index, name in episode_dirs(run_dir, problems):
         # Read even where the summary has a row: a damaged episode.json (the episode's own
         # record) makes it unreadable here as in the API's single-episode route.
         rel = f"{EPISODES_DIRNAME}/{name}/{EPISODE_FILENAME}"
@@ -90,7 +90,7 @@ def load_run(run_dir: Path) -> RunRows:
         elif row is not None or len(problems) > seen:
             why = problems[-1] if len(problems) > seen else f"{rel}: not this episode's row"
             rows[index] = unreadable_row(index, why)
-    if summary is None and not rows and _kind(run_dir, EPISODES_DIRNAME) != "dir":
+    if summary is None and not rows and kind_or_outside(run_dir, EPISODES_DIRNAME) != "dir":
         raise RunDirError(f"{run_dir} has neither {SUMMARY_FILENAME} nor {EPISODES_DIRNAME}/: "
                           "not a run dir")
     ordered = [rows[i] for i in sorted(rows)]
@@ -113,7 +113,7 @@ def unreadable_row(index: int, why: str) -> dict[str, Any]:
     return {"episode_index": index, "status": UNREADABLE, "error": why, "metrics": {}}
 
 
-def _episode_dirs(run_dir: Path, problems: list[str]) -> list[tuple[int, str]]:
+def episode_dirs(run_dir: Path, problems: list[str]) -> list[tuple[int, str]]:
     """``(index, dir name)`` of the ep dirs that hold an episode.json (or a symlink named
     so), in index order."""
     try:
@@ -130,13 +130,9 @@ def _episode_dirs(run_dir: Path, problems: list[str]) -> list[tuple[int, str]]:
         if index is None:
             continue
         rel = f"{EPISODES_DIRNAME}/{name}/{EPISODE_FILENAME}"
-        if _kind(run_dir, rel) is not None:
+        if kind_or_outside(run_dir, rel) is not None:
             found.append((index, name))
     return sorted(found)
-
-
-def _kind(run_dir: Path, rel: str) -> str | None:
-    return kind_or_outside(run_dir, rel)
 
 
 def _read_object(run_dir: Path, rel: str, problems: list[str]) -> dict[str, Any] | None:

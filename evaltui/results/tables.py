@@ -1,4 +1,6 @@
-"""Results tables for papers: a run's summary or a comparison as Markdown, CSV or LaTeX.
+"""Results tables: a run's summary, a comparison or the metrics by group (``--by``) as
+Markdown, CSV or LaTeX for papers, and as the terminal shows them (``eval``, ``show``,
+``verify``, ``compare``); :mod:`evaltui.results.tablewriter` writes them.
 
 Every renderer takes plain data (a summary.json dict, a :class:`Comparison`) and returns
 the table as text, ending in a newline. Numbers carry ``digits`` decimals (default 3);
@@ -8,26 +10,28 @@ rounding there loses what the run measured.
 Markdown and LaTeX add note lines under the table (how errors were counted, how a CI
 was made); CSV is the bare table, one header row, so any CSV reader takes it as is.
 LaTeX uses booktabs (``\\usepackage{booktabs}``).
+In the terminal, means are over every scored episode, errors and timeouts counting as
+failures; the caption says so whenever there were any, and an "ok only" column shows the
+diagnosis.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rich.table import Table
+
+from evaltui.contract.views import data_label
 from evaltui.results.compare import Comparison
-from evaltui.results.groups import OVERALL, MetricGroup
-from evaltui.results.stopnote import T_TITLE, stop_line
+from evaltui.results.groups import OVERALL, MetricGroup, metric_names
+from evaltui.results.stopnote import CS_TITLE, T_TITLE, stop_line, stopped_of
+from evaltui.results.tablewriter import Grid, csv_text, latex, latex_escape, markdown, rich_grid
 
 Format = Literal["md", "csv", "latex"]
 FORMATS: tuple[Format, ...] = ("md", "csv", "latex")
 FAILURE_STATUSES = ("error", "timeout")
-_LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                   "^": r"\textasciicircum{}", "Δ": r"$\Delta$"}
 
 Number = float | int | None
 DEFAULT_DIGITS = 3
@@ -114,12 +118,76 @@ def grouped_table(field: str, groups: Sequence[MetricGroup], *, fmt: Format,
                    ci_title="95% CI", group_title=field)
 
 
-def latex_escape(text: str) -> str:
-    """``text`` with LaTeX's special characters escaped for text mode."""
-    return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in text)
+# ---- the terminal's tables --------------------------------------------------------------------
 
 
-# ---- renderers -------------------------------------------------------------------------------
+def metrics_table(summary: dict[str, Any]) -> Table:
+    """The results table: mean, 95% CI and n per metric, with the error rule stated."""
+    errors = int(summary.get("error_count") or 0)
+    caption = None
+    if errors:
+        first = summary.get("first_error") or {}
+        caption = (f"errors count as failures: {errors} episode(s) ended error/timeout; "
+                   f"first (episode {first.get('episode_index')}): {first.get('message')}")
+    stopped, line = stopped_of(summary), stop_line(summary)
+    if line is not None:
+        caption = f"{line}\n{caption}" if caption else line
+    grid = Grid(["metric", "mean", T_TITLE if stopped else "95% CI"]
+                + ([CS_TITLE] if stopped else []) + ["n"] + (["ok only"] if errors else []))
+    grid.align = "l" + "r" * (len(grid.headers) - 1)
+    ci = summary.get("metrics_ci95") or {}
+    ns = summary.get("metrics_n") or {}
+    ok_only = summary.get("metrics_ok_only") or {}
+    for name, mean in (summary.get("metrics") or {}).items():
+        lo_hi = ci.get(name)
+        cells = [name, f"{mean:.4f}", f"[{lo_hi[0]:.4f}, {lo_hi[1]:.4f}]" if lo_hi else "-"]
+        if stopped:
+            cs = stopped.get("interval") if stopped.get("metric") == name else None
+            cells.append(f"[{cs[0]:.4f}, {cs[1]:.4f}]" if cs else "")
+        cells.append(str(ns.get(name, "?")))
+        if errors:
+            cells.append(f"{ok_only[name]:.4f}" if name in ok_only else "-")
+        grid.rows.append(cells)
+    return rich_grid(grid, title=f"{summary.get('graph_name')} on "
+                      f"{data_label(summary.get('dataset'), summary.get('split'))}",
+                      caption=caption, caption_justify="left")
+
+
+def grouped_metrics_table(field: str, groups: Sequence[MetricGroup]) -> Table:
+    """Metrics by ``field`` (``--by``): one row per group, a "mean [95% CI]" cell per
+    metric and n episodes; the overall row (over every episode) last."""
+    names = metric_names(groups)
+    grid = Grid([field, "n", *names], align="l" + "r" * (1 + len(names)))
+    for g in groups:
+        cells = [g.key, str(g.episodes)]
+        for name in names:
+            mean, ci = g.stats.means.get(name), g.stats.ci95.get(name)
+            # The interval on a line of its own, numbers to three significant places at
+            # most: at 80 columns a cell folds between the two, never inside a number.
+            cells.append("-" if mean is None else
+                         f"{_short(mean)}\n[{_short(ci[0], 2)}, {_short(ci[1], 2)}]" if ci
+                         else _short(mean))
+        grid.rows.append(cells)
+    return rich_grid(grid, columns=[{"no_wrap": True}, {}, *[{"overflow": "fold"}] * len(names)],
+                      section_before_last=True, title=f"by {field}: mean [95% CI]",
+                      caption=f"errors count as failures; '{OVERALL}' is over every episode",
+                      caption_justify="left")
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    """``evaltui compare``'s table: B against A per metric, a difference whose CI leaves
+    out 0 in green (B better) or red."""
+    grid = Grid(["metric", "mean A", "mean B", "B - A", "95% CI (B - A)", "n"], align="lrrrrr")
+    for m in comparison.metrics:
+        style = "" if m.ci95 is None or m.ci95[0] <= 0 <= m.ci95[1] else \
+            ("green" if m.diff > 0 else "red")
+        grid.rows.append([m.name, f"{m.mean_a:.4f}", f"{m.mean_b:.4f}",
+                          f"[{style}]{m.diff:+.4f}[/]" if style else f"{m.diff:+.4f}",
+                          f"[{m.ci95[0]:+.4f}, {m.ci95[1]:+.4f}]" if m.ci95 else "-", str(m.n)])
+    return rich_grid(grid, columns=[{"no_wrap": True}] * 6, box=None, header_style="bold")
+
+
+# ---- the grids of each format ----------------------------------------------------------------
 
 
 def _render(fmt: Format, columns: list[_Column], rows: list[_Row], notes: list[str], *,
@@ -128,66 +196,31 @@ def _render(fmt: Format, columns: list[_Column], rows: list[_Row], notes: list[s
     digits = DEFAULT_DIGITS if digits is None else digits
     if digits < 0:
         raise ValueError(f"digits must be >= 0, got {digits}")
+    lead = [group_title] if group_title else []
+    align = "l" * (1 + len(lead)) + "r" * (len(columns) + 2)
     if fmt == "csv":
-        return _csv(columns, rows, digits, exact, group_title)
+        num = _exact if exact else _fmt
+        return csv_text(
+            [*lead, "metric", *(c.csv for c in columns), "ci_low", "ci_high", "n"],
+            [[*([row.group] if group_title else []), row.name,
+              *(num(v, digits, "") for v in row.values),
+              *(num(bound, digits, "") for bound in (row.ci or (None, None))),
+              "" if row.n is None else row.n] for row in rows])
     if fmt == "md":
-        return _markdown(columns, rows, notes, digits, ci_title, group_title)
+        return markdown(Grid(
+            [*lead, "metric", *(c.title for c in columns), ci_title, "n"],
+            [[*([str(row.group)] if group_title else []), row.name,
+              *(_fmt(v, digits, "-") for v in row.values), _ci(row.ci, digits, "-"),
+              "-" if row.n is None else str(row.n)] for row in rows], notes=notes, align=align))
     if fmt == "latex":
-        return _latex(columns, rows, notes, digits, ci_title, group_title)
+        return latex(Grid(
+            [*map(latex_escape, lead), "Metric", *(c.latex for c in columns),
+             latex_escape(ci_title), "$n$"],
+            [[*([latex_escape(str(row.group))] if group_title else []), latex_escape(row.name),
+              *(_tex_num(v, digits) for v in row.values), _tex_ci(row.ci, digits),
+              "--" if row.n is None else str(row.n)] for row in rows],
+            notes=notes, align=align), escape=False, notes_in_table=True)
     raise ValueError(f"unknown table format {fmt!r} (one of {', '.join(FORMATS)})")
-
-
-def _csv(columns: list[_Column], rows: list[_Row], digits: int, exact: bool = False,
-         group_title: str | None = None) -> str:
-    out = io.StringIO()
-    fmt = _exact if exact else _fmt
-    writer = csv.writer(out, lineterminator="\n")
-    lead = [group_title] if group_title else []
-    writer.writerow([*lead, "metric", *(c.csv for c in columns), "ci_low", "ci_high", "n"])
-    for row in rows:
-        lo, hi = row.ci if row.ci else (None, None)
-        writer.writerow([*([row.group] if group_title else []), row.name,
-                         *(fmt(v, digits, "") for v in row.values),
-                         fmt(lo, digits, ""), fmt(hi, digits, ""),
-                         "" if row.n is None else row.n])
-    return out.getvalue()
-
-
-def _markdown(columns: list[_Column], rows: list[_Row], notes: list[str], digits: int,
-              ci_title: str, group_title: str | None = None) -> str:
-    def cells(items: Sequence[str]) -> str:
-        return "| " + " | ".join(s.replace("|", "\\|") for s in items) + " |"
-
-    lead = [group_title] if group_title else []
-    lines = [cells([*lead, "metric", *(c.title for c in columns), ci_title, "n"]),
-             "|" + ":---|" * (1 + len(lead)) + "---:|" * (len(columns) + 2)]
-    for row in rows:
-        lines.append(cells([*([str(row.group)] if group_title else []), row.name,
-                            *(_fmt(v, digits, "-") for v in row.values),
-                            _ci(row.ci, digits, "-"), "-" if row.n is None else str(row.n)]))
-    for note in notes:  # one paragraph each: consecutive lines would merge into one
-        lines.extend(["", note])
-    return "\n".join(lines) + "\n"
-
-
-def _latex(columns: list[_Column], rows: list[_Row], notes: list[str], digits: int,
-           ci_title: str, group_title: str | None = None) -> str:
-    lead = [latex_escape(group_title)] if group_title else []
-    width = len(columns) + 3 + len(lead)
-    lines = [r"\begin{tabular}{" + "l" * (1 + len(lead)) + "r" * (width - 1 - len(lead)) + "}",
-             r"\toprule",
-             " & ".join([*lead, "Metric", *(c.latex for c in columns), latex_escape(ci_title),
-                         "$n$"]) + r" \\", r"\midrule"]
-    for row in rows:
-        cells = [*([latex_escape(str(row.group))] if group_title else []),
-                 latex_escape(row.name), *(_tex_num(v, digits) for v in row.values),
-                 _tex_ci(row.ci, digits), "--" if row.n is None else str(row.n)]
-        lines.append(" & ".join(cells) + r" \\")
-    lines.append(r"\bottomrule")
-    for note in notes:
-        lines.append(rf"\multicolumn{{{width}}}{{l}}{{\footnotesize {latex_escape(note)}}} \\")
-    lines.append(r"\end{tabular}")
-    return "\n".join(lines) + "\n"
 
 
 # ---- numbers ---------------------------------------------------------------------------------
@@ -239,3 +272,12 @@ def _tex_num(value: Number, digits: int) -> str:
 
 def _tex_ci(ci: tuple[float, float] | None, digits: int) -> str:
     return "--" if ci is None else f"[{_tex_num(ci[0], digits)}, {_tex_num(ci[1], digits)}]"
+
+
+def _short(value: float, small: int = 3) -> str:
+    """0.626, 73.1, 176: ``small`` decimals below 10, then fewer (a return of 176.149 has
+    no use for the last three); an interval's bounds take two, so that a narrow column
+    breaks one after its comma."""
+    size = abs(value)
+    return f"{value:.{small}f}" if size < 10 else f"{value:.1f}" if size < 100 \
+        else f"{value:.0f}"

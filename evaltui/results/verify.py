@@ -26,14 +26,13 @@ from evaltui.contract.records import (
 )
 from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.episode.metrics import metric_range, ndtw, path_length, spl, t_quantile_975
+from evaltui.results.runrows import episode_dirs
 from evaltui.results.steplog import log_metrics
 from evaltui.results.verifystop import check_stopped
-from evaltui.rundir.layout import episode_index_from_dirname
 from evaltui.rundir.safeopen import (
     LeavesRoot,
     NotAnObject,
     kind_or_outside,
-    list_dir_inside,
     read_object_inside,
 )
 
@@ -220,33 +219,23 @@ def aggregate_metrics(
 
 
 def load_episode_dirs(run_dir: Path) -> list[StoredEpisode]:
-    """Every ``epNNNN`` dir with an episode.json, by index (trajectory.json may be absent).
+    """Every ``epNNNN`` dir with an episode.json, by index (trajectory.json may be absent):
+    :func:`evaltui.results.runrows.episode_dirs`'s.
 
     Files are opened with the run dir as the root (:mod:`evaltui.rundir.safeopen`): a symlink out
     of it is an input error, never followed.
     """
-    try:
-        names = list_dir_inside(run_dir, EPISODES_DIRNAME)
-    except LeavesRoot:
-        raise VerifyInputError(f"{run_dir / EPISODES_DIRNAME} is a symlink that leaves the run "
-                               "dir; not read") from None
-    except OSError:
-        names = []
+    problems: list[str] = []
     found = []
-    for name in sorted(names):
-        index = episode_index_from_dirname(name)
+    for index, name in episode_dirs(run_dir, problems):
         ep = f"{EPISODES_DIRNAME}/{name}"
-        if index is None or _kind(run_dir, f"{ep}/{EPISODE_FILENAME}") is None:
-            continue
         record = _read_object(run_dir, f"{ep}/{EPISODE_FILENAME}")
         traj = f"{ep}/{TRAJECTORY_FILENAME}"
-        trajectory = _read_object(run_dir, traj) if _kind(run_dir, traj) is not None else None
+        trajectory = _read_object(run_dir, traj) if kind_or_outside(run_dir, traj) else None
         found.append(StoredEpisode(index, run_dir / ep, record, trajectory))
-    return sorted(found, key=lambda e: e.index)
-
-
-def _kind(run_dir: Path, rel: str) -> str | None:
-    return kind_or_outside(run_dir, rel)
+    if problems:
+        raise VerifyInputError(problems[0])
+    return found
 
 
 def _read_object(run_dir: Path, rel: str) -> dict[str, Any]:
@@ -264,7 +253,7 @@ def _read_object(run_dir: Path, rel: str) -> dict[str, Any]:
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[StoredEpisode]]:
     """summary.json and the episodes of a run dir, or VerifyInputError saying what is wrong."""
     run_dir = Path(run_dir)
-    if _kind(run_dir, SUMMARY_FILENAME) is None:
+    if kind_or_outside(run_dir, SUMMARY_FILENAME) is None:
         raise VerifyInputError(f"{run_dir} is not a run dir (no {SUMMARY_FILENAME})")
     summary = _read_object(run_dir, SUMMARY_FILENAME)
     episodes = load_episode_dirs(run_dir)

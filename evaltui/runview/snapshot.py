@@ -109,6 +109,14 @@ class RunSnapshot:
                                     else None))
         return lines
 
+    def metric_names(self) -> list[str]:
+        """The columns of the episode table: the summary's metrics, then any other an
+        episode row has, in the order first seen."""
+        names = list((self.summary.get("metrics") or {}).keys())
+        for row in self.rows:
+            names += [n for n in row.get("metrics") or {} if n not in names]
+        return names
+
     def notes(self) -> list[str]:
         """One line each: how errors count, what is not finished, what could not be read."""
         lines = []

@@ -9,28 +9,15 @@ LaTeX). CSV has plain numbers, one column each for mean, CI bounds and n, and no
 
 from __future__ import annotations
 
-import csv
-import io
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from evaltui.results.tables import latex_escape  # with numpy: only for LaTeX
+from evaltui.results.tablewriter import Grid, csv_text, fit_grid, latex, markdown, rich_grid
 from evaltui.sets.table import MemberRow, SetTable
 
 TextFormat = Literal["md", "latex", "csv"]
 MISSING = "-"
 TERMINAL_METRICS = ("success", "spl")
 """What the TUI's set screen tables and plots (it must fit 80 columns)."""
-
-
-@dataclass
-class Grid:
-    """Headers, rows of cell texts, the cells to mark bold, notes under the table."""
-
-    headers: list[str]
-    rows: list[list[str]] = field(default_factory=list)
-    bold: set[tuple[int, int]] = field(default_factory=set)
-    notes: list[str] = field(default_factory=list)
 
 
 def render(table: SetTable, fmt: TextFormat, *, metrics: list[str] | None = None,
@@ -44,13 +31,13 @@ def render(table: SetTable, fmt: TextFormat, *, metrics: list[str] | None = None
     grid = pivot_grid(table, shown, pivot, digits) if pivot else member_grid(table, shown,
                                                                              digits)
     if fmt == "md":
-        return _markdown(grid)
+        return markdown(grid, italic_notes=True)
     if pivot or table.baseline is None:
-        return _latex(grid)
+        return latex(grid)
     # One table of means and one of differences: side by side they made a table of
     # 20-odd columns no page holds.
-    return _latex(compact_grid(table, member_grid(table, shown, digits, baseline=False))) \
-        + "\n" + _latex(baseline_grid(table, shown, digits))
+    return latex(compact_grid(table, member_grid(table, shown, digits, baseline=False))) \
+        + "\n" + latex(baseline_grid(table, shown, digits))
 
 
 def baseline_grid(table: SetTable, metrics: list[str], digits: int) -> Grid:
@@ -208,12 +195,12 @@ def _baseline_cells(r: MemberRow, base: MemberRow, metrics: list[str], digits: i
             continue
         ci = f" [{diff.ci95[0]:+.{digits}f}, {diff.ci95[1]:+.{digits}f}]" if diff.ci95 else ""
         cells.append(f"{diff.diff:+.{digits}f}{ci}")
-    cells.append(_p(d.mcnemar_p))
-    cells.append(_p(d.mcnemar_p_holm))
+    cells.append(p_text(d.mcnemar_p))
+    cells.append(p_text(d.mcnemar_p_holm))
     return cells
 
 
-def _p(p: float | None) -> str:
+def p_text(p: float | None) -> str:
     return f"{p:.3g}" if p is not None else MISSING
 
 
@@ -229,70 +216,24 @@ def _axes(axes: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in axes.items())
 
 
-def _markdown(grid: Grid) -> str:
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-    out = [line(grid.headers), "|" + "|".join("---" for _ in grid.headers) + "|"]
-    for i, row in enumerate(grid.rows):
-        out.append(line([f"**{c}**" if (i, j) in grid.bold else c for j, c in enumerate(row)]))
-    out += [""] + [f"_{n}_" for n in grid.notes]
-    return "\n".join(out) + "\n"
-
-
-def _latex(grid: Grid) -> str:
-
-    cols = "l" * len(grid.headers)
-    out = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule",
-           " & ".join(latex_escape(h) for h in grid.headers) + " \\\\", "\\midrule"]
-    for i, row in enumerate(grid.rows):
-        cells = [f"\\textbf{{{latex_escape(c)}}}" if (i, j) in grid.bold else latex_escape(c)
-                 for j, c in enumerate(row)]
-        out.append(" & ".join(cells) + " \\\\")
-    out += ["\\bottomrule", "\\end{tabular}"] + [f"% {n}" for n in grid.notes]
-    return "\n".join(out) + "\n"
-
-
 def rich_table(table: SetTable, *, metrics: list[str] | None = None, pivot: str | None = None,
                digits: int = 3, width: int | None = None) -> Any:
     """The table as a :class:`rich.table.Table` (bold best cells, notes as its caption).
 
     Every metric unless ``metrics`` names some; in ``width`` columns the last metrics are
     left out until it fits (a cell is never wrapped) and the caption names them."""
-    from rich.table import Table
-
     shown = [m for m in (metrics or table.metrics) if m in table.metrics] or table.metrics
-
-    def grid_of(names: list[str]) -> Grid:
-        return (pivot_grid(table, names, pivot, digits) if pivot
-                else member_grid(table, names, digits))
-
-    grid = grid_of(shown)
-    left_out: list[str] = []
-    while width is not None and len(shown) > 1 and _table_width(grid) > width:
-        left_out.insert(0, shown.pop())
-        grid = grid_of(shown)
+    grid, left_out = fit_grid(lambda names: pivot_grid(table, names, pivot, digits) if pivot
+                              else member_grid(table, names, digits), shown, width)
     notes = list(grid.notes)
     if left_out:
         notes.append(f"not shown at {width} columns: {', '.join(left_out)} "
                      "(--metrics NAME,... or --format md)")
-    out = Table(title=f"set {table.set_id}", caption="\n".join(notes))
-    for h in grid.headers:
-        out.add_column(h, no_wrap=True)
-    for i, row in enumerate(grid.rows):
-        out.add_row(*[f"[bold]{c}[/]" if (i, j) in grid.bold else c for j, c in enumerate(row)])
-    return out
-
-
-def _table_width(grid: Grid) -> int:
-    """Rich's width of ``grid`` with the default box: a cell, its padding and a rule each."""
-    widths = [max([len(h), *(len(r[j]) for r in grid.rows)]) for j, h in enumerate(grid.headers)]
-    return sum(widths) + 3 * len(widths) + 1
+    return rich_grid(grid, columns=[{"no_wrap": True}] * len(grid.headers),
+                      title=f"set {table.set_id}", caption="\n".join(notes))
 
 
 def _csv(table: SetTable, metrics: list[str]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
     header = [*table.axes, "state", "run_id"]
     for m in metrics:
         header += [f"{m}_mean", f"{m}_ci_lo", f"{m}_ci_hi", f"{m}_n"]
@@ -300,7 +241,7 @@ def _csv(table: SetTable, metrics: list[str]) -> str:
         for m in metrics:
             header += [f"{m}_diff", f"{m}_diff_ci_lo", f"{m}_diff_ci_hi"]
         header += ["mcnemar_p", "mcnemar_p_holm"]
-    writer.writerow(header)
+    rows = []
     for r in table.rows:
         row: list[Any] = [r.axes.get(a, "") for a in table.axes] + [r.state, r.run_id or ""]
         for m in metrics:
@@ -313,8 +254,8 @@ def _csv(table: SetTable, metrics: list[str]) -> str:
                 lo, hi = (diff.ci95 if diff and diff.ci95 else (None, None))
                 row += [diff.diff if diff else "", _blank(lo), _blank(hi)]
             row += [_blank(d.mcnemar_p if d else None), _blank(d.mcnemar_p_holm if d else None)]
-        writer.writerow(row)
-    return buf.getvalue()
+        rows.append(row)
+    return csv_text(header, rows)
 
 
 def _blank(v: Any) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 from evaltui.contract.records import SUMMARY_FILENAME
 from evaltui.contract.setspec import SetMemberRecord, SetRecord
-from evaltui.results.compare import METRIC_ORDER  # numpy: after the command starts
+from evaltui.results.compare import ordered_metrics  # numpy: after the command starts
 from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import outputs_root, runs_root
 from evaltui.rundir.status import read_run_status
@@ -79,7 +79,7 @@ def build_table(record: SetRecord, outputs: str | os.PathLike[str] | None = None
     for m in record.members:
         axes += [a for a in m.axes if a not in axes]
     present = set().union(*(r.metrics for r in rows)) if rows else set()
-    metrics = [m for m in METRIC_ORDER if m in present] + sorted(present - set(METRIC_ORDER))
+    metrics = ordered_metrics(present)
     table = SetTable(record.set_id, record.name, axes, metrics, rows)
     table.best = _best(rows, metrics)
     if baseline is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+from evaltui.contract import units
 from evaltui.contract.states import RunState
 
 STATE_COLOUR: Mapping[str, str] = {
@@ -58,21 +59,8 @@ def interval(ci: object, digits: int = 3) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """``0.42 s``, ``12 s``, ``3m05s``, ``2h07m``, ``3d04h``."""
-    if seconds is None or seconds < 0:
-        return NONE
-    if seconds < 10:
-        return f"{seconds:.2f} s"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes, sec = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{sec:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h"
+    """``0.42 s``, ``12 s``, ``3m05s``, ``2h07m``, ``3d04h`` (:func:`units.duration`)."""
+    return units.duration(seconds) or NONE
 
 
 def age(seconds: float | None) -> str:

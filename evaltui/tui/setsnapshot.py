@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaltui.contract.setspec import is_set_name
+from evaltui.contract.setspec import is_set_name, member_label
 from evaltui.sets.setdir import SetDirError, read_set, sets_root
 
 ORDER = ("done", "running", "starting", "queued", "pending", "failed", "aborted",
@@ -37,9 +37,7 @@ class SetMemberLine:
     @property
     def label(self) -> str:
         """Its axis values; a checkpoint named by its step alone (the file is long)."""
-        shown = {k: v for k, v in self.axes.items()
-                 if not (k == "checkpoint" and "step" in self.axes)}
-        return " ".join(f"{k}={v}" for k, v in shown.items()) or "(base)"
+        return member_label(self.axes, step_names_checkpoint="step" in self.axes)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 
 from evaltui.contract.views import data_label
-from evaltui.results.richtables import metrics_table
+from evaltui.results.tables import metrics_table
 
 
 def test_an_own_jsonl_dataset_is_named_by_its_file() -> None:

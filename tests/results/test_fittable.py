@@ -11,7 +11,7 @@ from rich.console import Console
 
 from evaltui.api.models import EpisodeRow, Run
 from evaltui.commands.runs import episodes_table, runs_table
-from evaltui.results.fittable import one_line
+from evaltui.results.tablewriter import one_line
 
 TRACEBACK_ERROR = ("cannot build the graph's nodesets: workers cannot start: Traceback (most "
                    "recent call last):\n  File \"/x/bot.py\", line 39, in __init__\n    raise "

@@ -8,7 +8,7 @@ import re
 from rich.console import Console
 
 from evaltui.results.groups import metric_groups
-from evaltui.results.richtables import grouped_metrics_table
+from evaltui.results.tables import grouped_metrics_table
 
 TASKS = ["reach-v3", "push-v3", "pick-place-v3", "door-open-v3", "button-press-topdown-v3"]
 

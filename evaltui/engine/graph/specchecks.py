@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from evaltui.contract.spec import DEFAULT_STEP_BUDGET, JobSpec, SpecError, parse_spec
 from evaltui.engine.graph.benchmarks import get_benchmark
 from evaltui.engine.graph.datasets import (
@@ -115,6 +117,18 @@ def check_executor(spec: JobSpec) -> None:
     if not found:
         raise SpecError("eval.executor", "ray is not installed here: install evaltui[ray] "
                         "(pip install 'evaltui[ray]')")
+
+
+def executor_unavailable(spec: Mapping[str, Any]) -> SpecError | None:
+    """Why ``spec``'s executor cannot run from here (:func:`check_executor`), else None (a
+    spec with any other fault: the validator says what it is)."""
+    try:
+        check_executor(JobSpec.model_validate(spec))
+    except SpecError as exc:
+        return exc
+    except ValidationError:
+        return None
+    return None
 
 
 def resolve_step_budget(asked: int | None, env_cls: type[NodeSet],

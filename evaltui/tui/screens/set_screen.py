@@ -26,6 +26,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from evaltui.contract.setspec import member_label
+from evaltui.results.tablewriter import Grid, column_widths, fit_grid
 from evaltui.sets.render import (
     TERMINAL_METRICS,
     compact_grid,
@@ -128,7 +130,7 @@ class SetScreen(Screen[None]):
         base = self.baseline_row()
         parts = [f"[b]set {table.set_id}[/b]", f"{done}/{len(table.rows)} done"]
         if base is not None:
-            parts.append("baseline " + _axes_text(self.baseline_axes or {}))
+            parts.append("baseline " + member_label(self.baseline_axes or {}))
         if self.pivot:
             parts.append(f"pivot {self.pivot}")
         if self.error:
@@ -137,17 +139,13 @@ class SetScreen(Screen[None]):
         self._fill_table()
         self._show_plots()
 
-    def _grid(self) -> Any:
-
+    def _grid(self) -> Grid:
         metrics = [m for m in TERMINAL_METRICS if m in self.table.metrics] or self.table.metrics
         width = self.query_one("#set-table", DataTable).size.width or self.app.size.width
-        grid = None
-        for n in range(len(metrics), 0, -1):  # as many metrics as fit, success first
-            grid = (pivot_grid(self.table, metrics[:n], self.pivot, 3) if self.pivot
-                    else compact_grid(self.table, member_grid(self.table, metrics[:n], 3)))
-            if _grid_width(grid) <= width:
-                break
-        return grid
+        # As many metrics as fit, success first.
+        return fit_grid(lambda names: pivot_grid(self.table, names, self.pivot, 3) if self.pivot
+                        else compact_grid(self.table, member_grid(self.table, names, 3)),
+                        metrics, width, measure=_grid_width)[0]
 
     def _fill_table(self) -> None:
         widget = self.query_one("#set-table", DataTable)
@@ -156,7 +154,7 @@ class SetScreen(Screen[None]):
         widget.clear(columns=True)
         # Widths given, not measured: a refill (a pivot, a refresh) kept the headers' widths
         # and cut every cell to them.
-        for width, header in zip(_column_widths(grid), grid.headers, strict=True):
+        for width, header in zip(column_widths(grid, BEST_MARK), grid.headers, strict=True):
             widget.add_column(header, width=width)
         for i, cells in enumerate(grid.rows):
             shown = [Text(c + BEST_MARK, style="bold") if (i, j) in grid.bold else Text(c)
@@ -212,7 +210,7 @@ class SetScreen(Screen[None]):
         if member is None:
             return
         if member.run_dir is None or not readable_dir(member.run_dir):
-            self.notify(f"{_axes_text(member.axes)} has no run dir yet ({member.state})",
+            self.notify(f"{member_label(member.axes)} has no run dir yet ({member.state})",
                         severity="warning", timeout=4)
             return
         self.app.open_run(member.run_dir)  # type: ignore[attr-defined]
@@ -259,18 +257,8 @@ class SetScreen(Screen[None]):
         self.app.pop_screen()
 
 
-def _column_widths(grid: Any) -> list[int]:
-    """Each column's widest cell, its best mark included."""
-    return [max([len(h), *(len(r[j]) + len(BEST_MARK) * ((i, j) in grid.bold)
-                           for i, r in enumerate(grid.rows))])
-            for j, h in enumerate(grid.headers)]
-
-
-def _grid_width(grid: Any) -> int:
+def _grid_width(grid: Grid) -> int:
     """The DataTable's width of ``grid``: its columns and a cell of padding on either
     side of each."""
-    return sum(w + 2 for w in _column_widths(grid))
+    return sum(w + 2 for w in column_widths(grid, BEST_MARK))
 
-
-def _axes_text(axes: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in axes.items()) or "(base)"

@@ -24,7 +24,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Select
 from evaltui.contract.spec import JobSpec, SpecError
 from evaltui.engine.graph.datasets import builtin_splits
 from evaltui.engine.graph.specbuild import build_spec
-from evaltui.engine.graph.specchecks import check_executor
+from evaltui.engine.graph.specchecks import check_executor, executor_unavailable
 from evaltui.graphs import builtin_graph_names
 from evaltui.tui.backend import Backend
 from evaltui.tui.keys import QUIT_BINDINGS
@@ -114,15 +114,6 @@ def field_for(path: str) -> str:
         if path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "["):
             return FIELD_OF_PATH[prefix]
     return "form"
-
-
-def ray_missing(executor: str) -> str | None:
-    """The install hint when ``executor`` is ray and ray is not installed here."""
-    try:
-        check_executor(JobSpec.model_validate({"graph": {}, "eval": {"executor": executor}}))
-    except SpecError as exc:
-        return exc.message
-    return None
 
 
 class FormScroll(VerticalScroll, can_focus=False):
@@ -234,8 +225,8 @@ class SubmitScreen(ModalScreen[str | None]):
         """Say at once when ray is not installed, rather than at submit."""
         self.draft["executor"] = event.value
         self._clear_error("executor")
-        if missing := ray_missing(str(event.value)):
-            self._show_errors({"executor": missing})
+        if missing := executor_unavailable({"graph": {}, "eval": {"executor": event.value}}):
+            self._show_errors({"executor": missing.message})
 
     def action_submit(self) -> None:
         self._clear_errors()
