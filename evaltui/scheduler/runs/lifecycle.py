@@ -20,7 +20,7 @@ from evaltui.contract.records import (
     SUMMARY_FILENAME,
     SchedulerRecord,
 )
-from evaltui.contract.spec import JobSpec, SpecError
+from evaltui.contract.spec import JobSpec, SpecError, parse_spec
 from evaltui.contract.states import EpisodeStatus, RunExit, RunState
 from evaltui.engine.graph.specchecks import check_spec, validate_in_workspace, validate_spec
 from evaltui.rundir.jsonfiles import read_json
@@ -68,7 +68,10 @@ class Lifecycle:
         if (spec.eval.executor if isinstance(spec, JobSpec) else
                 (spec.get("eval") or {}).get("executor")) == "slurm":
             return _submit_to_slurm(spec, c.outputs)  # Slurm schedules it, not admission
-        checked = check_spec(spec) if isinstance(spec, JobSpec) else validate_spec(spec)
+        # Not built here: a nodeset's own environment that the cache lacks is built while
+        # the run waits in the queue (envbuilds.py), and checked then.
+        checked = check_spec(spec if isinstance(spec, JobSpec) else parse_spec(spec),
+                             build=False)
         parts = nodeset_parts(checked.spec)
         estimate = c.calibration.estimate(checked.spec, parts, c.shared_keys())
         record = scheduler_record(checked, record_extra={
