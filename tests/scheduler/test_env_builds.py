@@ -159,3 +159,19 @@ def test_a_scheduler_killed_mid_build_loses_nothing(
     assert len(list(env_cache.glob(f"*/{MARKER}"))) == 1
     assert json.loads(next(env_cache.glob(f"*/{MARKER}")).read_text())["builder"] in (
         "uv", "pip")
+
+
+def test_a_run_cancelled_while_it_waits_for_its_build_resumes_into_the_same_build(
+        make_scheduler: Make, dataset: Path, env_cache: Path, tmp_path: Path) -> None:
+    requirement, gate = gated_package(tmp_path / "pkg")
+    sched = make_scheduler().start()
+    run_id, _ = sched.submit(own_env_spec(dataset, [requirement], needs="gatedpkg"))
+    wait_until(lambda: (q := sched.queue()) and REASON.match(q[0].waiting_reason), 60,
+               "the run waits for its build")
+    assert sched.cancel(run_id) is RunState.CANCELLED  # at once: the build goes on
+    assert sched.resume(run_id) is RunState.QUEUED  # the gate is shut: resume built nothing
+    wait_until(lambda: (q := sched.queue()) and REASON.match(q[0].waiting_reason), 60,
+               "the resumed run waits for the build")
+    gate.touch()
+    assert sched.wait(run_id, 120) is RunState.DONE
+    assert len(builders(tmp_path / "pkg")) == 1 and len(venv_lines(env_cache)) == 1

@@ -61,7 +61,8 @@ class EnvBuilds:
         self.core = core
         self._lock = threading.Lock()
         self._builds: dict[str, _OneBuild] = {}
-        self._examined: set[str] = set()
+        self._examined: set[Job] = set()
+        """Jobs looked at (by identity: a run cancelled and resumed is a new Job)."""
         self.built = 0
         """Environments this scheduler has built (the tests count them)."""
 
@@ -70,9 +71,9 @@ class EnvBuilds:
         end the waits whose builds ended; say how long the others have waited."""
         c = self.core
         with c.lock:
-            self._examined &= set(c.jobs)
-            fresh = [j for j in c.queue if j.run_id not in self._examined]
-            self._examined.update(j.run_id for j in fresh)
+            self._examined = {j for j in self._examined if c.jobs.get(j.run_id) is j}
+            fresh = [j for j in c.queue if j not in self._examined]
+            self._examined.update(fresh)
         for job in fresh:
             unbuilt = _unbuilt(job)
             if unbuilt:
