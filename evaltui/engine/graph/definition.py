@@ -214,7 +214,15 @@ class GraphDefinition:
             batching = classes[ns_name].batching_error()
             if batching is not None:
                 raise GraphError(f"nodesets.{ns_name}.impl", f"{ns.impl}: {batching}")
-        if defer:
+        if defer:  # what needs no class: the names the graph refers to, the DAG
+            for node_name, nd in self.nodes.items():
+                if nd.nodeset not in self.nodesets:
+                    raise GraphError(f"nodes.{node_name}.nodeset",
+                                     f"no nodeset named {nd.nodeset!r}")
+            if self.loop.env not in self.nodesets:
+                raise GraphError("loop.env", f"no nodeset named {self.loop.env!r}")
+            if self.loop.step not in self.nodes:
+                raise GraphError("loop.step", f"no node named {self.loop.step!r}")
             self.topological_order()
             return classes
         specs = self._node_specs(classes)

@@ -42,6 +42,8 @@ def test_unbuilt_nodesets_are_left_for_later_and_nothing_is_built(
                                               params={"numpy_major": "abc"}),
      "graph.nodesets.policy.params.numpy_major"),
     (lambda g: g["edges"].append(["env_step.obs", "policy.obs"]), "graph.edges"),
+    (lambda g: g["nodes"]["policy"].update(nodeset="polcy"), "graph.nodes.policy.nodeset"),
+    (lambda g: g["loop"].update(step="env_stpe"), "graph.loop.step"),
 ])
 def test_what_needs_no_build_is_still_refused_at_submit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, break_it: object, field: str) -> None:
