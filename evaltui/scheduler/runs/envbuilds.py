@@ -63,8 +63,6 @@ class EnvBuilds:
         self._builds: dict[str, _OneBuild] = {}
         self._examined: set[Job] = set()
         """Jobs looked at (by identity: a run cancelled and resumed is a new Job)."""
-        self.built = 0
-        """Environments this scheduler has built (the tests count them)."""
 
     def tick(self) -> None:
         """(the tick, before admission) Start builds for queued runs not looked at yet;
@@ -129,7 +127,6 @@ class EnvBuilds:
         try:
             if not is_built(env):  # another process may have built it since
                 ensure_built(env, f"nodeset {name!r}", say=log.info)
-                self.built += 1
         except (EnvBuildError, OSError) as exc:
             build.error = str(exc)
         finally:
