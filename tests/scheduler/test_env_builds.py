@@ -73,7 +73,7 @@ def test_an_unbuilt_environment_is_built_while_its_runs_wait_in_the_queue(
                       60, "both runs wait for the build")
     assert [q.run_id for q in sched.queue()] == [first, second]
     assert sched.resources().ledger == []  # waiting for a build holds no memory
-    # Said as it goes: the seconds move, and reach scheduler.json (evaltui ls reads it).
+    # Said as it goes: the seconds move, and reach scheduler.json (read by whoever reads the file).
     wait_until(lambda: int(REASON.match(reasons()[0])[2]) >= 1, 60, "the seconds move")
     on_disk = wait_until(lambda: (rec := record(sched.outputs, first))["waiting_kind"]
                          == "building" and REASON.match(rec["waiting_reason"])

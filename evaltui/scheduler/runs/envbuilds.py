@@ -4,11 +4,12 @@ A submit does not build: the spec is checked without the nodesets whose environm
 cache lacks (``check_spec(build=False)``), the run is queued at once, and the tick finds
 it here before admission. Its environments are built on a builder thread while it waits
 in ``queued`` with the reason "building environment for nodeset env (uv, 40 s so far)"
-(live in the scheduler's queue, and in scheduler.json every :data:`SAY_EVERY_SEC` for
-``evaltui ls``); it is no candidate meanwhile, so it holds no GPU memory. Built, its spec
-is checked again, completely (the nodesets in their environments: nodes, params, step
-limits), and it becomes a candidate in the same tick; a failed build or check fails it
-with one line (a build's names its log).
+(live in the scheduler's queue: the API's, ``evaltui ls``, the TUI's; and in
+scheduler.json every :data:`SAY_EVERY_SEC` for readers of the file); it is no candidate
+meanwhile, so it holds no GPU memory. Built, its spec is checked again, completely (the
+nodesets in their environments: nodes, params, step limits), and it becomes a candidate
+in the same tick; a failed build or check fails it with one line (a build's names its
+log).
 
 Two runs asking for the same environment build it once: one build per environment key in
 this scheduler, and the cache's lock between processes (engine/foreign/envcache.py). A
@@ -144,7 +145,7 @@ class EnvBuilds:
             c.set_wait(job, Wait(job.run_id, WaitKind.BUILDING, reason))
             if now - building.said_at >= SAY_EVERY_SEC:
                 building.said_at = now
-                job.set(waiting_reason=reason)  # for readers of the file (evaltui ls)
+                job.set(waiting_reason=reason)  # for readers of the file (another backend)
                 c.writer.schedule(job)
             return
         job.building = None
