@@ -24,6 +24,7 @@ from evaltui.scheduler.admits.entry import Entry
 from evaltui.scheduler.admits.queue import AdmitQueue
 from evaltui.scheduler.core import Core
 from evaltui.scheduler.runs.claims import Claims
+from evaltui.scheduler.runs.envbuilds import EnvBuilds
 from evaltui.scheduler.runs.fairshare import ServedClock, fair_share
 from evaltui.scheduler.runs.jobs import Job
 from evaltui.scheduler.runs.lifecycle import Lifecycle
@@ -59,6 +60,7 @@ class Ticker:
         self.sampler = sampler
         self.admits = admits
         self.lost = LostReplicas()
+        self.builds = EnvBuilds(core)
         self._lock = threading.Lock()
 
     def tick(self) -> None:
@@ -73,6 +75,7 @@ class Ticker:
             self.admits.reap()
             self.lifecycle.observe_started()
             self.starter.finish_loading()
+            self.builds.tick()  # before admission: a run whose build ended is a candidate
             for ns in c.shared.tick(c.tick_no):
                 log.info("unloaded shared nodeset %s", ns.name)
                 self.sampler.learn_host(ns)
@@ -104,7 +107,7 @@ class Ticker:
         if lock_reason is not None:
             with c.lock:
                 for job in c.queue:
-                    if job.loading is None:  # admitted already: it only waits for its load
+                    if job.admissible:  # not admitted already, not building
                         c.set_wait(job, Wait(job.run_id, WaitKind.LOCK, lock_reason))
                 for entry in self.admits.waiting():
                     self.admits.set_wait(entry, Wait(entry.ledger_id, WaitKind.LOCK,
@@ -121,7 +124,7 @@ class Ticker:
             return True
         except LedgerNotDurable as exc:
             with c.lock:
-                self._ledger_waits([j for j in c.queue if j.loading is None]
+                self._ledger_waits([j for j in c.queue if j.admissible]
                                    + self.admits.waiting(), str(exc))
             return False
 
@@ -139,7 +142,7 @@ class Ticker:
         gpus = placement.candidates(acct.gpus)
         views = {g.index: g for g in gpus or ()}
         with c.lock:
-            jobs = [job for job in c.queue if job.loading is None]
+            jobs = [job for job in c.queue if job.admissible]
             entries = self._placeable_entries()
             if not gpus and self._refuse_without_gpus(jobs):
                 return

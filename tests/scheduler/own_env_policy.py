@@ -3,15 +3,19 @@ public nodeset API (the host over there has nothing else of evaltui)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 
 from evaltui.engine.nodes import NodeSet, node
 
 
 class LinePolicyOwnEnv(NodeSet):
-    """Steps towards the goal; ``marker`` names a file its host writes its PID to."""
+    """Steps towards the goal; ``marker`` names a file its host writes its PID to;
+    ``needs``: a module that must import (one only its environment has)."""
 
-    def __init__(self, marker: str = "") -> None:
+    def __init__(self, marker: str = "", needs: str = "") -> None:
+        if needs:
+            importlib.import_module(needs)
         if marker:
             with open(marker, "w") as fh:
                 fh.write(str(os.getpid()))

@@ -7,7 +7,14 @@ environment, in every later run and every user's run that can read the cache
 
     <key>/          the environment (a venv); ``<key>/.evaltui-built`` is written last
     <key>.lock      held (flock) while it is built: a second run waits, then reuses it
-    <key>.log       the build's output, named by the error when the build fails
+    <key>.log       the builds' output (appended: one ``$ ... venv`` line per build), named
+                    by the error when the build fails
+
+A scheduler builds on a builder thread while the run waits in ``queued``
+(:mod:`evaltui.scheduler.runs.envbuilds`); ``evaltui eval`` builds in the foreground,
+saying how long it has taken every :data:`HEARTBEAT_SEC`. The build's steps die with the
+process that started them (PR_SET_PDEATHSIG): a scheduler killed mid-build leaves no
+builder writing into the cache, and the next one, finding no marker, builds again.
 
 Built with ``uv`` (``uv venv`` + ``uv pip install``) where uv is installed, else ``python -m
 venv`` + pip. A failed build leaves no environment behind, only its log.
@@ -25,11 +32,13 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from evaltui.contract.settings import settings
 from evaltui.engine.foreign.envspec import NodesetEnvironment
+from evaltui.engine.processes.pdeathsig import arm_pdeathsig, prepare_pdeathsig
 from evaltui.engine.usererrors import verbose
 
 BUILDER_VERSION = 1
@@ -37,6 +46,15 @@ BUILDER_VERSION = 1
 MARKER = ".evaltui-built"
 _PEP723 = re.compile(r"^# /// script$\s(?P<body>(^#(| .*)$\s)+)^# ///$", re.MULTILINE)
 """PEP 723's own reference expression, for its ``script`` block."""
+HEARTBEAT_SEC = 10.0
+"""How often a foreground build says it is still going."""
+
+Say = Callable[[str], None]
+"""Where a build's progress lines go (stderr in the foreground; nowhere in a scheduler)."""
+
+
+def say_on_stderr(line: str) -> None:
+    print(f"evaltui: {line}", file=sys.stderr, flush=True)
 
 
 class EnvBuildError(RuntimeError):
@@ -113,7 +131,17 @@ def _uv_argv() -> list[str] | None:
     return [found] if found else None
 
 
-def ensure_built(env: NodesetEnvironment, label: str) -> Path:
+def is_built(env: NodesetEnvironment) -> bool:
+    """Whether the cache holds ``env``'s environment (always True for a form evaltui does
+    not build)."""
+    return not env.built or (cache_root() / environment_key(env) / MARKER).exists()
+
+
+def build_log(env: NodesetEnvironment) -> Path:
+    return cache_root() / f"{environment_key(env)}.log"
+
+
+def ensure_built(env: NodesetEnvironment, label: str, say: Say = say_on_stderr) -> Path:
     """The interpreter of ``env``'s environment, built first if the cache lacks it."""
     root = cache_root()
     key = environment_key(env)
@@ -124,17 +152,18 @@ def ensure_built(env: NodesetEnvironment, label: str) -> Path:
     with open(root / f"{key}.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another run building the same: wait, then reuse
         if not (prefix / MARKER).exists():
-            _build(env, prefix, root / f"{key}.log", label)
+            _build(env, prefix, root / f"{key}.log", label, say)
     return env_python(prefix)
 
 
-def _build(env: NodesetEnvironment, prefix: Path, log_path: Path, label: str) -> None:
+def _build(env: NodesetEnvironment, prefix: Path, log_path: Path, label: str,
+           say: Say) -> None:
     reqs, python = what_to_install(env)
     uv = _uv_argv()
     shutil.rmtree(prefix, ignore_errors=True)  # an earlier build that died half-way
     started = time.monotonic()
-    print(f"evaltui: building the environment of {label} with {'uv' if uv else 'pip'} in "
-          f"{prefix} (log: {log_path})", file=sys.stderr, flush=True)
+    say(f"building the environment of {label} with {'uv' if uv else 'pip'} in {prefix} "
+        f"(log: {log_path})")
     if uv:
         steps = [uv + ["venv", "--python", python or sys.executable, str(prefix)],
                  uv + ["pip", "install", "--python", str(env_python(prefix)), *reqs]]
@@ -145,11 +174,11 @@ def _build(env: NodesetEnvironment, prefix: Path, log_path: Path, label: str) ->
                                 "on PATH (install uv to fetch other Pythons)")
         steps = [[base, "-m", "venv", str(prefix)],
                  [str(env_python(prefix)), "-m", "pip", "install", *reqs]]
-    with open(log_path, "w") as log:
+    with open(log_path, "a") as log:
         for argv in steps:
             log.write(f"$ {' '.join(argv)}\n")
             log.flush()
-            code = _run_logged(argv, log)
+            code = _run_logged(argv, log, started, label, say)
             if code != 0:
                 shutil.rmtree(prefix, ignore_errors=True)
                 raise EnvBuildError(f"cannot build the environment of {label}: "
@@ -157,17 +186,28 @@ def _build(env: NodesetEnvironment, prefix: Path, log_path: Path, label: str) ->
         (prefix / MARKER).write_text(json.dumps({
             "asked": env.to_dict(), "requirements": reqs, "builder": "uv" if uv else "pip",
             "seconds": round(time.monotonic() - started, 1)}))
-    print(f"evaltui: built the environment of {label} in {time.monotonic() - started:.1f} s",
-          file=sys.stderr, flush=True)
+    say(f"built the environment of {label} in {time.monotonic() - started:.1f} s")
 
 
-def _run_logged(argv: list[str], log: Any) -> int:
-    """Run one build step, its output into ``log`` (and to stderr with --verbose)."""
+def _die_with_parent() -> None:
+    arm_pdeathsig()  # the step's only work before exec: one prctl (safe beside threads)
+
+
+def _run_logged(argv: list[str], log: Any, started: float, label: str, say: Say) -> int:
+    """Run one build step, its output into ``log`` (and to stderr with --verbose; else a
+    line every HEARTBEAT_SEC saying how long the build has taken)."""
+    prepare_pdeathsig()
     if not verbose():
-        return subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, check=False).returncode
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        while True:
+            try:
+                return proc.wait(timeout=HEARTBEAT_SEC)
+            except subprocess.TimeoutExpired:
+                say(f"still building the environment of {label} "
+                    f"({time.monotonic() - started:.0f} s so far)")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, text=True)
+                            stdin=subprocess.DEVNULL, text=True, preexec_fn=_die_with_parent)
     assert proc.stdout is not None
     for line in proc.stdout:
         log.write(line)

@@ -8,6 +8,12 @@ instance starts one host in the other environment (:class:`.hostproc.ForeignHost
 replicated nodeset gets one host per worker, and a shared one is hosted by evaltui's host
 (batching as ever) in front of one host in its environment.
 
+The class pickles as what makes it, its environment included, and finds its interpreter
+again wherever it is unpickled (:func:`_stand_in_here`): in a local worker that is the same
+one; in a Ray actor on another node, an environment evaltui builds is built there, into
+that node's cache (``EVALTUI_ENV_CACHE`` of its raylet), and an interpreter or launcher
+given by path must exist there.
+
 A host that died is started again at the next episode's ``set_episode`` /
 ``begin_episode`` (the episode it died in fails, and is retried per
 ``max_episode_retries``); a shared nodeset's host, which keeps no episode, at the next call.
@@ -17,11 +23,12 @@ from __future__ import annotations
 
 import copyreg
 import inspect
+import os
 from abc import ABCMeta
 from typing import Any, ClassVar
 
 from evaltui.engine.foreign.envcache import EnvBuildError
-from evaltui.engine.foreign.envspec import NodesetEnvironment
+from evaltui.engine.foreign.envspec import NodesetEnvironment, parse_environment
 from evaltui.engine.foreign.hostproc import (
     ForeignHost,
     ForeignHostError,
@@ -46,6 +53,7 @@ class ForeignNodeset:
     foreign_label: ClassVar[str]
     foreign_restart_on_call: ClassVar[bool]
     foreign_info: ClassVar[dict[str, Any]]
+    foreign_environment: ClassVar[dict[str, Any]]
 
     def __init__(self, **params: Any) -> None:
         self._params = params
@@ -121,7 +129,8 @@ def foreign_class(name: str, impl: str, env: NodesetEnvironment, *,
     ImplError's one line from the other side, InterpreterMissing, EnvBuildError)."""
     label = f"nodeset {name!r}"
     argv = interpreter_argv(env, label)
-    return _stand_in(label, impl, tuple(argv), shared, describe(argv, impl, label))
+    return _stand_in(label, impl, tuple(argv), shared, describe(argv, impl, label),
+                     env.to_dict())
 
 
 class ForeignNodesetMeta(ABCMeta):
@@ -133,7 +142,7 @@ _made: dict[tuple[str, str, tuple[str, ...], bool], type[NodeSet]] = {}
 
 
 def _stand_in(label: str, impl: str, argv: tuple[str, ...], shared: bool,
-              info: dict[str, Any]) -> type[NodeSet]:
+              info: dict[str, Any], environment: dict[str, Any]) -> type[NodeSet]:
     key = (label, impl, argv, shared)
     if key in _made:
         return _made[key]
@@ -147,7 +156,7 @@ def _stand_in(label: str, impl: str, argv: tuple[str, ...], shared: bool,
         "__module__": info["module"], "__qualname__": info["qualname"], "__init__": __init__,
         "foreign_argv": list(argv), "foreign_impl": impl, "foreign_label": label,
         "foreign_restart_on_call": shared, "foreign_info": info,
-        "success_distance": info["success_distance"],
+        "foreign_environment": environment, "success_distance": info["success_distance"],
     }
     for op, (inputs, outputs, batched, batch_dim) in info["node_specs"].items():
         attrs[op] = _node_stub(NodeSpec(op, tuple(inputs), tuple(outputs), batched, batch_dim))
@@ -157,9 +166,21 @@ def _stand_in(label: str, impl: str, argv: tuple[str, ...], shared: bool,
     return cls
 
 
+def _stand_in_here(label: str, impl: str, argv: tuple[str, ...], shared: bool,
+                   info: dict[str, Any], environment: dict[str, Any]) -> type[NodeSet]:
+    """The stand-in class unpickled: its interpreter as found on this machine (the same
+    where the spec was checked; on a Ray node, built into the node's cache if it lacks it:
+    InterpreterMissing, EnvBuildError, EnvironmentSpecError say why not)."""
+    env = parse_environment(environment)
+    if env.built or not os.path.exists(argv[0]):
+        argv = tuple(interpreter_argv(env, label))
+    return _stand_in(label, impl, argv, shared, info, environment)
+
+
 def _reduce_class(cls: Any) -> tuple[Any, tuple[Any, ...]]:
-    return _stand_in, (cls.foreign_label, cls.foreign_impl, tuple(cls.foreign_argv),
-                       cls.foreign_restart_on_call, cls.foreign_info)
+    return _stand_in_here, (cls.foreign_label, cls.foreign_impl, tuple(cls.foreign_argv),
+                            cls.foreign_restart_on_call, cls.foreign_info,
+                            cls.foreign_environment)
 
 
 copyreg.pickle(ForeignNodesetMeta, _reduce_class)

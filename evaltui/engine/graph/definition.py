@@ -19,7 +19,7 @@ output ends the episode. :meth:`GraphDefinition.check` finds every structural er
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
@@ -190,10 +190,16 @@ class GraphDefinition:
         return graph
 
     # ---- checking ----------------------------------------------------------------------
-    def check(self) -> dict[str, type[NodeSet]]:
-        """Resolve every impl and check the DAG; returns the nodeset classes by name."""
+    def check(self, defer: Collection[str] = ()) -> dict[str, type[NodeSet]]:
+        """Resolve every impl and check the DAG; returns the nodeset classes by name.
+
+        ``defer``: nodesets whose own environment is not built yet (a scheduler builds it
+        while the run waits): every other nodeset is resolved and checked, the DAG's order
+        too, and the rest (their classes, the nodes' ports) once they are built."""
         classes: dict[str, type[NodeSet]] = {}
         for ns_name, ns in self.nodesets.items():
+            if ns_name in defer:
+                continue
             try:
                 classes[ns_name] = import_impl(ns.impl) if ns.environment is None else \
                     foreign_class(ns_name, ns.impl, ns.environment,
@@ -208,6 +214,17 @@ class GraphDefinition:
             batching = classes[ns_name].batching_error()
             if batching is not None:
                 raise GraphError(f"nodesets.{ns_name}.impl", f"{ns.impl}: {batching}")
+        if defer:  # what needs no class: the names the graph refers to, the DAG
+            for node_name, nd in self.nodes.items():
+                if nd.nodeset not in self.nodesets:
+                    raise GraphError(f"nodes.{node_name}.nodeset",
+                                     f"no nodeset named {nd.nodeset!r}")
+            if self.loop.env not in self.nodesets:
+                raise GraphError("loop.env", f"no nodeset named {self.loop.env!r}")
+            if self.loop.step not in self.nodes:
+                raise GraphError("loop.step", f"no node named {self.loop.step!r}")
+            self.topological_order()
+            return classes
         specs = self._node_specs(classes)
         self._check_loop(classes, specs)
         self._check_edges(specs)

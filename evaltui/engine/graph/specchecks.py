@@ -18,6 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from evaltui.contract.spec import DEFAULT_STEP_BUDGET, JobSpec, SpecError, parse_spec
+from evaltui.engine.foreign.envcache import EnvBuildError, is_built
+from evaltui.engine.foreign.envspec import NodesetEnvironment
 from evaltui.engine.graph.benchmarks import get_benchmark
 from evaltui.engine.graph.datasets import (
     DatasetError,
@@ -47,14 +49,24 @@ class CheckedSpec:
     episode_indices: list[int]
     warnings: list[str] = field(default_factory=list)
     """Things the user should know before the run starts (printed at submit)."""
+    unbuilt: dict[str, NodesetEnvironment] = field(default_factory=dict)
+    """Checked with ``build=False``: the nodesets whose own environment is not built yet,
+    left unchecked (their classes, the nodes' ports, the env's step limits). Check the
+    spec again once they are built."""
 
 
-def check_spec(spec: JobSpec) -> CheckedSpec:
-    """Resolve the graph (with selectors) and the episode selection, or raise SpecError."""
+def check_spec(spec: JobSpec, *, build: bool = True) -> CheckedSpec:
+    """Resolve the graph (with selectors) and the episode selection, or raise SpecError.
+
+    ``build=False`` (a scheduler's submit): a nodeset whose own environment evaltui would
+    build first is left unchecked (``CheckedSpec.unbuilt``) instead of built here."""
     try:
         graph = GraphDefinition.from_dict(spec.graph).with_selectors(spec.eval.selectors)
-        classes = graph.check()
+        unbuilt = {} if build else _unbuilt(graph)
+        classes = graph.check(defer=unbuilt)
         for name, ns in graph.nodesets.items():
+            if name in unbuilt:
+                continue
             try:
                 check_param_types(classes[name], ns.params)
                 check_declared_params(classes[name], ns.params)
@@ -82,18 +94,33 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
     except DatasetError as exc:
         raise SpecError(exc.field, str(exc).split(": ", 1)[1]) from None
     selected = [episodes[i] for i in indices]
-    env_cls = classes[graph.loop.env]
-    try:
-        budget, warnings = resolve_step_budget(ev.step_budget, env_cls, selected)
-    except ValueError as exc:  # the env refuses an episode it cannot run (step_limit)
-        raise SpecError("eval.dataset", str(exc)) from None
+    budget, warnings = ev.step_budget, []
+    if graph.loop.env not in unbuilt:
+        try:
+            budget, warnings = resolve_step_budget(ev.step_budget, classes[graph.loop.env],
+                                                   selected)
+        except ValueError as exc:  # the env refuses an episode it cannot run (step_limit)
+            raise SpecError("eval.dataset", str(exc)) from None
     bench = get_benchmark(ev.dataset)
     if bench is None or bench.path_metrics:  # Meta-World has no paths: nothing to warn
         warnings += reference_warnings(selected)
     spec = spec.model_copy(update={"eval": ev.model_copy(update={
         "step_budget": budget, **stop_fields(ev)})})
     return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path, split=split,
-                       episode_indices=indices, warnings=warnings)
+                       episode_indices=indices, warnings=warnings, unbuilt=unbuilt)
+
+
+def _unbuilt(graph: GraphDefinition) -> dict[str, NodesetEnvironment]:
+    """The graph's nodesets whose own environment the cache lacks (a script without its
+    PEP 723 header: GraphError at its ``environment``)."""
+    out = {}
+    for name, ns in graph.nodesets.items():
+        try:
+            if ns.environment is not None and not is_built(ns.environment):
+                out[name] = ns.environment
+        except (EnvBuildError, OSError) as exc:
+            raise GraphError(f"nodesets.{name}.environment", str(exc)) from None
+    return out
 
 
 def check_executor(spec: JobSpec) -> None:

@@ -18,6 +18,13 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
+def prepare_pdeathsig() -> None:
+    """Load libc now, so that a child's ``preexec_fn`` arming the signal does one prctl
+    and nothing else (no library search between fork and exec)."""
+    if sys.platform.startswith("linux"):
+        _libc()
+
+
 def arm_pdeathsig(sig: int = signal.SIGKILL, expected_parent: int | None = None) -> bool:
     """Arm the death signal; returns False where the platform has no prctl.
 

@@ -59,6 +59,8 @@ class WaitKind(StrEnum):
     """Needs more than the machine has at all; it will never start as is."""
     LOADING = "loading"
     """Admitted; the shared nodesets it uses are being loaded before it is spawned."""
+    BUILDING = "building"
+    """Its nodesets' own Python environments are being built; not a candidate yet."""
     NO_NODE = "no_node"
     """On a Ray cluster: no node's GPU can take it now (memory, or none answering)."""
     DISK_FULL = "disk_full"

@@ -63,6 +63,25 @@ class Loading:
     done: bool = False
 
 
+@dataclass
+class Building:
+    """A queued job whose nodesets' own environments are being built (envbuilds.py): no
+    candidate for admission until they are built and its spec checked again."""
+
+    nodeset: str
+    """The nodeset whose environment it waits for now."""
+    builder: str
+    """``uv`` or ``pip``."""
+    started: float
+    """``time.monotonic()`` its wait began."""
+    spec: JobSpec | None = None
+    """Its spec, checked again once built (the step budget resolved)."""
+    error: str | None = None
+    done: bool = False
+    said_at: float = 0.0
+    """``time.monotonic()`` its reason was last written to scheduler.json."""
+
+
 @dataclass(eq=False)
 class Job:
     """One run this scheduler knows: queued, running (spawned or adopted) or finished."""
@@ -93,6 +112,7 @@ class Job:
     shared_urls: dict[str, str] = field(default_factory=dict)
     """Graph nodeset name -> URL of its scheduler host (for shared_urls.json)."""
     loading: Loading | None = None
+    building: Building | None = None
     peak_vram_mb: int | None = None
     peak_ram_mb: float = 0.0
     samples: int = 0
@@ -120,6 +140,12 @@ class Job:
         if isinstance(fields.get("reservation"), dict):
             fields["reservation"] = ReservationRecord.model_validate(fields["reservation"])
         self.record = self.record.model_copy(update=fields)
+
+    @property
+    def admissible(self) -> bool:
+        """Queued and a candidate: not loading its shared nodesets (admitted already),
+        not waiting for its environments to be built."""
+        return self.loading is None and self.building is None
 
     @property
     def state(self) -> RunState:

@@ -20,9 +20,9 @@ from evaltui.contract.records import (
     SUMMARY_FILENAME,
     SchedulerRecord,
 )
-from evaltui.contract.spec import JobSpec, SpecError
+from evaltui.contract.spec import JobSpec, SpecError, parse_spec
 from evaltui.contract.states import EpisodeStatus, RunExit, RunState
-from evaltui.engine.graph.specchecks import check_spec, validate_in_workspace, validate_spec
+from evaltui.engine.graph.specchecks import check_spec, validate_in_workspace
 from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import episode_dir, now_iso
 from evaltui.rundir.status import DISK_FULL_NOTE, abort_note, derive_run_state, read_run_status
@@ -68,7 +68,10 @@ class Lifecycle:
         if (spec.eval.executor if isinstance(spec, JobSpec) else
                 (spec.get("eval") or {}).get("executor")) == "slurm":
             return _submit_to_slurm(spec, c.outputs)  # Slurm schedules it, not admission
-        checked = check_spec(spec) if isinstance(spec, JobSpec) else validate_spec(spec)
+        # Not built here: a nodeset's own environment that the cache lacks is built while
+        # the run waits in the queue (envbuilds.py), and checked then.
+        checked = check_spec(spec if isinstance(spec, JobSpec) else parse_spec(spec),
+                             build=False)
         parts = nodeset_parts(checked.spec)
         estimate = c.calibration.estimate(checked.spec, parts, c.shared_keys())
         record = scheduler_record(checked, record_extra={
@@ -147,7 +150,7 @@ class Lifecycle:
             prepare_more(run_dir, derive_run_state(run_dir), more)
         if slurm_job_of(read_record(run_dir)):  # Slurm runs it: its job is submitted again
             return _resume_on_slurm(run_dir)
-        checked, left = _resumable(run_dir, derive_run_state(run_dir))
+        checked, left = _resumable(run_dir, derive_run_state(run_dir), build=False)
         estimate = c.calibration.estimate(checked.spec, nodeset_parts(checked.spec),
                                           c.shared_keys())
         state = derive_run_state(run_dir)
@@ -318,9 +321,10 @@ def _submit_to_slurm(spec: JobSpec | Mapping[str, Any], outputs: Path) -> Submit
     return Submitted(submitted.run_dir.name, RunState.QUEUED, checked.warnings)
 
 
-def _resumable(run_dir: Path, state: RunState) -> tuple[Any, list[int]]:
+def _resumable(run_dir: Path, state: RunState, build: bool = True) -> tuple[Any, list[int]]:
     """The checked spec of a run that may resume from ``state`` and its episodes not yet
-    ``ok``; NotResumable (or SpecError) why not."""
+    ``ok``; NotResumable (or SpecError) why not. ``build=False``: an environment the cache
+    lacks is built in the queue (envbuilds.py), not here."""
     if state not in RESUMABLE:
         raise NotResumable(f"run {run_dir.name} is {state.value}; only finished runs resume")
     try:
@@ -328,7 +332,7 @@ def _resumable(run_dir: Path, state: RunState) -> tuple[Any, list[int]]:
     except (OSError, ValueError) as exc:
         raise SpecError(SPEC_FILENAME, f"cannot read the run's spec: {exc}") from None
     _importable_workspace(spec_data)
-    checked = validate_spec(spec_data)
+    checked = check_spec(parse_spec(spec_data), build=build)
     left = [i for i in checked.episode_indices if not _episode_ok(run_dir, i)]
     if not left:
         raise NotResumable(f"run {run_dir.name}: every selected episode is ok already")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import numpy as np
@@ -22,9 +23,12 @@ class NumpyCartPole(EnvNodeSet):
     ``numpy_major`` (when set) is checked at construction: the environment it runs in."""
 
     def __init__(self, max_steps: int = 40, numpy_major: int = 0, frame_every: int = 0,
-                 require_env: str = "", die_once_in: str = "", step_sleep_ms: float = 0.0
-                 ) -> None:
+                 require_env: str = "", die_once_in: str = "", step_sleep_ms: float = 0.0,
+                 python_in: str = "") -> None:
         seen = int(np.__version__.split(".")[0])
+        if python_in:  # the interpreter it runs in, for the test to see where that was
+            with open(os.path.join(python_in, f"python.{os.getpid()}"), "w") as fh:
+                fh.write(sys.executable)
         if numpy_major and seen != numpy_major:
             raise RuntimeError(f"expected numpy {numpy_major}.x, got {np.__version__}")
         if require_env and require_env not in os.environ:

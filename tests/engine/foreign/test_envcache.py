@@ -4,6 +4,7 @@ from a requirements file or a PEP 723 header, and shown with --verbose."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -75,3 +76,39 @@ def test_two_runs_asking_at_once_build_once_and_verbose_shows_the_build(
     version = subprocess.run([python, "-c", "import numpy; print(numpy.__version__)"],
                              capture_output=True, text=True, check=True).stdout
     assert version.startswith("1.")
+
+
+def test_a_foreground_build_says_it_is_still_going(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``evaltui eval`` builds in the foreground: a line every HEARTBEAT_SEC while it lasts
+    (a real build of a package whose build waits for a gate, tests/gatedpkg.py)."""
+    import threading
+
+    from gatedpkg import builders, gated_package
+
+    from evaltui.engine.foreign import envcache
+    from evaltui.engine.foreign.envcache import ensure_built
+
+    requirement, gate = gated_package(tmp_path / "pkg")
+    monkeypatch.setenv("EVALTUI_ENV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("EVALTUI_VERBOSE", raising=False)
+    monkeypatch.setattr(envcache, "HEARTBEAT_SEC", 0.2)
+    said: list[str] = []
+
+    def say(line: str) -> None:
+        said.append(line)
+        if line.startswith("still building") and builders(tmp_path / "pkg"):
+            gate.touch()  # it said so while blocked on the gate: let it finish
+
+    env = parse_environment({"requirements": [requirement]})
+    found: list[Path] = []
+    worker = threading.Thread(target=lambda: found.append(ensure_built(env, "nodeset 'env'",
+                                                                       say=say)))
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive() and found, said
+    assert said[0].startswith("building the environment of nodeset 'env' with ")
+    assert any(re.fullmatch(r"still building the environment of nodeset 'env' \(\d+ s so "
+                            r"far\)", line) for line in said), said
+    assert said[-1].startswith("built the environment of nodeset 'env' in ")
+    assert subprocess.run([str(found[0]), "-c", "import gatedpkg"], check=False).returncode == 0

@@ -155,12 +155,16 @@ class NodesetActor:
     """
 
     def __init__(self, impl: str, params: Mapping[str, Any], max_batch_size: int,
-                 max_wait_ms: float, workspace: str | None = None) -> None:
+                 max_wait_ms: float, workspace: str | None = None,
+                 class_blob: bytes | None = None) -> None:
 
         follow_raylet()
         if workspace and workspace not in sys.path:
             sys.path.insert(0, workspace)
-        self.nodeset = build_nodeset(impl, import_impl(impl), params)  # one-line error
+        # A nodeset in its own environment comes as its stand-in class, pickled: unpickled
+        # here, it finds (or builds) its environment on this node (engine/foreign/standin).
+        cls = pickle.loads(class_blob) if class_blob is not None else import_impl(impl)
+        self.nodeset = build_nodeset(impl, cls, params)  # one-line error
         self._callers: set[int] = set()
         self.server = BatchedInferenceServer(
             self.nodeset, max_batch_size=max_batch_size, max_wait_ms=max_wait_ms,

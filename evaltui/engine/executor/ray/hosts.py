@@ -8,6 +8,7 @@ nodeset: ``("url", endpoint)`` or ``("ray", actor)``.
 
 from __future__ import annotations
 
+import pickle
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -120,7 +121,8 @@ class RayHosts:
             max_restarts=0, max_task_retries=0, max_concurrency=self.callers + 4,
             name=None, **asks, **(where.options if options is None else options)).remote(
                 ns.impl, dict(ns.params), HOST_MAX_BATCH_SIZE,
-                HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir)
+                HOST_MAX_WAIT_MS, self.checked.spec.active_workspace_dir,
+                None if ns.environment is None else pickle.dumps(self.checked.classes[name]))
         try:
             info: Any = ray.get(actor.ping.remote(), timeout=place_timeout_sec())
         except ray.exceptions.GetTimeoutError:
