@@ -87,6 +87,40 @@ def test_a_synthesized_policy_is_cached_and_decides_as_the_package(tmp_path, mon
         assert ours == theirs, k
         decided += ours[0] is not None
     assert decided > 0
+    # The race's level: between equal rates, STEP at 2.5 % each way calls a winner with
+    # probability at most 5 %, computed exactly over the (x, y) states (docs/statistics.md).
+    worst = max(sum(exact_calls(table, p)) for p in np.linspace(0.05, 0.95, 19))
+    print(f"STEP n_max={n_max}, alpha 0.025 each way: worst P(any call | equal rates) = "
+          f"{worst:.4f}")
+    assert all(max(exact_calls(table, p)) <= alpha + 1e-6 for p in np.linspace(0.05, 0.95, 19))
+    assert worst <= 2 * alpha + 1e-6
+
+
+def exact_calls(table, p: float) -> tuple[float, float]:
+    """P(STEP calls A), P(STEP calls B) when both rates are ``p``: the states' masses
+    pushed through the table pair by pair (the rule of
+    evaltui.engine.stats.step's module doc), not by sampling."""
+    n_max = len(table) - 1
+    mass = np.zeros((n_max + 1, n_max + 1))
+    mass[0, 0] = 1.0
+    called = [0.0, 0.0]
+    for t in range(1, n_max + 1):
+        nxt = np.zeros_like(mass)
+        for da, db in ((0, 0), (1, 0), (0, 1), (1, 1)):
+            w = (p if da else 1 - p) * (p if db else 1 - p)
+            nxt[da:, db:] += w * mass[: n_max + 1 - da, : n_max + 1 - db]
+        for x in range(t + 1):
+            for y in range(t + 1):
+                if x == y or nxt[x, y] == 0:
+                    continue
+                low, high, side = (x, y, 1) if y > x else (y, x, 0)
+                row = table[t][low]
+                crit, bins = int(row[0]), len(row) - 1
+                r = 0.0 if high <= crit else 1.0 if high > crit + bins else row[high - crit]
+                called[side] += nxt[x, y] * r
+                nxt[x, y] *= 1 - r
+        mass = nxt
+    return called[0], called[1]
 
 
 def test_non_binary_outcomes_are_refused() -> None:
