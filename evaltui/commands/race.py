@@ -283,6 +283,8 @@ def _report(race: Any, answers: list[dict[str, Any]], dirs: list[Path],
     print(verdict)
     print(f"decided by: {method}")
     fixed = f"; {fixed_what} needs {state.fixed_n} per side" if state.fixed_n else ""
-    print(f"episodes used: {state.n} pairs of {answers[0]['episodes']}{fixed} "
+    at = (f", decided at pair {race.decided_at} (the rest were in flight)"
+          if race.decided_at is not None and race.decided_at < state.n else "")
+    print(f"episodes used: {state.n} pairs of {answers[0]['episodes']}{at}{fixed} "
           "(CS: confidence sequence, valid at the stop)")
     return 0
