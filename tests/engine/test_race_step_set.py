@@ -84,6 +84,13 @@ def _set_file(tmp_path: Path, **extra: object) -> Path:
     return path
 
 
+def _split_set_file(tmp_path: Path) -> Path:
+    """Two splits: a baseline on the other split evaluates other episodes."""
+    return _set_file(tmp_path, matrix={"policy.noise": [0.0, 0.3, 0.7],
+                                       "split": ["GoToLocal", "GoToObjMaze"]},
+                     baseline={"policy.noise": 0.0, "split": "GoToLocal"})
+
+
 def test_a_set_member_races_its_baseline_on_one_order(tmp_path: Path,
                                                       shared_state: Path) -> None:
     proc = _race(tmp_path, "--set", str(_set_file(tmp_path)), "policy.noise=0.7",
@@ -106,15 +113,28 @@ def test_a_set_member_races_its_baseline_on_one_order(tmp_path: Path,
     (["policy.noise=0.5"], "MEMBER: {policy.noise: 0.5} is no member of the set"),
     (["policy.noise=0.3", "bot"], "with --set give one member"),
     (["policy.noise=0.3", "--split", "GoToLocal"], "leave out --dataset and --split"),
+    (["policy.noise=0.3", "--baseline", "policy.noise"], "'policy.noise' must look like AXIS"),
+    (["policy.noise=0.3,split=GoToLocal", "--baseline", "policy.noise=0.0,split=GoToObjMaze"],
+     "evaluate different episodes (split: 'GoToLocal' vs 'GoToObjMaze')"),
+    (["policy.noise=0.3,split=GoToLocal", "--baseline", "policy.noise=0.0"],
+     "--baseline: {policy.noise: 0.0} matches 2 members; name more axes"),
 ])
 def test_a_bad_set_race_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["race", "--set", str(_set_file(tmp_path)), *args,
+    path = _split_set_file(tmp_path) if "split" in " ".join(args) else _set_file(tmp_path)
+    code = main(["race", "--set", str(path), *args,
                  "--outputs", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and message in err, err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o" / "eval_runs").exists()  # nothing was started
+
+
+def test_a_set_without_a_baseline_needs_one(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = _set_file(tmp_path, baseline=None)
+    assert main(["race", "--set", str(path), "policy.noise=0.3"]) == 2
+    assert "baseline: the set file names no baseline" in capsys.readouterr().err
 
 
 def test_step_on_a_metric_that_is_not_binary_is_refused(capsys: pytest.CaptureFixture[str]
