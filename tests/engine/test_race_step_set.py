@@ -141,3 +141,20 @@ def test_step_on_a_metric_that_is_not_binary_is_refused(capsys: pytest.CaptureFi
                                                         ) -> None:
     assert main(["race", "bot", "noisy_bot", "--metric", "spl", "--decide-by", "step"]) == 2
     assert "--decide-by step needs a binary metric" in capsys.readouterr().err
+
+
+def test_a_split_too_short_for_step_falls_back_to_the_cs_and_says_so(tmp_path: Path) -> None:
+    proc = _race(tmp_path, "bot", "noisy_bot", "--episodes", "6", "--order-seed", "3",
+                 "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert ("note: STEP needs at least 10 pairs (n_max=6); success is decided by the "
+            "betting CS") in proc.stderr
+    assert json.loads(proc.stdout)["decided_by"] == "cs"
+
+
+def test_step_asked_for_a_split_too_short_is_refused_before_any_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["race", "bot", "noisy_bot", "--episodes", "6", "--decide-by", "step",
+                 "--outputs", str(tmp_path / "o")])
+    assert code == 2 and "error: STEP needs at least 10 pairs" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "eval_runs").exists()

@@ -32,6 +32,8 @@ from evaltui.rundir.layout import state_dir
 PACKAGE = "sequentialized_barnard_tests"
 N_POINTS = 129
 """Control points of the synthesis (the package's default)."""
+MIN_N_MAX = 10
+"""The shortest table the synthesis makes (its own bound)."""
 
 
 class StepUnavailable(RuntimeError):
@@ -61,6 +63,8 @@ def load_policy(n_max: int, alpha: float, *, synthesize: bool = True,
                 on_synthesis: Any = None) -> StepTable:
     """The table for (n_max, alpha) (raises StepUnavailable); ``on_synthesis(n_max, alpha,
     path)`` is called before a synthesis starts (it takes a while)."""
+    if n_max < MIN_N_MAX:
+        raise StepUnavailable(f"STEP needs at least {MIN_N_MAX} pairs (n_max={n_max})")
     for path in (cache_path(n_max, alpha), shipped_path(n_max, alpha)):
         if path is not None and path.is_file():
             return read_table(path, n_max)

@@ -123,6 +123,11 @@ def exact_calls(table, p: float) -> tuple[float, float]:
     return called[0], called[1]
 
 
+def test_fewer_than_ten_pairs_have_no_step_policy() -> None:
+    with pytest.raises(StepUnavailable, match="at least 10 pairs"):
+        load_policy(9, 0.025)
+
+
 def test_non_binary_outcomes_are_refused() -> None:
     table = [[np.array([0.0])]] + [[np.array([float(t)])] * (t + 1) for t in range(1, 5)]
     with pytest.raises(ValueError, match="binary"):
