@@ -73,6 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from evaltui.commands.console import error
     from evaltui.commands.evalstart import discard, hand_over, start_run_process
     from evaltui.contract.spec import SpecError
     from evaltui.engine.episode.metrics import METRIC_RANGES
@@ -80,17 +81,12 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     if METRIC_RANGES.get(args.metric) != (0.0, 1.0):
-        console.print(f"[bold red]error[/]: --metric {args.metric!r} is not a metric bounded "
-                      "in [0, 1] (success, spl, ndtw, sdtw)", highlight=False, soft_wrap=True)
-        return 2
+        return error(f"--metric {args.metric!r} is not a metric bounded in [0, 1] (success, "
+                     "spl, ndtw, sdtw)")
     if args.min_diff is not None and not 0 < args.min_diff < 1:
-        console.print("[bold red]error[/]: --min-diff must be in (0, 1)", highlight=False,
-                      soft_wrap=True)
-        return 2
+        return error("--min-diff must be in (0, 1)")
     if args.decide_by == "step" and args.metric != "success":
-        console.print(f"[bold red]error[/]: --decide-by step needs a binary metric (success), "
-                      f"not {args.metric}", highlight=False, soft_wrap=True)
-        return 2
+        return error(f"--decide-by step needs a binary metric (success), not {args.metric}")
     seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
     try:
         if args.set_ref is not None:
@@ -103,13 +99,12 @@ def run(args: argparse.Namespace) -> int:
                      for target in (args.a, args.b)]
             labels = None
     except (SpecError, ValueError) as exc:  # SetFileError and SetDirError are ValueErrors
-        console.print(f"[bold red]error[/]: {exc}", highlight=False, soft_wrap=True)
-        return 2
+        return error(str(exc))
     # STEP's policy before the runs start: a synthesis takes seconds, and the runs would
     # go on meanwhile. Its n_max is the pairs the split can give (the run's own count
     # decides where the dataset cannot be read here: the run words that refusal).
     full_n = _split_size(specs[0])
-    step = _step_decider(args, full_n, seed, console)
+    step = _step_decider(args, full_n, seed)
     if step is False:
         return 2
     early = [start_run_process() for _ in SIDES]
@@ -121,9 +116,7 @@ def run(args: argparse.Namespace) -> int:
                 discard(other)
             _stop([p.proc for p in early[:i]])
             why = (answer or {}).get("refused", "the run process ended before it answered")
-            console.print(f"[bold red]error[/]: {SIDES[i]}: {why}", highlight=False,
-                          soft_wrap=True)
-            return 2
+            return error(f"{SIDES[i]}: {why}")
         answers.append(answer)
     dirs = [Path(a["run_dir"]) for a in answers]
     names = labels or [a["graph_name"] for a in answers]
@@ -133,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                   f"B = {names[1]} ({dirs[1].name})", highlight=False)
     try:
         if full_n is None:
-            step = _step_decider(args, int(answers[0]["episodes"]), seed, console)
+            step = _step_decider(args, int(answers[0]["episodes"]), seed)
         if step is False:
             return 2
         race = _follow(dirs, [p.proc for p in early], args, step)
@@ -177,10 +170,10 @@ def _split_size(spec: dict[str, Any]) -> int | None:
         return None
 
 
-def _step_decider(args: argparse.Namespace, full_n: int | None, seed: int,
-                  console: Any) -> Any:
+def _step_decider(args: argparse.Namespace, full_n: int | None, seed: int) -> Any:
     """STEP for this race (None: the CS decides, or not known yet while ``full_n`` is None;
     False: --decide-by step cannot be had)."""
+    from evaltui.commands.console import error, note
     from evaltui.engine.stats.step import StepDecider
     from evaltui.engine.stats.steppolicy import StepUnavailable, load_policy
 
@@ -190,17 +183,15 @@ def _step_decider(args: argparse.Namespace, full_n: int | None, seed: int,
     n_max = min(full_n, STEP_MAX_PAIRS)
 
     def told(n: int, alpha: float, path: Path) -> None:
-        console.print(f"synthesizing STEP's policy for n_max={n}, alpha={alpha} (once; "
-                      f"kept in {path})", highlight=False)
+        note(f"synthesizing STEP's policy for n_max={n}, alpha={alpha} (once; kept in {path})")
 
     try:
         return StepDecider(load_policy(n_max, STEP_ALPHA, on_synthesis=told), seed)
     except StepUnavailable as exc:
         if args.decide_by == "step":
-            console.print(f"[bold red]error[/]: {exc}", highlight=False, soft_wrap=True)
+            error(str(exc))
             return False
-        console.print(f"[yellow]note[/]: {exc}; success is decided by the betting CS",
-                      highlight=False, soft_wrap=True)
+        note(f"{exc}; success is decided by the betting CS")
         return None
 
 
