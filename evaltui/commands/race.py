@@ -8,6 +8,14 @@ B - A (:class:`~evaltui.engine.stats.paired.PairedRace`). Once that interval exc
 (or, with ``--min-diff``, lies within it of 0) both runs are cancelled; the command prints
 which is better, by how much with its interval, and the pairs used against a fixed-n
 paired design of 80 % power for the difference seen (docs/statistics.md).
+
+On success (binary) the race is decided by STEP (Snyder et al., RSS 2025;
+:mod:`evaltui.engine.stats.step`) at 5 %, 2.5 % each way, over at most as many pairs as
+the split has (500 at most); the CS still gives the interval. ``--decide-by cs`` keeps
+the CS; without the ``step`` extra a success race falls back to it and says so.
+
+``--set SET MEMBER`` races a set's member (named by axis values) against the set's
+baseline (:mod:`evaltui.sets.racepair`): A is the baseline, B the member.
 """
 
 from __future__ import annotations
@@ -23,6 +31,10 @@ from evaltui.graphs import builtin_graph_names
 
 POLL_SEC = 0.25
 SIDES = ("A", "B")
+STEP_ALPHA = 0.025
+"""STEP's level each way: a call either way between equal policies is at most 5 %."""
+STEP_MAX_PAIRS = 500
+"""The longest STEP policy a race synthesizes (minutes of LPs beyond it)."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,9 +43,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Run graphs A and B on the same episodes in the same "
                        "random order and stop both as soon as the 95%% confidence sequence "
                        "of the mean difference B - A excludes 0. A and B are graph files, "
-                       f"JobSpec files or built-in graphs ({', '.join(builtin_graph_names())}).")
-    p.add_argument("a", metavar="A")
-    p.add_argument("b", metavar="B")
+                       f"JobSpec files or built-in graphs ({', '.join(builtin_graph_names())}). "
+                       "With --set, the one argument is a member of the set (AXIS=VALUE,...), "
+                       "raced as B against the set's baseline as A.")
+    p.add_argument("a", metavar="A", help="graph A, or with --set the member")
+    p.add_argument("b", metavar="B", nargs="?", help="graph B (not with --set)")
+    p.add_argument("--set", dest="set_ref", metavar="SET",
+                   help="a set file, or a set's id or dir: race its MEMBER against its baseline")
+    p.add_argument("--baseline", metavar="AXIS=VALUE,...",
+                   help="with --set: this member as A instead of the set file's baseline")
+    p.add_argument("--decide-by", choices=("step", "cs"),
+                   help="step: STEP on the success pairs (the default for success; needs the "
+                   "step extra); cs: the betting CS of the difference (the default otherwise)")
     p.add_argument("--metric", default="success",
                    help="a metric bounded in [0, 1]: success (default), spl, ndtw, sdtw")
     p.add_argument("--dataset", help="'babyai', a .jsonl file or a dir of {split}.jsonl")
@@ -52,6 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from evaltui.commands.console import error
     from evaltui.commands.evalstart import discard, hand_over, start_run_process
     from evaltui.contract.spec import SpecError
     from evaltui.engine.episode.metrics import METRIC_RANGES
@@ -59,20 +81,31 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     if METRIC_RANGES.get(args.metric) != (0.0, 1.0):
-        console.print(f"[bold red]error[/]: --metric {args.metric!r} is not a metric bounded "
-                      "in [0, 1] (success, spl, ndtw, sdtw)", highlight=False, soft_wrap=True)
-        return 2
+        return error(f"--metric {args.metric!r} is not a metric bounded in [0, 1] (success, "
+                     "spl, ndtw, sdtw)")
     if args.min_diff is not None and not 0 < args.min_diff < 1:
-        console.print("[bold red]error[/]: --min-diff must be in (0, 1)", highlight=False,
-                      soft_wrap=True)
-        return 2
+        return error("--min-diff must be in (0, 1)")
+    if args.decide_by == "step" and args.metric != "success":
+        return error(f"--decide-by step needs a binary metric (success), not {args.metric}")
     seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
     try:
-        specs = [build_spec(target, dataset=args.dataset, split=args.split,
-                            episodes=args.episodes, workers=args.workers, order_seed=seed)
-                 for target in (args.a, args.b)]
-    except SpecError as exc:
-        console.print(f"[bold red]error[/]: {exc}", highlight=False, soft_wrap=True)
+        if args.set_ref is not None:
+            specs, labels = _set_specs(args, seed)
+        elif args.b is None:
+            raise SpecError("B", "give two graphs A B, or --set SET MEMBER")
+        else:
+            specs = [build_spec(target, dataset=args.dataset, split=args.split,
+                                episodes=args.episodes, workers=args.workers, order_seed=seed)
+                     for target in (args.a, args.b)]
+            labels = None
+    except (SpecError, ValueError) as exc:  # SetFileError and SetDirError are ValueErrors
+        return error(str(exc))
+    # STEP's policy before the runs start: a synthesis takes seconds, and the runs would
+    # go on meanwhile. Its n_max is the pairs the split can give (the run's own count
+    # decides where the dataset cannot be read here: the run words that refusal).
+    full_n = _split_size(specs[0])
+    step = _step_decider(args, full_n, seed)
+    if step is False:
         return 2
     early = [start_run_process() for _ in SIDES]
     answers: list[dict[str, Any]] = []
@@ -83,23 +116,86 @@ def run(args: argparse.Namespace) -> int:
                 discard(other)
             _stop([p.proc for p in early[:i]])
             why = (answer or {}).get("refused", "the run process ended before it answered")
-            console.print(f"[bold red]error[/]: {SIDES[i]}: {why}", highlight=False,
-                          soft_wrap=True)
-            return 2
+            return error(f"{SIDES[i]}: {why}")
         answers.append(answer)
     dirs = [Path(a["run_dir"]) for a in answers]
+    names = labels or [a["graph_name"] for a in answers]
     console.print(f"race on {answers[0]['dataset']}/{answers[0]['split']}, "
                   f"{answers[0]['episodes']} episodes, order seed {seed}: "
-                  f"A = {answers[0]['graph_name']} ({dirs[0].name}), "
-                  f"B = {answers[1]['graph_name']} ({dirs[1].name})", highlight=False)
+                  f"A = {names[0]} ({dirs[0].name}), "
+                  f"B = {names[1]} ({dirs[1].name})", highlight=False)
     try:
-        race = _follow(dirs, [p.proc for p in early], args)
+        if full_n is None:
+            step = _step_decider(args, int(answers[0]["episodes"]), seed)
+        if step is False:
+            return 2
+        race = _follow(dirs, [p.proc for p in early], args, step)
     finally:
         _stop([p.proc for p in early])
-    return _report(race, answers, dirs, args, seed)
+    return _report(race, answers, dirs, args, seed, names)
 
 
-def _follow(dirs: list[Path], procs: list[Any], args: argparse.Namespace) -> Any:
+def _set_specs(args: argparse.Namespace, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """The baseline's and the member's race specs, and their labels (raises ValueError)."""
+    from evaltui.commands.set_show import axis_entry
+    from evaltui.contract.setspec import SetFileError
+    from evaltui.sets.expansion import show_axes
+    from evaltui.sets.plan import plan_file, plan_record
+    from evaltui.sets.racepair import race_pair, race_spec
+    from evaltui.sets.setdir import read_set, resolve_set
+
+    if args.b is not None:
+        raise SetFileError("MEMBER", f"with --set give one member, not {args.a!r} and {args.b!r}")
+    if args.dataset or args.split:
+        raise SetFileError("--set", "the set's members name their dataset and split; "
+                           "leave out --dataset and --split")
+    ref = Path(args.set_ref)
+    plan = (plan_file(ref, args.outputs, check=False) if ref.is_file() else
+            plan_record(read_set(resolve_set(args.set_ref, args.outputs)), args.outputs))
+    base, member = race_pair(plan.expansion, axis_entry(args.a, "MEMBER"),
+                             axis_entry(args.baseline, "--baseline") if args.baseline else None)
+    specs = [race_spec(m, order_seed=seed, episodes=args.episodes, workers=args.workers)
+             for m in (base, member)]
+    return specs, [f"{plan.set_id} baseline {show_axes(base.axes)}",
+                   f"{plan.set_id} {show_axes(member.axes)}"]
+
+
+def _split_size(spec: dict[str, Any]) -> int | None:
+    """The episodes the run of ``spec`` will deal, or None where they cannot be read here."""
+    from evaltui.results.verifystop import dealt_order
+
+    try:
+        return len(dealt_order(spec))
+    except Exception:  # any reason: the run itself refuses, in its own words
+        return None
+
+
+def _step_decider(args: argparse.Namespace, full_n: int | None, seed: int) -> Any:
+    """STEP for this race (None: the CS decides, or not known yet while ``full_n`` is None;
+    False: --decide-by step cannot be had)."""
+    from evaltui.commands.console import error, note
+    from evaltui.engine.stats.step import StepDecider
+    from evaltui.engine.stats.steppolicy import StepUnavailable, load_policy
+
+    if (full_n is None or args.decide_by == "cs"
+            or (args.decide_by is None and args.metric != "success")):
+        return None
+    n_max = min(full_n, STEP_MAX_PAIRS)
+
+    def told(n: int, alpha: float, path: Path) -> None:
+        note(f"synthesizing STEP's policy for n_max={n}, alpha={alpha} (once; kept in {path})")
+
+    try:
+        return StepDecider(load_policy(n_max, STEP_ALPHA, on_synthesis=told), seed)
+    except StepUnavailable as exc:
+        if args.decide_by == "step":
+            error(str(exc))
+            return False
+        note(f"{exc}; success is decided by the betting CS")
+        return None
+
+
+def _follow(dirs: list[Path], procs: list[Any], args: argparse.Namespace, step: Any) -> Any:
     """Feed both runs' rows to the race until it is decided or both runs ended."""
     from evaltui.engine.episode.metrics import row_values
     from evaltui.engine.stats.paired import PairedRace
@@ -107,7 +203,7 @@ def _follow(dirs: list[Path], procs: list[Any], args: argparse.Namespace) -> Any
     from evaltui.rundir.jsonfiles import read_json
 
     order = dealt_order(read_json(dirs[0] / "spec.json"))
-    race = PairedRace(order, min_diff=args.min_diff)
+    race = PairedRace(order, min_diff=args.min_diff, step=step)
     seen: list[dict[Path, float]] = [{}, {}]
     while True:
         ended = all(p.poll() is not None for p in procs)
@@ -124,7 +220,8 @@ def _follow(dirs: list[Path], procs: list[Any], args: argparse.Namespace) -> Any
                 value = row_values(row).get(args.metric)
                 if value is not None:
                     race.add(side, int(row["episode_index"]), value)
-        if race.winner is not None or ended:
+        spent = step is not None and step.t >= step.n_max  # STEP can decide no more
+        if race.winner is not None or ended or spent:
             return race
         time.sleep(POLL_SEC)
 
@@ -140,16 +237,26 @@ def _stop(procs: list[Any]) -> None:
 
 
 def _report(race: Any, answers: list[dict[str, Any]], dirs: list[Path],
-            args: argparse.Namespace, seed: int) -> int:
+            args: argparse.Namespace, seed: int, labels: list[str]) -> int:
     state = race.state()
     lo, hi = state.interval
-    names = {"A": answers[0]["graph_name"], "B": answers[1]["graph_name"]}
+    names = dict(zip(SIDES, labels, strict=True))
+    step = race.step
+    if step is not None:
+        method = (f"STEP (Snyder et al., RSS 2025), {STEP_ALPHA:g} each way, n_max "
+                  f"{step.n_max}; interval: betting confidence sequence of B - A, 95%")
+        fixed_what = "a fixed-n two-proportion test of 80% power at 5% for the rates seen"
+    else:
+        method = "betting confidence sequence of the mean paired difference B - A, 95%"
+        fixed_what = "a fixed-n paired design of 80% power at 5% for this difference"
     result = {"metric": args.metric, "winner": state.winner, "n": state.n,
               "decided_at": race.decided_at, "full_n": answers[0]["episodes"],
               "diff_b_minus_a": state.diff, "interval": [lo, hi],
-              "method": "betting confidence sequence of the mean paired difference B - A, "
-                        "95%", "fixed_n_80_power": state.fixed_n, "order_seed": seed,
-              "runs": {"A": str(dirs[0]), "B": str(dirs[1])}}
+              "decided_by": state.method, "method": method,
+              "fixed_n_80_power": state.fixed_n, "order_seed": seed,
+              "step": {"n_max": step.n_max, "alpha_each_way": STEP_ALPHA, "seed": step.seed}
+              if step is not None else None,
+              "sides": names, "runs": {"A": str(dirs[0]), "B": str(dirs[1])}}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -162,10 +269,13 @@ def _report(race: Any, answers: list[dict[str, Any]], dirs: list[Path],
         verdict = f"no difference beyond {args.min_diff}: B - A = {diff}, 95% CS " \
                   f"[{lo:+.3f}, {hi:+.3f}]"
     else:
-        verdict = f"undecided after the split: B - A = {diff}, 95% CS [{lo:+.3f}, {hi:+.3f}]"
+        verdict = f"undecided after {state.n} pairs: B - A = {diff}, 95% CS " \
+                  f"[{lo:+.3f}, {hi:+.3f}]"
     print(verdict)
-    fixed = (f"; a fixed-n paired design of 80% power for this difference needs "
-             f"{state.fixed_n}" if state.fixed_n else "")
-    print(f"episodes used: {state.n} pairs of {answers[0]['episodes']}{fixed} "
+    print(f"decided by: {method}")
+    fixed = f"; {fixed_what} needs {state.fixed_n} per side" if state.fixed_n else ""
+    at = (f", decided at pair {race.decided_at} (the rest were in flight)"
+          if race.decided_at is not None and race.decided_at < state.n else "")
+    print(f"episodes used: {state.n} pairs of {answers[0]['episodes']}{at}{fixed} "
           "(CS: confidence sequence, valid at the stop)")
     return 0

@@ -60,11 +60,16 @@ def baseline_entry(record: SetRecord, raw: str | None) -> dict[str, Any] | None:
             raise SetFileError("--baseline", "the set file names no baseline; give "
                                "--baseline AXIS=VALUE,...")
         return entry
-    entry = {}
+    return axis_entry(raw, "--baseline")
+
+
+def axis_entry(raw: str, field: str) -> dict[str, Any]:
+    """``AXIS=VALUE,...`` as a member entry (values read as JSON where they parse)."""
+    entry: dict[str, Any] = {}
     for part in raw.split(","):
         axis, sep, value = part.partition("=")
         if not sep or not axis.strip():
-            raise SetFileError("--baseline", f"{part!r} must look like AXIS=VALUE")
+            raise SetFileError(field, f"{part!r} must look like AXIS=VALUE")
         try:
             entry[axis.strip()] = json.loads(value)
         except json.JSONDecodeError:

@@ -266,5 +266,9 @@ def same_value(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _show(axes: dict[str, Any]) -> str:
+def show_axes(axes: dict[str, Any]) -> str:
+    """A member's axes as its errors show them: ``{graph: bot, step: 300}``."""
     return "{" + ", ".join(f"{k}: {v}" for k, v in axes.items()) + "}"
+
+
+_show = show_axes

@@ -24,9 +24,10 @@ def _race(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_race_decides_for_the_better_graph_on_a_prefix_of_one_order(tmp_path: Path) -> None:
     proc = _race(tmp_path, "bot", "noisy_bot", "--episodes", "80", "--workers", "2",
-                 "--order-seed", "3", "--json")
+                 "--order-seed", "3", "--decide-by", "cs", "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
+    assert result["decided_by"] == "cs" and result["step"] is None
     assert result["winner"] == "A" and result["n"] < 80 and result["interval"][1] < 0
     runs = {side: Path(path) for side, path in result["runs"].items()}
     order = dealt_order(read_json(runs["A"] / "spec.json"))

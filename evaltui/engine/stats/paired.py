@@ -13,8 +13,10 @@ is iid): "B is better" is then a claim about the policies. With ``population`` N
 without-replacement sequence for this split's realized mean difference, which closes to it
 at the end of the split; with stochastic policies that realized difference is nonzero even
 between two runs of one policy, so it is not the default for a race.
-This is the betting CS on the paired difference; STEP (Snyder et al., RSS 2025) for a
-binary metric is not in evaltui (docs/statistics.md).
+With ``step`` (a :class:`~evaltui.engine.stats.step.StepDecider`, for a binary metric)
+the race is decided by STEP instead (Snyder et al., RSS 2025): each pair goes to both, the
+winner is STEP's, and the CS only reports the difference's interval (valid at STEP's stop
+too: a CS holds at every stopping time). docs/statistics.md says which to use.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from evaltui.engine.stats.betting import BettingCS
+from evaltui.engine.stats.step import StepDecider
 
 Z_975 = 1.959963984540054
 Z_80 = 0.8416212335729143
@@ -40,17 +43,24 @@ class RaceState:
     winner: str | None
     """"A", "B", "neither" (futility: the difference is within ``min_diff`` of 0) or None."""
     fixed_n: int | None
-    """Pairs a fixed-n paired test of 80 % power at 5 % would need for the difference
-    seen (with its spread), None while undefined (no difference or no spread yet)."""
+    """Episodes per side a fixed-n design of 80 % power at 5 % (two-sided) would need for
+    the difference seen, None while undefined (no difference or no spread yet): a paired
+    t design with the differences' spread, or with STEP the two-proportion z design of
+    the success rates seen (STEP, like Barnard's test, compares two Bernoulli rates)."""
+    method: str = "cs"
+    """"step" when STEP decides, "cs" when the betting CS does."""
 
 
 class PairedRace:
     """The paired-difference sequence over ``order`` (the recorded dealing order)."""
 
     def __init__(self, order: list[int], alpha: float = 0.05, *,
-                 population: int | None = None, min_diff: float | None = None) -> None:
+                 population: int | None = None, min_diff: float | None = None,
+                 step: StepDecider | None = None) -> None:
         self.cs = BettingCS(alpha, population=population)
         self.min_diff = min_diff
+        self.step = step
+        self._wins = [0.0, 0.0]
         self._position = {index: pos for pos, index in enumerate(order)}
         self._values: dict[str, dict[int, float]] = {"A": {}, "B": {}}
         self._sum = self._sq = 0.0
@@ -66,10 +76,16 @@ class PairedRace:
         was = self.winner
         while self.cs.t in self._values["A"] and self.cs.t in self._values["B"]:
             t = self.cs.t
-            d = self._values["B"].pop(t) - self._values["A"].pop(t)
+            a, b = self._values["A"].pop(t), self._values["B"].pop(t)
+            d = b - a
             self._sum, self._sq = self._sum + d, self._sq + d * d
+            self._wins[0] += a
+            self._wins[1] += b
             lo, hi = self.cs.update((d + 1.0) / 2.0)
-            if self.winner is None:
+            if self.winner is None and self.step is not None:
+                self.winner = self.step.add(a, b) or self._futile(2 * lo - 1, 2 * hi - 1)
+                self.decided_at = self.cs.t if self.winner else None
+            elif self.winner is None:
                 self.winner = self._decide(2 * lo - 1, 2 * hi - 1)
                 self.decided_at = self.cs.t if self.winner else None
         return self.winner is not None and was is None
@@ -79,6 +95,9 @@ class PairedRace:
             return "B"
         if hi < 0:
             return "A"
+        return self._futile(lo, hi)
+
+    def _futile(self, lo: float, hi: float) -> str | None:
         if self.min_diff is not None and -self.min_diff <= lo and hi <= self.min_diff:
             return "neither"
         return None
@@ -88,9 +107,25 @@ class PairedRace:
         lo, hi = self.cs.interval
         diff = self._sum / n if n else None
         fixed = None
-        if n >= 2 and diff:
+        if self.step is not None and n and diff:
+            fixed = two_proportion_n(self._wins[0] / n, self._wins[1] / n)
+        elif n >= 2 and diff:
             var = (self._sq - n * diff * diff) / (n - 1)
             if var > 0:
                 fixed = math.ceil(((Z_975 + Z_80) * math.sqrt(var) / abs(diff)) ** 2)
         return RaceState(n=n, diff=diff, interval=(2 * lo - 1, 2 * hi - 1),
-                         winner=self.winner, fixed_n=fixed)
+                         winner=self.winner, fixed_n=fixed,
+                         method="cs" if self.step is None else "step")
+
+
+def two_proportion_n(p_a: float, p_b: float) -> int | None:
+    """Episodes per side for a two-sided 5 % two-proportion z test of 80 % power at
+    success rates p_a and p_b (the normal-approximation formula of Fleiss, *Statistical
+    Methods for Rates and Proportions*, ch. 4, without continuity correction); None when
+    they are equal."""
+    if p_a == p_b:
+        return None
+    p_bar = (p_a + p_b) / 2
+    root = (Z_975 * math.sqrt(2 * p_bar * (1 - p_bar))
+            + Z_80 * math.sqrt(p_a * (1 - p_a) + p_b * (1 - p_b)))
+    return math.ceil((root / (p_a - p_b)) ** 2)
