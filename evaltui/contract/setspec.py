@@ -135,6 +135,12 @@ class RaceOptions(BaseModel):
     member's sequence is at ``alpha / members`` (Bonferroni over the members)."""
     round: int = Field(default=20, ge=1)
     """Episodes of the order each surviving member runs per round."""
+    target: Literal["split", "policy"] = "split"
+    """What each member's interval is for: ``split``, its mean over this split's episodes
+    (the without-replacement sequence: what a full sweep reports, closing to it at the end
+    of the split); ``policy``, its expected value on the distribution the split samples
+    (with replacement: wider, never closes; for stochastic members of near-equal quality,
+    whose realized split means differ by the split's luck)."""
     seed: int | None = Field(default=None, ge=0)
     """The dealing order's seed (every member's ``eval.order_seed``); default: drawn
     from the set's name, so every ``set run`` of the set deals the same order."""
@@ -190,6 +196,8 @@ class RaceStanding(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     metric: str
+    target: str = "split"
+    """``split`` (each member's mean over the split) or ``policy`` (its expected value)."""
     alpha: float
     member_alpha: float
     """Each member's level: ``alpha / members`` (Bonferroni)."""

@@ -20,6 +20,11 @@ with hi_i < lo_j has mean_i <= hi_i < lo_j <= mean_j: it is not the best. So the
 member (every member tied for best) survives the whole race with probability >= 1 - alpha,
 whenever the rounds are looked at and however the race ends. The race ends when one member
 is left or the split is exhausted (the sequences then close to the exact split means).
+
+``race.target: policy`` uses the with-replacement sequence instead: each member's expected
+value on the distribution the split samples (the claim is about the policies, not this
+split's realized outcomes; as ``evaltui race A B``). The same argument holds; the
+sequences are wider and do not close at the end of the split.
 """
 
 from __future__ import annotations
@@ -64,12 +69,13 @@ class Standing:
     """Its run's ``eval.max_episodes``: where its order is cut now."""
 
 
-def standings(values: Mapping[str, Sequence[float]], caps: Mapping[str, int], full_n: int,
-              member_alpha: float) -> dict[str, Standing]:
-    """Each member's betting CS (without replacement, over ``full_n``) at ``member_alpha``."""
+def standings(values: Mapping[str, Sequence[float]], caps: Mapping[str, int],
+              population: int | None, member_alpha: float) -> dict[str, Standing]:
+    """Each member's betting CS at ``member_alpha`` (without replacement over a split of
+    ``population``; with replacement for None)."""
     out = {}
     for key, xs in values.items():
-        cs = BettingCS(member_alpha, population=full_n)
+        cs = BettingCS(member_alpha, population=population)
         for x in xs:
             cs.update(float(x))
         out[key] = Standing(key, len(xs), cs.interval, caps[key])
@@ -112,8 +118,8 @@ class SetRace:
         full_n = max(r[2] for r in read.values() if r is not None)
         member_alpha = self.race.alpha / len(members)
         table = standings({k: r[0] for k, r in read.items() if r is not None},
-                          {k: r[1] for k, r in read.items() if r is not None}, full_n,
-                          member_alpha)
+                          {k: r[1] for k, r in read.items() if r is not None},
+                          full_n if self.race.target == "split" else None, member_alpha)
         out = eliminated(table)
         for m in racing:
             m.race_interval = [round(v, 6) for v in table[m.key].interval]
@@ -122,7 +128,8 @@ class SetRace:
         survivors = [m for m in racing if m.key not in out]
         n = min(table[m.key].n for m in survivors)
         decided = len(survivors) <= 1 or n >= full_n
-        self.standing = RaceStanding(metric=self.race.metric, alpha=self.race.alpha,
+        self.standing = RaceStanding(metric=self.race.metric, target=self.race.target,
+                                     alpha=self.race.alpha,
                                      member_alpha=member_alpha, n=n, full_n=full_n,
                                      survivors=[m.key for m in survivors], decided=decided)
         if not decided:

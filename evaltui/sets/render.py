@@ -223,7 +223,8 @@ def race_note(race: RaceStanding) -> str:
     members = round(race.alpha / race.member_alpha)
     return (f"race on {race.metric} ({where} at n={race.n} of {race.full_n}, "
             f"{len(race.survivors)} left): 'out at n=N': eliminated after N episodes, its "
-            f"betting CS (each member's at {race.member_alpha:.3g} = {race.alpha:g} / "
+            f"betting CS of the {race.target} mean (each member's at "
+            f"{race.member_alpha:.3g} = {race.alpha:g} / "
             f"{members}, Bonferroni) wholly below the best member's")
 
 

@@ -18,7 +18,7 @@ from evaltui.results.verifystop import dealt_order
 from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import runs_root
 from evaltui.sets.expansion import expand
-from evaltui.sets.racing import Standing, eliminated
+from evaltui.sets.racing import Standing, eliminated, standings
 
 BASE = {"graph": "noisy_bot", "dataset": "babyai", "split": "GoToLocal"}
 
@@ -29,6 +29,7 @@ BASE = {"graph": "noisy_bot", "dataset": "babyai", "split": "GoToLocal"}
     ({"base": {**BASE, "executor": "slurm"}}, r"^race: not with executor: slurm"),
     ({"race": {"round": 0}}, r"^race\.round: "),
     ({"race": {"alpha": 1.5}}, r"^race\.alpha: "),
+    ({"race": {"target": "checkpoint"}}, r"^race\.target: "),
 ])
 def test_a_race_the_set_cannot_run_is_refused_naming_the_field(extra: dict, message: str
                                                                ) -> None:
@@ -58,6 +59,18 @@ def test_the_bad_metric_of_a_race_is_refused_at_the_check(
     err = capsys.readouterr().err
     assert "race.metric: 'steps' is not a metric bounded in [0, 1]" in err
     assert not (outputs / SETS_DIRNAME).exists()
+
+
+def test_the_target_picks_the_sequence_and_the_lowest_upper_bound_goes_first() -> None:
+    xs = {"a": [1.0, 0.0, 1.0, 1.0] * 4, "b": [0.0] * 16}
+    split = standings(xs, {"a": 16, "b": 16}, 40, 0.025)
+    policy = standings(xs, {"a": 16, "b": 16}, None, 0.025)
+    assert split["a"].interval == betting_interval(xs["a"], 0.025, population=40)
+    assert policy["a"].interval == betting_interval(xs["a"], 0.025)
+    assert policy["a"].interval[1] - policy["a"].interval[0] \
+        > split["a"].interval[1] - split["a"].interval[0]
+    assert eliminated(split) == {"b"} and split["b"].interval[1] < split["a"].interval[0]
+    assert eliminated({"a": split["a"]}) == set()  # a lone member is never out
 
 
 def _races(splits: np.ndarray, rnd: int, alpha: float) -> tuple[list[set[int]], np.ndarray]:
