@@ -48,9 +48,9 @@ class ApiTarget:
         except ApiError as exc:
             raise TargetError(str(exc)) from None
 
-    def resume(self, run_id: str) -> None:
+    def resume(self, run_id: str, more: int | None = None) -> None:
         try:
-            self.client.resume(run_id)
+            self.client.resume(run_id, more)
         except (Conflict, NotFound, InvalidRequest) as exc:
             raise ResumeRefused(str(exc)) from None
         except ApiError as exc:

@@ -84,8 +84,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("resume", help="re-run what is not ok of finished runs")
     p.add_argument("run_ids", nargs="+", metavar="RUN", help="a run id or run dir")
     p.add_argument("--more", type=int, nargs="?", const=0, default=None, metavar="N",
-                   help="a run stopped by its rule (--stop-when): deal N more episodes of its "
-                   "order past the stop (no N: to the end); its confidence sequence stays valid")
+                   help="a run stopped by its rule (--stop-when), or cut by --max-episodes in "
+                   "a seeded order: deal N more episodes of its order past the stop (no N: to "
+                   "the end); its confidence sequence stays valid")
     _common(p, run_resume)
 
     p = sub.add_parser("logs", help="an episode's log (log.jsonl)")

@@ -121,6 +121,31 @@ class CheckpointAxis(BaseModel):
         return glob
 
 
+class RaceOptions(BaseModel):
+    """``race``: the members are evaluated in rounds of the same seeded dealing order and
+    a member whose confidence sequence lies wholly below the best member's stops being fed
+    (successive elimination, :mod:`evaltui.sets.racing`; docs/sets.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str = "success"
+    """The metric raced on: one bounded in [0, 1] (success, spl, ndtw, sdtw)."""
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    """The chance that the best member is eliminated at all, over the whole race: each
+    member's sequence is at ``alpha / members`` (Bonferroni over the members)."""
+    round: int = Field(default=20, ge=1)
+    """Episodes of the order each surviving member runs per round."""
+    target: Literal["split", "policy"] = "split"
+    """What each member's interval is for: ``split``, its mean over this split's episodes
+    (the without-replacement sequence: what a full sweep reports, closing to it at the end
+    of the split); ``policy``, its expected value on the distribution the split samples
+    (with replacement: wider, never closes; for stochastic members of near-equal quality,
+    whose realized split means differ by the split's luck)."""
+    seed: int | None = Field(default=None, ge=0)
+    """The dealing order's seed (every member's ``eval.order_seed``); default: drawn
+    from the set's name, so every ``set run`` of the set deals the same order."""
+
+
 class SetFile(BaseModel):
     """A whole set file, as checked by :func:`parse_set_file`."""
 
@@ -134,6 +159,7 @@ class SetFile(BaseModel):
     include: list[dict[str, Any]] = Field(default_factory=list)
     exclude: list[dict[str, Any]] = Field(default_factory=list)
     baseline: dict[str, Any] | None = None
+    race: RaceOptions | None = None
 
     @property
     def checkpoint(self) -> CheckpointAxis | None:
@@ -157,6 +183,31 @@ class SetMemberRecord(BaseModel):
     """Why its last attempt did not end ``done``."""
     run_dir: str | None = None
     """Its run's directory, as the scheduler reported it."""
+    eliminated_at: int | None = None
+    """In a race: the n (episodes of the order) at which it was eliminated."""
+    race_interval: list[float] | None = None
+    """In a race: its confidence sequence (at the race's per-member level) at its last
+    round, ``[lo, hi]``."""
+
+
+class RaceStanding(BaseModel):
+    """set.json ``race``: where a racing set stands after its last round."""
+
+    model_config = ConfigDict(extra="allow")
+
+    metric: str
+    target: str = "split"
+    """``split`` (each member's mean over the split) or ``policy`` (its expected value)."""
+    alpha: float
+    member_alpha: float
+    """Each member's level: ``alpha / members`` (Bonferroni)."""
+    n: int
+    """Episodes of the order the surviving members have run."""
+    full_n: int
+    survivors: list[str]
+    """The keys of the members still fed."""
+    decided: bool = False
+    """One member left, or the split exhausted."""
 
 
 class SetRecord(BaseModel):
@@ -170,6 +221,7 @@ class SetRecord(BaseModel):
     base_dir: str
     """The set file's directory: relative paths in ``file`` are relative to it."""
     members: list[SetMemberRecord] = Field(default_factory=list)
+    race: RaceStanding | None = None
 
 
 def parse_set_file(data: Any) -> SetFile:
@@ -196,7 +248,24 @@ def parse_set_file(data: Any) -> SetFile:
     for key in parsed.base.set:
         if not _PARAM.match(key):
             raise SetFileError(f"base.set.{key}", "must look like NODESET.PARAM")
+    if parsed.race is not None:
+        _check_race(parsed)
     return parsed
+
+
+def _check_race(parsed: SetFile) -> None:
+    """What a race needs of the rest of the file: one split (the members deal the same
+    episodes), a fixed set of members (the correction is over their number), rounds
+    driven by ``set run`` (a Slurm array runs each member to its end)."""
+    if "split" in parsed.matrix:
+        raise SetFileError("race", "the members of a race deal the same episodes: no split "
+                           "axis (give base.split)")
+    if parsed.checkpoint is not None and parsed.checkpoint.watch is not None:
+        raise SetFileError("race", "not with matrix.checkpoint.watch: the level is corrected "
+                           "for a fixed number of members")
+    if parsed.base.executor == "slurm":
+        raise SetFileError("race", "not with executor: slurm (a job array runs each member "
+                           "to its end; race with a local or ray executor)")
 
 
 def _check_axis(axis: str, values: Any) -> None:

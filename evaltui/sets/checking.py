@@ -14,6 +14,7 @@ from evaltui.contract.setspec import DEFAULT_REPEAT_PARAM, SetFile, SetFileError
 from evaltui.contract.spec import SpecError
 from evaltui.engine.graph.specchecks import validate_spec
 from evaltui.sets.expansion import Expansion, Member
+from evaltui.sets.racing import check_race_metric
 
 _EVAL_OPTION = {"episode_count": "episodes", "start_episode_index": "start",
                 "episode_indices": "indices", "worker_count": "workers",
@@ -28,6 +29,8 @@ def check_members(expansion: Expansion) -> list[str]:
     Raises SetFileError naming the set-file field at fault.
     """
     warnings: list[str] = []
+    if expansion.setfile.race is not None:
+        check_race_metric(expansion.setfile.race)
     for member in expansion.members:
         # the check imports the member's nodesets: its workspace's too, as a run does
         workspace = member.spec.get("active_workspace_dir")

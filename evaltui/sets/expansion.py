@@ -23,6 +23,7 @@ from evaltui.contract.setspec import DEFAULT_REPEAT_PARAM, NAMED_AXES, SetFile, 
 from evaltui.contract.spec import SpecError
 from evaltui.engine.graph.benchmarks import get_benchmark
 from evaltui.engine.graph.specbuild import build_spec
+from evaltui.sets.raceorder import race_eval_fields
 
 STEP_AXIS = "step"
 """The axis a checkpoint member's step is shown under (parsed from the file's name)."""
@@ -210,6 +211,8 @@ def _member(setfile: SetFile, base_dir: Path, combo: dict[str, Any], set_id: str
     if set_id is not None:
         scheduling["set_id"] = set_id
     spec["scheduling"] = scheduling
+    if setfile.race is not None:  # one order for every member, a round at a time
+        spec["eval"] = {**spec["eval"], **race_eval_fields(setfile.race, setfile.name)}
     return Member(member_key(spec), axes, spec)
 
 

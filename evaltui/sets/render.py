@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from evaltui.contract.setspec import RaceStanding
 from evaltui.results.tablewriter import Grid, csv_text, fit_grid, latex, markdown, rich_grid
 from evaltui.sets.table import MemberRow, SetTable
 
@@ -77,6 +78,8 @@ def member_grid(table: SetTable, metrics: list[str], digits: int, *,
         if base is not None:
             cells += _baseline_cells(r, base, metrics, digits)
         grid.rows.append(cells)
+    if table.race is not None:
+        grid.notes.append(race_note(table.race))
     grid.notes.append("bold: the best mean per metric (of the members over the most "
                       "episodes; lower for steps, path_length, nav_error); errors count as "
                       "failures")
@@ -89,7 +92,8 @@ def compact_grid(table: SetTable, grid: Grid) -> Grid:
     drop = set()
     if "checkpoint" in table.axes and "step" in table.axes:
         drop.add(table.axes.index("checkpoint"))
-    if table.rows and all(r.state == "done" and r.attempts <= 1 for r in table.rows):
+    if table.rows and all(r.state == "done" and r.attempts <= 1 and r.eliminated_at is None
+                          for r in table.rows):
         drop.add(len(table.axes))
     if not drop:
         return grid
@@ -200,11 +204,24 @@ def _baseline_cells(r: MemberRow, base: MemberRow, metrics: list[str], digits: i
     return cells
 
 
+def race_note(race: RaceStanding) -> str:
+    """What a racing set's table says of its race."""
+    where = "decided" if race.decided else "racing"
+    members = round(race.alpha / race.member_alpha)
+    return (f"race on {race.metric} ({where} at n={race.n} of {race.full_n}, "
+            f"{len(race.survivors)} left): 'out at n=N': eliminated after N episodes, its "
+            f"betting CS of the {race.target} mean (each member's at "
+            f"{race.member_alpha:.3g} = {race.alpha:g} / "
+            f"{members}, Bonferroni) wholly below the best member's")
+
+
 def p_text(p: float | None) -> str:
     return f"{p:.3g}" if p is not None else MISSING
 
 
 def _state(r: MemberRow) -> str:
+    if r.eliminated_at is not None:  # a racing set's: fed no more after n episodes
+        return f"out at n={r.eliminated_at}"
     return r.state if r.attempts <= 1 else f"{r.state} ({r.attempts} attempts)"
 
 

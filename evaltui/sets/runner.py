@@ -14,7 +14,9 @@ member is known by its key): ``done`` members are reused, members new to the fil
 - a member cancelled while this call follows it stays cancelled (``set cancel``);
 - with ``max_parallel`` (``set run --max-parallel N``), a pending or due member waits
   while N members are queued, starting or running: a cap on top of the scheduler's own
-  admission (which already bounds what shares the machine by its memory and cores).
+  admission (which already bounds what shares the machine by its memory and cores);
+- in a racing set (``race:``), once every racing member's round is done, the race
+  (:mod:`evaltui.sets.racing`) eliminates and queues the survivors' next round.
 
 set.json is written after every step that changed something, and every half second
 while a step submits, so a crash loses at most that half second of submissions.
@@ -32,6 +34,7 @@ from evaltui.contract.setspec import SET_FILENAME, MemberState, SetMemberRecord,
 from evaltui.contract.states import RunState
 from evaltui.contract.views import Run
 from evaltui.sets.expansion import Expansion, Member
+from evaltui.sets.racing import SetRace
 from evaltui.sets.setdir import read_set, write_set
 from evaltui.sets.targets import ResumeRefused, RunGone, SetTarget, TargetError
 
@@ -98,6 +101,8 @@ class SetRunner:
         """True once ``max_error_rate`` stopped the submitting."""
         self._made: dict[str, str] | None = None
         """Runs submitted for this set before (token -> run id), read at the first submit."""
+        race = expansion.setfile.race
+        self.race = SetRace(race) if race is not None else None
 
     # ---- set.json -----------------------------------------------------------------------
     def prepare(self, file: dict) -> SetRecord:
@@ -165,6 +170,10 @@ class SetRunner:
                 changed |= self._refresh(rec)
         for rec in self._members():
             changed |= self._act(rec)
+        if self.race is not None and self.race.step(self._members(), self.target,
+                                                    self._given_up, self._note):
+            assert self.record is not None
+            self.record.race, changed = self.race.standing, True
         if changed:
             self._save()
         if self.on_change is not None:
@@ -184,6 +193,13 @@ class SetRunner:
         if rec.state is MemberState.PENDING:
             return self.held
         return rec.state.finished and (turn.final or self.held)
+
+    def _given_up(self, rec: SetMemberRecord) -> bool:
+        """Ended without ``done`` and not retried any more (or held back)."""
+        return rec.state is not MemberState.DONE and self._settled(rec)
+
+    def _note(self, rec: SetMemberRecord, text: str) -> None:
+        self._live[rec.key].note = text
 
     def _refresh(self, rec: SetMemberRecord) -> bool:
         live = self._live[rec.key]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.contract.records import SUMMARY_FILENAME
-from evaltui.contract.setspec import SetMemberRecord, SetRecord
+from evaltui.contract.setspec import RaceStanding, SetMemberRecord, SetRecord
 from evaltui.results.compare import ordered_metrics  # numpy: after the command starts
 from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import outputs_root, runs_root
@@ -44,6 +44,8 @@ class MemberRow:
     vs_baseline: BaselineDiff | None = None
     vs_baseline_note: str | None = None
     """Why the member could not be compared with the baseline."""
+    eliminated_at: int | None = None
+    """In a racing set: the n at which the race eliminated it."""
 
 
 @dataclass
@@ -58,6 +60,8 @@ class SetTable:
     baseline: MemberRow | None = None
     best: dict[str, list[str]] = field(default_factory=dict)
     """Metric -> the keys of the members with the best mean (ties: all of them)."""
+    race: RaceStanding | None = None
+    """A racing set's standing after its last round."""
 
 
 def member_run_dir(member: SetMemberRecord, outputs: str | os.PathLike[str] | None) -> Path | None:
@@ -80,7 +84,7 @@ def build_table(record: SetRecord, outputs: str | os.PathLike[str] | None = None
         axes += [a for a in m.axes if a not in axes]
     present = set().union(*(r.metrics for r in rows)) if rows else set()
     metrics = ordered_metrics(present)
-    table = SetTable(record.set_id, record.name, axes, metrics, rows)
+    table = SetTable(record.set_id, record.name, axes, metrics, rows, race=record.race)
     table.best = _best(rows, metrics)
     if baseline is not None:
         from evaltui.sets.baseline import attach_baseline  # loads episode rows
@@ -91,7 +95,7 @@ def build_table(record: SetRecord, outputs: str | os.PathLike[str] | None = None
 
 def _row(member: SetMemberRecord, outputs: str | os.PathLike[str] | None) -> MemberRow:
     row = MemberRow(member.key, dict(member.axes), member.run_id, member.state.value,
-                    member.attempts, member.error)
+                    member.attempts, member.error, eliminated_at=member.eliminated_at)
     run_dir = member_run_dir(member, outputs)
     row.run_dir = run_dir
     if run_dir is None:
@@ -133,6 +137,8 @@ def table_json(table: SetTable) -> dict[str, Any]:
         out: dict[str, Any] = {"key": r.key, "axes": r.axes, "run_id": r.run_id,
                                "state": r.state, "metrics": r.metrics,
                                "metrics_ci95": r.metrics_ci95, "metrics_n": r.metrics_n}
+        if r.eliminated_at is not None:
+            out["eliminated_at"] = r.eliminated_at
         if r.vs_baseline is not None:
             out["vs_baseline"] = r.vs_baseline.to_json()
         elif r.vs_baseline_note is not None:

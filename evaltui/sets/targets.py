@@ -46,8 +46,9 @@ class SetTarget(Protocol):
     def cancel(self, run_id: str) -> None:
         """Cancel a queued or running run (a finished one is left as it is)."""
 
-    def resume(self, run_id: str) -> None:
-        """Queue a finished run again for its episodes that are not ok (ResumeRefused)."""
+    def resume(self, run_id: str, more: int | None = None) -> None:
+        """Queue a finished run again for its episodes that are not ok (ResumeRefused);
+        ``more``: N more episodes of its order past its stop or cap (a race's round)."""
 
     def member_runs(self, set_id: str) -> dict[str, str]:
         """The runs already made for members of ``set_id`` (``scheduling.set_member`` ->
@@ -92,10 +93,10 @@ class EmbeddedTarget:
         except RunNotFound:
             raise TargetError(f"no run {run_id}") from None
 
-    def resume(self, run_id: str) -> None:
+    def resume(self, run_id: str, more: int | None = None) -> None:
 
         try:
-            self.scheduler.resume(run_id)
+            self.scheduler.resume(run_id, more)
         except RunNotFound:
             raise ResumeRefused(f"no run {run_id}") from None
         except (NotResumable, SpecError) as exc:

@@ -75,7 +75,7 @@ class StopWatch:
     """The stop rule over ``order`` (the dealing order of the split of ``full_n``)."""
 
     def __init__(self, rule: StopRule, order: Sequence[int], full_n: int,
-                 alpha: float = ALPHA) -> None:
+                 alpha: float = ALPHA, *, keep_history: bool = False) -> None:
         self.rule = rule
         self.full_n = full_n
         self.cs = BettingCS(alpha, population=full_n)
@@ -85,6 +85,9 @@ class StopWatch:
         self.met_at: int | None = None
         self.broken: str | None = None
         """Why the rule can no longer be judged (a value missing or out of [0, 1])."""
+        self.history: list[tuple[int, float, float, float]] | None = \
+            [] if keep_history else None
+        """With ``keep_history`` (the TUI's band): (n, mean, lo, hi) after every episode."""
 
     @property
     def n(self) -> int:
@@ -123,6 +126,8 @@ class StopWatch:
         was = self.met
         while self.cs.t in self._waiting and self.broken is None:
             lo, hi = self.cs.update(self._waiting.pop(self.cs.t))
+            if self.history is not None:
+                self.history.append((self.cs.t, self.cs.total / self.cs.t, lo, hi))
             if self.met_at is None and self.rule.met(lo, hi):
                 self.met_at = self.cs.t
         return self.met and not was

@@ -4,6 +4,10 @@ The spec.json of the run is rewritten (``eval.past_stop``; with N, ``eval.max_ep
 the n it stopped at + N) before the run is queued again like any resume; the run process
 then deals on past the met rule. The confidence sequence stays valid: it holds at every n
 at once, so looking at it, stopping, and going on are all allowed (docs/statistics.md).
+
+A run cut by ``eval.max_episodes`` in a seeded order (``eval.order_seed``, no rule met)
+goes on the same way, N more episodes of its order past the cap: a racing set feeds its
+members round by round like this (:mod:`evaltui.sets.racing`).
 """
 
 from __future__ import annotations
@@ -33,9 +37,18 @@ def prepare_more(run_dir: Path, state: RunState, more: int) -> None:
     except (OSError, ValueError) as exc:
         raise SpecError(SPEC_FILENAME, f"cannot read the run: {exc}") from None
     stopped = summary.get("stopped") if isinstance(summary, dict) else None
-    if not isinstance(stopped, dict) or not isinstance(spec, dict):
-        raise NotResumable(f"run {run_dir.name} did not stop by a rule (--stop-when): "
-                           "nothing to continue past")
+    if not isinstance(spec, dict):
+        raise NotResumable(f"run {run_dir.name}: its spec.json is not an object")
+    ev = spec.get("eval") if isinstance(spec.get("eval"), dict) else {}
+    if not isinstance(stopped, dict) and ev.get("order_seed") is not None \
+            and isinstance(ev.get("max_episodes"), int):
+        # Cut by its cap in a seeded order: the order goes on past the cap.
+        write_json_atomic(run_dir / SPEC_FILENAME,
+                          continue_past_stop(spec, ev["max_episodes"], more or None))
+        return
+    if not isinstance(stopped, dict):
+        raise NotResumable(f"run {run_dir.name} did not stop by a rule (--stop-when) nor "
+                           "by --max-episodes in a seeded order: nothing to continue past")
     if int(stopped.get("n", 0)) >= int(stopped.get("full_n", 0)):
         raise NotResumable(f"run {run_dir.name} ran its whole split already")
     write_json_atomic(run_dir / SPEC_FILENAME,

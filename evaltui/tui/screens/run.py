@@ -26,9 +26,11 @@ from textual.widgets import DataTable, Input, Static
 from evaltui.contract.states import RunState
 from evaltui.nodesets.serverrecord import DIR as SERVER_DIR
 from evaltui.nodesets.serverrecord import read_latency
+from evaltui.results.stopnote import CS_TITLE, stopped_of
 from evaltui.rundir.layout import episode_dir
 from evaltui.runview.runmodel import RunModel
 from evaltui.runview.running_mean import RunningMeans
+from evaltui.runview.stopband import StopBand
 from evaltui.runview.watcher import RunWatcher
 from evaltui.tui.display import STATE_COLOUR, STATE_GLYPH, first_line
 from evaltui.tui.messages import RunChanged
@@ -40,6 +42,7 @@ from evaltui.tui.widgets.metrics_panel import MetricsPanel, run_groups
 from evaltui.tui.widgets.run_progress import Progress, RunProgress
 from evaltui.tui.widgets.running_mean_chart import RunningMeanChart
 from evaltui.tui.widgets.steps_histogram import StepsHistogram
+from evaltui.tui.widgets.stop_band import StopBandView, band_line
 
 WATCH_DEBOUNCE_MS = 400
 """While episodes stream in, the table updates at most this often (a lone episode shows
@@ -90,6 +93,8 @@ class RunScreen(Screen[None]):
         self.plots_open: bool | None = None
         """The user's choice (``p``) of the plots; None: by terminal size."""
         self._was_compact: bool | None = None
+        self.band: StopBand | None = None
+        """The run's stop rule's confidence sequence, fed its rows (None: no rule)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="run-header")
@@ -99,11 +104,14 @@ class RunScreen(Screen[None]):
                 yield MetricsPanel()
             with Vertical(id="progress-box", classes="box"):
                 yield RunProgress()
+        yield Static(id="stop-line")  # the band's line where the plots are hidden
         with Horizontal(id="run-plots"):
             with Vertical(id="curves-box", classes="box"):
                 yield RunningMeanChart(self.means)
             with Vertical(id="steps-box", classes="box"):
                 yield StepsHistogram(self.means)
+            with Vertical(id="band-box", classes="box"):
+                yield StopBandView()
         yield Static(id="table-caption")
         yield EpisodesTable(id="episodes")
         yield Input(placeholder="filter: episode id, instruction, scene or error text",
@@ -116,6 +124,13 @@ class RunScreen(Screen[None]):
         self.query_one("#curves-box").border_title = \
             "running mean, 95% CI band · x: episodes in order finished"
         self.query_one("#steps-box").border_title = "steps"
+        self.band = StopBand.of_run(self.run_dir)
+        self.query_one(StopBandView).band = self.band
+        self.set_class(self.band is not None, "-stop-band")
+        if self.band is not None:  # the band takes the steps' place
+            self.query_one("#band-box").border_title = \
+                f"stop rule {self.band.rule.text} · {CS_TITLE} band over n"
+            self.query_one("#curves-box").border_title = "running mean, 95% CI band"
         self.query_one("#filter").display = False
         self._adapt()
         self._show_header()
@@ -167,10 +182,23 @@ class RunScreen(Screen[None]):
             self._summary = summary
             self.query_one(MetricsPanel).summary = summary
             self.query_one(MetricsPanel).groups = run_groups(summary, episodes)
+        if self.band is not None:
+            self._show_band(changes.rows)
         self._errors = changes.errors
         self._show_progress()
         self._show_header()
         self._show_caption()
+
+    def _show_band(self, rows: list[dict[str, Any]]) -> None:
+        assert self.band is not None
+        self.band.add(rows)
+        view = self.query_one(StopBandView)
+        view.stopped = stopped_of(self._summary or {})
+        if not self.has_class("-no-plots"):
+            view.refresh()
+        self._set_text("#stop-line", Text(f"rule {self.band.rule.text} · "
+                                          + band_line(self.band, view.stopped),
+                                          style=theme_style(self.app, "foreground")))
 
     def _show_progress(self) -> None:
         counts = self.query_one(EpisodesTable).counts()
@@ -256,6 +284,7 @@ class RunScreen(Screen[None]):
         if self.plots_open:
             self.query_one(RunningMeanChart).refresh()
             self.query_one(StepsHistogram).refresh()
+            self.query_one(StopBandView).refresh()
 
     def action_open_episode(self) -> None:
         table = self.query_one(EpisodesTable)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.style import Style
 from rich.text import Text
+from textual.app import App
 from textual.color import Color
 from textual.widget import Widget
 
@@ -21,6 +22,13 @@ PLOTTED = (("success", "primary"), ("spl", "accent"), ("ndtw", "secondary"))
 """Metric and the theme variable it is drawn in."""
 GUTTER = 2
 BAND_ALPHA = 0.3
+
+
+def band_style(app: App[object], variable: str) -> Style:
+    """``variable``'s colour on a background shaded toward it: a CI band's cells."""
+    fg = Color.from_rich_color(theme_colour(app, variable))
+    bg = Color.from_rich_color(theme_colour(app, "background"))
+    return Style(color=fg.rich_color, bgcolor=bg.blend(fg, BAND_ALPHA).rich_color)
 
 
 class RunningMeanChart(Widget):
@@ -46,10 +54,7 @@ class RunningMeanChart(Widget):
         key = (self.app.theme, variable)
         style = self._bands.get(key)
         if style is None:
-            fg = Color.from_rich_color(theme_colour(self.app, variable))
-            bg = Color.from_rich_color(theme_colour(self.app, "background"))
-            style = self._bands[key] = Style(color=fg.rich_color,
-                                             bgcolor=bg.blend(fg, BAND_ALPHA).rich_color)
+            style = self._bands[key] = band_style(self.app, variable)
         return style
 
     def render(self) -> Group | Text:
