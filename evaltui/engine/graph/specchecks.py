@@ -45,6 +45,9 @@ class CheckedSpec:
     episode_indices: list[int]
     warnings: list[str] = field(default_factory=list)
     """Things the user should know before the run starts (printed at submit)."""
+    notes: list[str] = field(default_factory=list)
+    """What the nodesets' own checks found and said (``check_params``'s return, e.g. the
+    renderer a benchmark probed): ``eval`` prints them, summary.json keeps them."""
 
 
 def check_spec(spec: JobSpec) -> CheckedSpec:
@@ -52,10 +55,11 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
     try:
         graph = GraphDefinition.from_dict(spec.graph).with_selectors(spec.eval.selectors)
         classes = graph.check()
+        notes: list[str] = []
         for name, ns in graph.nodesets.items():
             try:
                 check_param_types(classes[name], ns.params)
-                check_declared_params(classes[name], ns.params)
+                notes += check_declared_params(classes[name], ns.params)
             except ParamTypeError as exc:
                 where = f".{exc.param}" if exc.param else ""
                 raise GraphError(f"nodesets.{name}.params{where}", exc.message) from None
@@ -91,7 +95,7 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
     spec = spec.model_copy(update={"eval": ev.model_copy(update={
         "step_budget": budget, **stop_fields(ev)})})
     return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path, split=split,
-                       episode_indices=indices, warnings=warnings)
+                       episode_indices=indices, warnings=warnings, notes=notes)
 
 
 def check_executor(spec: JobSpec) -> None:
