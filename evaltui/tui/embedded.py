@@ -65,7 +65,7 @@ class EmbeddedBackend:
         queue = self.scheduler.queue()
         runs = self.scheduler.list_runs()
         return QueueSnapshot(self._scheduler_info(resources), resources,
-                             tuple(queue_rows(runs, queue)))
+                             tuple(queue_rows(runs, queue, self.scheduler.admits.all())))
 
     def run_dir(self, run_id: str) -> Path | None:
         try:

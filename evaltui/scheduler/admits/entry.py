@@ -29,7 +29,8 @@ ADMIT_PREFIX = "admit:"
 
 # Fields of an entry's file: what a restarted backend needs (not the live wait reason).
 _STORED = ("admit_id", "label", "command", "priority", "exclusive", "vram_mb", "queued_at",
-           "state", "gpu", "reserved_mb", "key", "admitted_at", "cpus")
+           "state", "gpu", "reserved_mb", "key", "admitted_at", "cpus", "kind", "url",
+           "requests_served")
 
 
 @dataclass(eq=False)
@@ -57,6 +58,11 @@ class Entry:
     version: int = 0
     cpus: float = 0.0
     """CPU cores it reserves (its profile's ``cpus``; 0: none)."""
+    kind: str = "run"
+    """``run`` (a command ``evaltui run`` wraps) or ``serve`` (``evaltui serve-policy``)."""
+    url: str | None = None
+    requests_served: int | None = None
+    """A serving entry's address and requests answered, as it last reported them."""
 
     @property
     def ledger_id(self) -> str:
@@ -84,7 +90,9 @@ class Entry:
             holder_create_time=self.holder.create_time, waiting_reason=self.reason(),
             queued_at=self.queued_at, admitted_at=self.admitted_at,
             released_at=self.released_at, release_reason=self.release_reason,
-            env=gpu_env(self.gpu, fake_gpus) if admitted else {}, version=self.version)
+            env=gpu_env(self.gpu, fake_gpus) if admitted else {}, version=self.version,
+            kind="serve" if self.kind == "serve" else "run", url=self.url,
+            requests_served=self.requests_served)
 
     def reason(self) -> str | None:
         if self.state is not AdmitState.WAITING:
@@ -140,7 +148,11 @@ def entry_from(data: dict[str, Any], seq: int) -> Entry | None:
             reserved_mb=None if data.get("reserved_mb") is None else int(data["reserved_mb"]),
             key=data.get("key") if isinstance(data.get("key"), str) else None,
             admitted_at=None if data.get("admitted_at") is None
-            else float(data["admitted_at"]), cpus=float(data.get("cpus") or 0.0))
+            else float(data["admitted_at"]), cpus=float(data.get("cpus") or 0.0),
+            kind="serve" if data.get("kind") == "serve" else "run",
+            url=data["url"] if isinstance(data.get("url"), str) else None,
+            requests_served=None if data.get("requests_served") is None
+            else int(data["requests_served"]))
     except (KeyError, TypeError, ValueError):
         return None
     return entry if entry.state is not AdmitState.RELEASED else None

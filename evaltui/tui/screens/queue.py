@@ -234,7 +234,7 @@ class QueueScreen(BackendActions, Screen[None]):
         if action not in self.RUN_ACTIONS:
             return True
         run = table.selected
-        if run is None or run.kind == "admit":
+        if run is None or run.kind != "run":
             return False
         if action == "priority":
             return run.state is RunState.QUEUED
@@ -254,10 +254,12 @@ class QueueScreen(BackendActions, Screen[None]):
         run = self.query_one(RunsTable).selected
         if run is None:
             self.notify("no run selected", severity="warning", timeout=2)
-        elif run.kind == "admit":
+        elif run.kind != "run":
             # Not a run: it has no run dir, and it leaves the queue when its command does.
-            self.notify(f"{run.run_id} is `evaltui run {run.graph}` waiting for admission; "
-                        "stop that command to take it out of the queue", timeout=6)
+            what = "`evaltui serve-policy`" if run.kind == "serve" else \
+                f"`evaltui run {run.graph}`"
+            self.notify(f"{run.run_id} is {what}, not a run; `evaltui cancel {run.run_id}` "
+                        "takes it out of the queue", timeout=6)
             return None
         return run
 
