@@ -108,7 +108,9 @@ class ProbeResult:
 def probe_backend(backend: str | None = None, timeout_s: float = PROBE_TIMEOUT_S,
                   width: int = 16, height: int = 16) -> ProbeResult:
     """Render frames of ``width`` x ``height`` with ``backend`` in a subprocess: the first
-    (the GL context's set-up), then two timed ones (what a frame of the run will cost)."""
+    (the GL context's set-up), then two timed ones. The scene is one geom (no simulator
+    import: the probe stays a few seconds), so the time is the backend's floor at that
+    size; a Meta-World scene costs several times more (docs/performance.md)."""
     backend = backend or render_backend()
     where = f"MUJOCO_GL={backend}"
     fix = _FIXES.get(backend, "set MUJOCO_GL=egl or osmesa")
@@ -122,7 +124,8 @@ def probe_backend(backend: str | None = None, timeout_s: float = PROBE_TIMEOUT_S
     if proc.returncode == 0 and last_out[:1] == ["ok"]:
         ms = float(last_out[1])
         return ProbeResult(True, f"headless rendering: {where} works; a {width}x{height} "
-                           f"frame took {ms:.1f} ms in the probe", backend, ms)
+                           f"frame of the probe's one-geom scene took {ms:.1f} ms (a task's "
+                           "scene costs more)", backend, ms)
     if "No module named 'mujoco'" in proc.stderr:
         return ProbeResult(False, "headless rendering: mujoco is not installed; "
                            "pip install 'evaltui[metaworld]'", backend)
