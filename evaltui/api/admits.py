@@ -25,7 +25,7 @@ def create(body: AdmitRequest, ctx: Ctx) -> Any:
         info = admits.add(body.profile, PidRef(body.holder_pid, body.holder_create_time),
                           vram_mb=body.marginal_vram_mb, exclusive=body.exclusive_gpu,
                           priority=body.priority, command=body.command,
-                          cpus=body.cpus or 0.0, kind=body.kind)
+                          cpus=body.cpus or 0.0, kind=body.kind, ram_mb=body.ram_mb or 0)
     except AdmitError as exc:
         raise ApiFailure(422, str(exc), "holder_pid") from None
     return json_response(info.model_dump(mode="json"), 201)

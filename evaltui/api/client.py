@@ -235,8 +235,8 @@ class ApiClient:
     # ---- admit entries ------------------------------------------------------------------
     def create_admit(self, profile: str, holder_pid: int, holder_create_time: float, *,
                      marginal_vram_mb: int | None, exclusive_gpu: bool, priority: int = 0,
-                     command: str = "", cpus: float | None = None, kind: str = "run"
-                     ) -> Admit:
+                     command: str = "", cpus: float | None = None, kind: str = "run",
+                     ram_mb: int | None = None) -> Admit:
         body: dict[str, Any] = {
             "profile": profile, "marginal_vram_mb": marginal_vram_mb,
             "exclusive_gpu": exclusive_gpu, "priority": priority, "holder_pid": holder_pid,
@@ -245,6 +245,8 @@ class ApiClient:
             body["cpus"] = cpus
         if kind != "run":  # likewise
             body["kind"] = kind
+        if ram_mb is not None:
+            body["ram_mb"] = ram_mb
         return self._call("POST", "/admits", Admit, json=body)
 
     def get_admit(self, admit_id: str, wait: float = 0.0, seen: int | None = None) -> Admit:

@@ -156,6 +156,8 @@ class AdmitRequest(BaseModel):
     command: str = Field(default="", max_length=4000)
     kind: Literal["run", "serve"] = "run"
     """``serve``: an ``evaltui serve-policy`` holding its own entry while it serves."""
+    ram_mb: int | None = Field(default=None, ge=0, le=1 << 30)
+    """Host RAM to reserve (MiB); null: none."""
 
 
 class AdmitServing(BaseModel):

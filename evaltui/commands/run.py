@@ -116,6 +116,8 @@ class Wrapper:
         self._closing = False
         self.kind = "run"
         """The entry's kind: ``serve`` for ``evaltui serve-policy`` (commands/servequeue.py)."""
+        self.ram_mb: int | None = None
+        """Host RAM to reserve (``serve-policy``'s calibrated or declared need); None: none."""
 
     def say(self, message: str) -> None:
         if not self.quiet:
@@ -177,7 +179,7 @@ class Wrapper:
                 self.profile.name, self.me.pid, self.me.create_time,
                 marginal_vram_mb=p.marginal_vram_mb, exclusive_gpu=p.exclusive_gpu,
                 priority=p.priority, command=shlex.join(self.cmd), cpus=p.cpus,
-                kind=self.kind)
+                kind=self.kind, ram_mb=self.ram_mb)
             self.say(f"queued as {entry.admit_id} on {self.lease.url}")
         self.entry = entry
         said = None

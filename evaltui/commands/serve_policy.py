@@ -71,6 +71,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="GPU memory to reserve, instead of the profile's")
     q.add_argument("--cpus", type=float, default=None,
                    help="CPU cores to reserve, instead of the profile's")
+    q.add_argument("--ram-mb", type=int, default=None, metavar="MIB",
+                   help="host RAM to reserve (default: what runs of this nodeset and "
+                   "earlier servers of it measured, if any)")
     q.add_argument("--profiles", type=Path, help="profiles file (default ./profiles.yaml, "
                    "then the state dir's)")
     q.add_argument("--outputs", help="outputs root of a backend started here")
@@ -111,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(problem)  # before it queues
     if args.vram_mb is not None and args.vram_mb < 0:
         return _fail(f"--vram-mb must be >= 0, got {args.vram_mb}")
+    if args.ram_mb is not None and args.ram_mb < 0:
+        return _fail(f"--ram-mb must be >= 0, got {args.ram_mb}")
     if args.cpus is not None and args.cpus <= 0:
         return _fail(f"--cpus must be > 0, got {args.cpus}")
     try:
@@ -119,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     queue = None
     if not args.no_queue:
-        queue = _queue(args)
+        queue = _queue(args, source)
         if isinstance(queue, int):
             return queue
         got = queue.admit()
@@ -131,12 +136,20 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if queue is not None:
             queue.close()
+            queue.record_ram_peak()
 
 
-def _queue(args: argparse.Namespace) -> ServeQueue | int:
-    """The admit entry to queue (not yet queued), or an exit code for bad options."""
+def _queue(args: argparse.Namespace, source: Any) -> ServeQueue | int:
+    """The admit entry to queue (not yet queued), or an exit code for bad options.
+
+    What it reserves: GPU memory declared (``--vram-mb``, else the profile when
+    profiles.yaml describes it), else calibrated (the peak that runs of the same nodeset,
+    impl and params, measured: scheduler/admission/calibration.py), else a whole GPU;
+    host RAM declared (``--ram-mb``) else calibrated (runs, and earlier servers of it),
+    else none; cores ``--cpus`` else the profile's."""
     from evaltui.commands.servequeue import ServeQueue
     from evaltui.rundir.layout import outputs_root
+    from evaltui.scheduler.admission.calibration import Calibration, nodeset_key
     from evaltui.wrapper.ports import parse_pool, port_pool
     from evaltui.wrapper.profiles import ProfileError, ResolvedProfile, resolve_profile
 
@@ -145,17 +158,28 @@ def _queue(args: argparse.Namespace) -> ServeQueue | int:
         pool = parse_pool(args.ports, source="--ports") if args.ports else port_pool()
     except (ProfileError, ValueError) as exc:
         return _fail(str(exc))
+    calibration, key = Calibration(), nodeset_key(source.impl, source.params)
     asked = {k: v for k, v in (("marginal_vram_mb", args.vram_mb), ("cpus", args.cpus))
              if v is not None}
+    said = [f"{'--vram-mb' if k == 'marginal_vram_mb' else '--cpus'} {v:g}"
+            for k, v in asked.items()]
+    if args.vram_mb is None and not profile.found:
+        peak = calibration.peak("vram", key)
+        if peak is not None:
+            asked["marginal_vram_mb"] = peak
+            said.append(f"{peak} MiB of GPU memory calibrated (runs of "
+                        f"{source.cls.__qualname__} with these params peaked there)")
     if asked:
         base = profile.profile if profile.found else profile.profile.model_copy(
             update={"exclusive_gpu": False})
         profile = ResolvedProfile(profile.name, base.model_copy(update=asked),
-                                  f"{profile.source}; with --vram-mb/--cpus as given",
-                                  profile.found)
+                                  f"{profile.source}; " + "; ".join(said), profile.found)
     argv = ["evaltui", "serve-policy", *sys.argv[2:]] if sys.argv[1:2] == ["serve-policy"] \
         else ["evaltui", "serve-policy", args.source]
-    return ServeQueue(argv, profile, outputs_root(args.outputs), pool)
+    queue = ServeQueue(argv, profile, outputs_root(args.outputs), pool)
+    queue.ram_mb = args.ram_mb if args.ram_mb is not None else calibration.peak("ram", key)
+    queue.calibration_part = (calibration, key, source)
+    return queue
 
 
 def _serve_admitted(args: argparse.Namespace, source: Any, api_key: str | None,

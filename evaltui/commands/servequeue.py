@@ -14,16 +14,19 @@ outright leaves a reservation whose holder is dead, which the ledger purges.
 
 from __future__ import annotations
 
+import resource
 import signal
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from evaltui.api.client import ApiError
 from evaltui.commands.console import error
 from evaltui.commands.run import EXIT_FAILED, FORWARDED, Interrupted, Wrapper
 from evaltui.contract.states import AdmitState
+from evaltui.scheduler.admission.calibration import NodesetPart
 from evaltui.wrapper.backends import BackendStartError
 from evaltui.wrapper.profiles import ResolvedProfile
 
@@ -38,6 +41,9 @@ class ServeQueue(Wrapper):
                  pool: list[int]) -> None:
         super().__init__(cmd, profile, outputs, pool)
         self.kind = "serve"
+        self.calibration_part: tuple[Any, str, Any] | None = None
+        """(Calibration, nodeset key, PolicySource): where its RAM peak is recorded."""
+        self.served = False
 
     def say(self, message: str) -> None:
         if not self.quiet:
@@ -48,8 +54,11 @@ class ServeQueue(Wrapper):
         was not admitted (125: no backend or refused; 128+N: a signal while waiting)."""
         previous = {sig: signal.signal(sig, self._on_signal) for sig in FORWARDED}
         try:
-            self.say(f"profile {self.profile.name!r} ({self.profile.source})")
-            return dict(self._admitted().env)
+            ram = f"; {self.ram_mb} MiB of host RAM" if self.ram_mb else ""
+            self.say(f"profile {self.profile.name!r} ({self.profile.source}{ram})")
+            env = dict(self._admitted().env)
+            self.served = True
+            return env
         except Interrupted as stop:
             self.say(f"interrupted ({signal.Signals(stop.signum).name}) while queued; left "
                      "the queue")
@@ -81,6 +90,20 @@ class ServeQueue(Wrapper):
                     return
             if done.wait(REPORT_EVERY_SEC):
                 return
+
+    def record_ram_peak(self) -> None:
+        """Once it served: its process's peak RSS, as the calibrated host RAM of the
+        nodeset it served (a nodeset alone in its process, as a shared host's), so the
+        next server of it, or a run of it, reserves that much."""
+        if not self.served or self.calibration_part is None:
+            return
+        calibration, key, source = self.calibration_part
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        part = NodesetPart("served", key, source.impl, dict(source.params), "shared", 1)
+        try:
+            calibration.record_nodeset("ram", part, peak_mb)
+        except OSError as exc:  # a full or read-only state dir: the server did its job
+            self.say(f"cannot record its RAM peak: {exc.strerror or exc}")
 
     def close(self) -> None:
         """Release the entry (harmless twice) and let the backend go."""

@@ -313,6 +313,8 @@ class Admit(_View):
     """A serving entry's address (``ws://HOST:PORT``), once it listens."""
     requests_served: int | None = None
     """A serving entry's requests answered so far (it reports every few seconds)."""
+    ram_mb: int = 0
+    """Host RAM (MiB) it reserves once admitted (0: none)."""
 
 
 def run_view(run_id: str, run_dir: Path, state: RunState, record: Any, summary: Any,

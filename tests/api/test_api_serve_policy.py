@@ -20,7 +20,9 @@ from ports import free_ports
 
 from evaltui.api.client import ApiClient
 from evaltui.contract.states import RunState
+from evaltui.engine.hosting.policysource import resolve_source
 from evaltui.nodesets.openpi import WebsocketPolicy
+from evaltui.scheduler.admission.calibration import Calibration, NodesetPart, nodeset_key
 from evaltui.tui.attached import AttachedBackend
 
 
@@ -121,3 +123,31 @@ def test_a_second_server_waits_in_the_queue_and_sigterm_leaves_it(
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "evaltui.cli", *args], capture_output=True,
                           text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
+
+
+def test_without_a_declared_need_it_reserves_what_runs_of_its_nodeset_measured(
+        popen: Callable[..., subprocess.Popen[Any]], monkeypatch) -> None:
+    """No profile, no --vram-mb: the calibrated peaks of the served nodeset (impl and
+    params, as runs of it recorded them) are its GPU memory and host RAM; once it
+    served, its own peak RSS is recorded as that nodeset's RAM."""
+    backend_port, policy_port = free_ports(2)
+    monkeypatch.setenv("EVALTUI_PORT_POOL", str(backend_port))
+    source = resolve_source("model:policy")
+    key = nodeset_key(source.impl, source.params)
+    part = NodesetPart("policy", key, source.impl, source.params, "shared", 1)
+    calibration = Calibration()
+    calibration.record_nodeset("vram", part, 1234)
+    calibration.record_nodeset("ram", part, 321)
+    server = serve(popen, policy_port)
+    wait_until(lambda: healthy(policy_port) or server.poll() is not None, 90, "served")
+    with ApiClient(f"http://127.0.0.1:{backend_port}") as client:
+        [admit] = client.list_admits()
+        assert (admit.reserved_mb, admit.ram_mb, admit.exclusive) == (1234, 321, False)
+        [held] = client.resources().ledger
+        assert (held.vram_mb, held.ram_mb) == (1234, 321)
+        server.send_signal(signal.SIGTERM)
+        _, err = server.communicate(timeout=60)
+        assert server.returncode == 0, err
+        assert "1234 MiB of GPU memory calibrated" in err and "321 MiB of host RAM" in err
+    samples = Calibration().entries()[key]["ram"]
+    assert len(samples) == 2 and samples[-1] > 50  # its own peak RSS (python + numpy)

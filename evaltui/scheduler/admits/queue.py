@@ -92,14 +92,14 @@ class AdmitQueue:
     # ---- requests -----------------------------------------------------------------------
     def add(self, label: str, holder: PidRef, *, vram_mb: int | None, exclusive: bool,
             priority: int = 0, command: str = "", cpus: float = 0.0,
-            kind: str = "run") -> Admit:
+            kind: str = "run", ram_mb: int = 0) -> Admit:
         """Queue an entry held by ``holder`` (a live process on this machine); ``kind``
         ``serve``: an ``evaltui serve-policy`` holding its own entry."""
         _check_holder(holder, "holder process")
         c = self.core
         with c.lock:
             entry = Entry(label, command, priority, exclusive, vram_mb, holder, c.next_seq(),
-                          time.time(), cpus=cpus, kind=kind)
+                          time.time(), cpus=cpus, kind=kind, ram_mb=ram_mb)
             self._entries[entry.admit_id] = entry
             self._save(entry)
             info = self._touch(entry)
@@ -234,7 +234,8 @@ class AdmitQueue:
         mb = entry.vram_mb if entry.vram_mb is not None else \
             max(0, view.available_mb) if view is not None else 0
         reservation = c.ledger_entry(entry.ledger_id, entry.holder, gpu=gpu, vram_mb=mb,
-                                     exclusive=entry.exclusive, cpus=entry.cpus)
+                                     ram_mb=entry.ram_mb, exclusive=entry.exclusive,
+                                     cpus=entry.cpus)
         txn.add(reservation)
         c.ledger.flush_new(txn, reservation.key)
         entry.state, entry.gpu, entry.reserved_mb = AdmitState.ADMITTED, gpu, mb
