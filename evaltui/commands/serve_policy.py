@@ -11,6 +11,8 @@ It is a queue entry of its own (kind ``serve``, commands/servequeue.py): admitte
 backend like any run before it loads the model, its GPU memory (and cores) reserved while
 it serves, listed by ``ls``, the API and the TUI with its URL and requests served, and
 stopped by ``evaltui cancel admit:ID``. ``--no-queue`` serves at once, reserving nothing.
+Exit codes: 0 stopped (SIGTERM, Ctrl-C, cancel), 2 bad input, 125 no backend or not
+admitted, 128+N a signal while queued.
 """
 
 from __future__ import annotations
