@@ -180,6 +180,9 @@ class AttachedBackend:
         return self._warnings.pop(run_id, [])
 
     def cancel(self, run_id: str) -> RunState:
+        if run_id.startswith("admit:"):  # a served policy: released, it stops itself
+            self._act(self._actions.release_admit, run_id.removeprefix("admit:"))
+            return RunState.CANCELLED
         return self._act(self._actions.cancel, run_id).state
 
     def resume(self, run_id: str) -> RunState:

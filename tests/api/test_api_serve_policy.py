@@ -129,7 +129,8 @@ def test_without_a_declared_need_it_reserves_what_runs_of_its_nodeset_measured(
         popen: Callable[..., subprocess.Popen[Any]], monkeypatch) -> None:
     """No profile, no --vram-mb: the calibrated peaks of the served nodeset (impl and
     params, as runs of it recorded them) are its GPU memory and host RAM; once it
-    served, its own peak RSS is recorded as that nodeset's RAM."""
+    served, its own peak RSS is recorded as that nodeset's RAM. An attached TUI's cancel
+    stops it."""
     backend_port, policy_port = free_ports(2)
     monkeypatch.setenv("EVALTUI_PORT_POOL", str(backend_port))
     source = resolve_source("model:policy")
@@ -145,9 +146,16 @@ def test_without_a_declared_need_it_reserves_what_runs_of_its_nodeset_measured(
         assert (admit.reserved_mb, admit.ram_mb, admit.exclusive) == (1234, 321, False)
         [held] = client.resources().ledger
         assert (held.vram_mb, held.ram_mb) == (1234, 321)
-        server.send_signal(signal.SIGTERM)
+        # Stopped from an attached TUI's queue (its `c`): the entry released, it stops.
+        tui = AttachedBackend(f"http://127.0.0.1:{backend_port}", owner="tester")
+        try:
+            tui.start()
+            assert tui.cancel(f"admit:{admit.admit_id}") is RunState.CANCELLED
+        finally:
+            tui.stop()
         _, err = server.communicate(timeout=60)
         assert server.returncode == 0, err
+        assert "released from outside" in err
         assert "1234 MiB of GPU memory calibrated" in err and "321 MiB of host RAM" in err
     samples = Calibration().entries()[key]["ram"]
     assert len(samples) == 2 and samples[-1] > 50  # its own peak RSS (python + numpy)

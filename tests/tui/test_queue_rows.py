@@ -139,4 +139,12 @@ async def test_a_serving_policy_server_is_a_row_with_its_url_and_requests(
         detail = str(app.screen.query_one(RunDetail).content)
         assert "serving at ws://127.0.0.1:8000 · 7 requests served · holds 2000 MiB" in detail
         assert f"evaltui cancel {row_id} stops it" in detail
-    admits.release(entry.admit_id)
+        # `c` stops it here too: the dialog, then its entry is released (the server,
+        # which polls its entry, then stops: tests/api/test_api_serve_policy.py).
+        await pilot.press("c")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen), what="the dialog")
+        assert "Stop serve-policy" in str(app.screen.query_one(".dialog-title").render())
+        await pilot.press("y")
+        await wait_for(lambda: admits.get(entry.admit_id).state is AdmitState.RELEASED,
+                       timeout=10, what="the entry released")
+        assert admits.get(entry.admit_id).release_reason == "cancelled in the TUI"

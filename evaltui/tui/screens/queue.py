@@ -234,6 +234,8 @@ class QueueScreen(BackendActions, Screen[None]):
         if action not in self.RUN_ACTIONS:
             return True
         run = table.selected
+        if run is not None and run.kind == "serve":  # a served policy: it can be stopped
+            return action == "cancel_run" and not run.state.terminal
         if run is None or run.kind != "run":
             return False
         if action == "priority":
@@ -250,11 +252,12 @@ class QueueScreen(BackendActions, Screen[None]):
 
     # --- actions -------------------------------------------------------------------------
 
-    def _selected(self) -> RunInfo | None:
+    def _selected(self, serve: bool = False) -> RunInfo | None:
+        """The selected run (``serve``: or served policy), else None and a note why."""
         run = self.query_one(RunsTable).selected
         if run is None:
             self.notify("no run selected", severity="warning", timeout=2)
-        elif run.kind != "run":
+        elif run.kind != "run" and not (serve and run.kind == "serve"):
             # Not a run: it has no run dir, and it leaves the queue when its command does.
             what = "`evaltui serve-policy`" if run.kind == "serve" else \
                 f"`evaltui run {run.graph}`"
