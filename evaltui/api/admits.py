@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
-from evaltui.api.models import Admit, AdmitBind, AdmitRequest
+from evaltui.api.models import Admit, AdmitBind, AdmitRequest, AdmitServing
 from evaltui.contract.pidref import PidRef
 from evaltui.scheduler.admits.queue import AdmitError, AdmitNotFound, AdmitQueue, HolderNotRunning
 
@@ -25,7 +25,7 @@ def create(body: AdmitRequest, ctx: Ctx) -> Any:
         info = admits.add(body.profile, PidRef(body.holder_pid, body.holder_create_time),
                           vram_mb=body.marginal_vram_mb, exclusive=body.exclusive_gpu,
                           priority=body.priority, command=body.command,
-                          cpus=body.cpus or 0.0)
+                          cpus=body.cpus or 0.0, kind=body.kind, ram_mb=body.ram_mb or 0)
     except AdmitError as exc:
         raise ApiFailure(422, str(exc), "holder_pid") from None
     return json_response(info.model_dump(mode="json"), 201)
@@ -62,6 +62,17 @@ def bind(admit_id: AdmitId, body: AdmitBind, ctx: Ctx) -> Any:
         raise ApiFailure(422, str(exc), "pid") from None
     except AdmitError as exc:
         raise ApiFailure(409, str(exc)) from None
+    return json_response(info.model_dump(mode="json"))
+
+
+@router.post("/admits/{admit_id}/serving", response_model=Admit, responses=errors(404))
+def serving(admit_id: AdmitId, body: AdmitServing, ctx: Ctx) -> Any:
+    """A serving entry (``evaltui serve-policy``) says where it listens and what it has
+    answered; the reply's ``state`` tells it whether it was released (cancelled)."""
+    try:
+        info = _queue(ctx).serving(admit_id, body.url, body.requests_served)
+    except AdmitNotFound:
+        raise ApiFailure(404, f"no admit entry {admit_id!r}") from None
     return json_response(info.model_dump(mode="json"))
 
 

@@ -235,13 +235,18 @@ class ApiClient:
     # ---- admit entries ------------------------------------------------------------------
     def create_admit(self, profile: str, holder_pid: int, holder_create_time: float, *,
                      marginal_vram_mb: int | None, exclusive_gpu: bool, priority: int = 0,
-                     command: str = "", cpus: float | None = None) -> Admit:
+                     command: str = "", cpus: float | None = None, kind: str = "run",
+                     ram_mb: int | None = None) -> Admit:
         body: dict[str, Any] = {
             "profile": profile, "marginal_vram_mb": marginal_vram_mb,
             "exclusive_gpu": exclusive_gpu, "priority": priority, "holder_pid": holder_pid,
             "holder_create_time": holder_create_time, "command": command}
         if cpus is not None:  # a backend of an earlier version forbids the field
             body["cpus"] = cpus
+        if kind != "run":  # likewise
+            body["kind"] = kind
+        if ram_mb is not None:
+            body["ram_mb"] = ram_mb
         return self._call("POST", "/admits", Admit, json=body)
 
     def get_admit(self, admit_id: str, wait: float = 0.0, seen: int | None = None) -> Admit:
@@ -257,6 +262,12 @@ class ApiClient:
     def bind_admit(self, admit_id: str, pid: int, create_time: float) -> Admit:
         return self._call("POST", f"/admits/{_seg(admit_id)}/bind", Admit,
                           json={"pid": pid, "create_time": create_time})
+
+    def report_serving(self, admit_id: str, url: str, requests_served: int) -> Admit:
+        """A serving entry's report (``evaltui serve-policy``); the answer says whether it
+        was released meanwhile."""
+        return self._call("POST", f"/admits/{_seg(admit_id)}/serving", Admit,
+                          json={"url": url, "requests_served": requests_served})
 
     def release_admit(self, admit_id: str) -> Admit:
         return self._call("DELETE", f"/admits/{_seg(admit_id)}", Admit)

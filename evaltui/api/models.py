@@ -31,8 +31,8 @@ from evaltui.contract.views import (
     SpecBrief,
 )
 
-__all__ = ["API_PREFIX", "Admit", "AdmitBind", "AdmitRequest", "BackendInfo", "EpisodeRow",
-           "ErrorBody", "Gpu", "GpuProcess", "Health", "Host", "LedgerEntry", "Lock",
+__all__ = ["API_PREFIX", "Admit", "AdmitBind", "AdmitRequest", "AdmitServing", "BackendInfo",
+           "EpisodeRow", "ErrorBody", "Gpu", "GpuProcess", "Health", "Host", "LedgerEntry", "Lock",
            "LockRequest", "LogPage", "LogRecord", "Nodeset", "NodesetLoad", "PriorityRequest",
            "QueueEntry", "Resources", "Run", "RunRef", "SubmitRef", "SpecBrief", "Unlocked"]
 
@@ -154,6 +154,19 @@ class AdmitRequest(BaseModel):
     """The process the reservation lives with (the wrapper); it must run on this machine."""
     holder_create_time: float = Field(ge=0)
     command: str = Field(default="", max_length=4000)
+    kind: Literal["run", "serve"] = "run"
+    """``serve``: an ``evaltui serve-policy`` holding its own entry while it serves."""
+    ram_mb: int | None = Field(default=None, ge=0, le=1 << 30)
+    """Host RAM to reserve (MiB); null: none."""
+
+
+class AdmitServing(BaseModel):
+    """``POST /admits/{id}/serving``: a serving entry's report (where, how much)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(min_length=1, max_length=400)
+    requests_served: int = Field(ge=0)
 
 
 class AdmitBind(BaseModel):

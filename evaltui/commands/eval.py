@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaltui.commands.console import FAILED, error, warning
+from evaltui.commands.console import FAILED, error, note, warning
 from evaltui.commands.runfollow import (
     exit_code,
     follow,
@@ -218,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
         total = int(answer["episodes"])
         for line in answer["warnings"]:
             warning(line)
+        for line in answer.get("notes", ()):
+            note(line)
         console.print(f"run [bold]{run_dir.name}[/]: {answer['graph_name']} on "
                       f"{data_label(answer['dataset'], answer['split'])}, {total} episodes, "
                       f"step budget {answer['step_budget']} -> {run_dir}")

@@ -114,6 +114,10 @@ class Wrapper:
         self.proc: subprocess.Popen[bytes] | None = None
         self._kill_at: float | None = None
         self._closing = False
+        self.kind = "run"
+        """The entry's kind: ``serve`` for ``evaltui serve-policy`` (commands/servequeue.py)."""
+        self.ram_mb: int | None = None
+        """Host RAM to reserve (``serve-policy``'s calibrated or declared need); None: none."""
 
     def say(self, message: str) -> None:
         if not self.quiet:
@@ -174,7 +178,8 @@ class Wrapper:
             entry = self.client.create_admit(
                 self.profile.name, self.me.pid, self.me.create_time,
                 marginal_vram_mb=p.marginal_vram_mb, exclusive_gpu=p.exclusive_gpu,
-                priority=p.priority, command=shlex.join(self.cmd), cpus=p.cpus)
+                priority=p.priority, command=shlex.join(self.cmd), cpus=p.cpus,
+                kind=self.kind, ram_mb=self.ram_mb)
             self.say(f"queued as {entry.admit_id} on {self.lease.url}")
         self.entry = entry
         said = None

@@ -49,11 +49,20 @@ def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = (),
     node_cell += ["-"] if spread else []
     rows: list[list[str | Text]] = []
     for entry in admits:  # `evaltui run PROFILE CMD`: the profile, and the command it runs
+        kind = "serve " if entry.admit_kind == "serve" else ""  # `evaltui serve-policy`
         rows.append([entry.run_id, state_cell(RunState.QUEUED.value), *node_cell,
-                     entry.label or "?", entry.command or "", "-", "-", entry.waiting_reason])
+                     f"{kind}{entry.label or '?'}", entry.command or "", "-", "-",
+                     entry.waiting_reason])
     for held in holding:
         where = f"GPU{held.gpu}" if held.gpu is not None else "host"
         mib = f", {held.reserved_mb} MiB" if held.reserved_mb else ""
+        if held.kind == "serve":  # `evaltui serve-policy`: where it listens, what it served
+            served = f"; {held.requests_served} requests served" \
+                if held.requests_served is not None else ""
+            rows.append([f"admit:{held.admit_id}", state_cell(RunState.RUNNING.value),
+                         *node_cell, f"serve {held.label}", held.url or held.command, "-",
+                         "-", f"holds {where}{mib}{served}"])
+            continue
         rows.append([f"admit:{held.admit_id}", state_cell(RunState.RUNNING.value), *node_cell,
                      held.label, held.command, "-", "-", f"holds {where}{mib}"])
     for run, node, held in zip(runs, nodes, gpus, strict=True):

@@ -335,6 +335,9 @@ class SummaryHeader(RecordModel):
     """Per replicated shared nodeset, its replicas; None when the graph has none."""
     stopped: StoppedNote | None = None
     """Set when the run's stop rule was met and it stopped dealing; None otherwise."""
+    check_notes: list[str] | None = None
+    """What the nodesets' own checks said at spec check (e.g. the renderer a benchmark
+    probed and a frame's cost); None when they said nothing."""
     summary_unreadable: str | None = None
     """Set only on a summary rebuilt from episode.json files: why summary.json itself
     could not be read. Never written by the run process."""

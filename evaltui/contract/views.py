@@ -113,6 +113,8 @@ class QueueEntry(_View):
     """An admit entry's profile name (``evaltui run PROFILE``)."""
     command: str | None = None
     """An admit entry's command line."""
+    admit_kind: Literal["run", "serve"] | None = None
+    """An admit entry's kind (:attr:`Admit.kind`): ``serve`` for ``evaltui serve-policy``."""
 
 
 class GpuProcess(_View):
@@ -304,6 +306,15 @@ class Admit(_View):
     """Variables to export to the command (its GPU), once admitted."""
     version: int
     """Change counter, for ``GET /admits/{id}?wait=S&seen=VERSION``."""
+    kind: Literal["run", "serve"] = "run"
+    """``run``: a command ``evaltui run`` wraps; ``serve``: an ``evaltui serve-policy``,
+    which holds its own entry while it serves."""
+    url: str | None = None
+    """A serving entry's address (``ws://HOST:PORT``), once it listens."""
+    requests_served: int | None = None
+    """A serving entry's requests answered so far (it reports every few seconds)."""
+    ram_mb: int = 0
+    """Host RAM (MiB) it reserves once admitted (0: none)."""
 
 
 def run_view(run_id: str, run_dir: Path, state: RunState, record: Any, summary: Any,

@@ -5,8 +5,10 @@ What nvitop users look at first. The GPU reading (NVML's
 MiB; this module says whose they are, without a scheduler: a process belongs to a run
 when it or one of its ancestors is the run's process (``scheduler.json``'s pid and
 create time: the run's zygote and env workers are its descendants), and to a shared
-nodeset when it or an ancestor is a host named in the shared hosts' files. Anything
-else is shown by its command name, as nvitop does.
+nodeset when it or an ancestor is a host named in the shared hosts' files, and to an
+admitted admit entry (``evaltui serve-policy``, or a command ``evaltui run`` wraps) when
+it or an ancestor holds the entry (its file in the state dir). Anything else is shown by
+its command name, as nvitop does.
 
 Shared by ``evaltui gpus`` and the TUI's resources panel (headless: no Textual here).
 """
@@ -58,21 +60,29 @@ class GpuHolder:
     """The shared nodeset it hosts (the host or one of its descendants)."""
     holders: tuple[str, ...] = ()
     """The runs using that shared nodeset."""
+    admit: str | None = None
+    """The admitted admit entry it holds (``admit:ID``), with its kind: ``serve`` (an
+    ``evaltui serve-policy``) or ``run`` (a command ``evaltui run`` wraps)."""
+    admit_kind: str | None = None
 
     @property
     def what(self) -> str:
-        """``run 20260115_090500``, ``shared policy · runs A, B``, or the command."""
+        """``run 20260115_090500``, ``shared policy · runs A, B``, ``serve admit:ID``,
+        ``evaltui run admit:ID``, or the command."""
         if self.run_id is not None:
             return f"run {self.run_id}"
         if self.nodeset is not None:
             using = f" · runs {', '.join(self.holders)}" if self.holders else ""
             return f"shared {self.nodeset}{using}"
+        if self.admit is not None:
+            return f"{'serve' if self.admit_kind == 'serve' else 'evaltui run'} {self.admit}"
         return self.command or "?"
 
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "pid": self.pid, "used_mb": self.used_mb, "user": self.user,
                 "command": self.command, "run_id": self.run_id, "nodeset": self.nodeset,
-                "holders": list(self.holders)}
+                "holders": list(self.holders), "admit": self.admit,
+                "admit_kind": self.admit_kind}
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,8 @@ class _Owner:
     run_id: str | None = None
     nodeset: str | None = None
     holders: tuple[str, ...] = ()
+    admit: str | None = None
+    admit_kind: str | None = None
 
 
 def shared_hosts_dir() -> Path:
@@ -88,6 +100,12 @@ def shared_hosts_dir() -> Path:
     hosts``, as ``evaltui.scheduler.shared.launcher.hosts_dir``; a test keeps them equal):
     named here so that reading it needs no scheduler import."""
     return state_dir() / "shared" / "hosts"
+
+
+def admits_dir() -> Path:
+    """Where the scheduler keeps one file per admit entry (``state_dir()/admits``, as
+    ``evaltui.scheduler.admits.entry.AdmitStore``; a test keeps them equal)."""
+    return state_dir() / "admits"
 
 
 def live_run_dirs(runs_root: Path) -> list[Path]:
@@ -102,17 +120,20 @@ def live_run_dirs(runs_root: Path) -> list[Path]:
 
 
 def gpu_holders(gpus: Iterable[GpuProcesses], *, run_dirs: Iterable[Path],
-                hosts_dir: Path | None = None) -> dict[int, list[GpuHolder] | None]:
+                hosts_dir: Path | None = None, admits: Path | None = None
+                ) -> dict[int, list[GpuHolder] | None]:
     """Per GPU index, its processes with whose they are, most memory first.
 
     ``run_dirs``: the runs a process may belong to (their scheduler.json names the run
-    process); ``hosts_dir``: the shared hosts' files (default :func:`shared_hosts_dir`).
+    process); ``hosts_dir``: the shared hosts' files (default :func:`shared_hosts_dir`);
+    ``admits``: the admit entries' files (default :func:`admits_dir`).
     A GPU whose driver cannot attribute memory to processes maps to None.
     """
     gpus = list(gpus)
     if not any(g.processes for g in gpus):
         return {int(g.index): None if g.processes is None else [] for g in gpus}
-    owners = {o.ref.pid: o for o in (*_run_owners(run_dirs),
+    owners = {o.ref.pid: o for o in (*_admit_owners(admits or admits_dir()),
+                                     *_run_owners(run_dirs),
                                      *_host_owners(hosts_dir or shared_hosts_dir()))}
     out: dict[int, list[GpuHolder] | None] = {}
     for gpu in gpus:
@@ -145,7 +166,7 @@ def _holder(gpu: int, pid: int, used_mb: int, owners: Mapping[int, _Owner]) -> G
     if owner is None:
         return GpuHolder(gpu, pid, used_mb, user, command)
     return GpuHolder(gpu, pid, used_mb, user, command, owner.run_id, owner.nodeset,
-                     owner.holders)
+                     owner.holders, owner.admit, owner.admit_kind)
 
 
 def _same(proc: psutil.Process, ref: PidRef) -> bool:
@@ -178,6 +199,26 @@ def _run_owners(run_dirs: Iterable[Path]) -> list[_Owner]:
         ref = _ref(record) if record else None
         if ref is not None:
             owners.append(_Owner(ref, run_id=Path(run_dir).name))
+    return owners
+
+
+def _admit_owners(directory: Path) -> list[_Owner]:
+    """The holders of admitted entries (a waiting one holds no GPU memory yet)."""
+    owners = []
+    try:
+        paths = sorted(Path(directory).glob("*.json"))
+    except OSError:
+        return []
+    for path in paths:
+        data = _read(path)
+        if data is None or data.get("state") != "admitted":
+            continue
+        try:
+            ref = PidRef(int(data["holder_pid"]), float(data["holder_create_time"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        owners.append(_Owner(ref, admit=f"admit:{data.get('admit_id', path.stem)}",
+                             admit_kind=str(data.get("kind") or "run")))
     return owners
 
 

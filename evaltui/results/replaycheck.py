@@ -1,11 +1,12 @@
-"""Re-run an episode's logged actions in a fresh BabyAI env and compare step by step.
+"""Re-run an episode's logged actions in a fresh env and compare step by step.
 
 The actions are the ``inputs.action`` of the ``fire`` records of the graph's env step
 node in ``log.jsonl``; the episode's dataset row gives the env id and seed. Each replayed
 step's reward and done flag must equal the logged ``outputs.reward`` / ``outputs.done``,
 and the agent positions (appended when they change, start first) must equal
-trajectory.json's ``positions``. Only the built-in BabyAI env is supported: other envs
-are not known to be deterministic or resettable outside the run.
+trajectory.json's ``positions``. The built-in BabyAI env is replayed here; Meta-World's
+by ``mwreplay.py``, which also recomputes the row's metrics. Other envs are not known to
+be deterministic or resettable outside the run.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from evaltui.rundir.logread import iter_log
 from evaltui.rundir.safeopen import LeavesRoot, open_inside, read_json_inside
 
 BABYAI_ENV_IMPL = "evaltui.benchmarks.babyai.env:BabyAIEnv"
+METAWORLD_ENV_IMPL = "evaltui.benchmarks.metaworld.env:MetaWorldEnv"
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,19 @@ def run_loop(run_dir: Path) -> tuple[str, str, str]:
     return str(impl), str(env), str(step)
 
 
+def env_params(run_dir: Path, env_name: str) -> dict[str, Any]:
+    """The env nodeset's params as the run used them (graph.json, defaults filled in)."""
+    try:
+        params = read_json_inside(run_dir, GRAPH_FILENAME)["nodesets"][env_name]["params"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise VerifyInputError(f"{run_dir / GRAPH_FILENAME} has no params of "
+                               f"{env_name!r}: {exc!r}") from None
+    if not isinstance(params, dict):
+        raise VerifyInputError(f"{run_dir / GRAPH_FILENAME}: params of {env_name!r} are "
+                               "not an object")
+    return params
+
+
 def dataset_rows(run_dir: Path) -> list[dict[str, Any]]:
     """The dataset split the run was evaluated on (spec.json ``eval.dataset``/``split``)."""
     path = run_dir / SPEC_FILENAME
@@ -119,9 +134,21 @@ def replay_run(run_dir: Path, episodes: list[StoredEpisode],
     """Replay every aggregated episode of ``run_dir``; BabyAI runs only."""
     report = ReplayReport()
     impl, env_name, step_node = run_loop(run_dir)
-    if impl != BABYAI_ENV_IMPL:
+    if impl == METAWORLD_ENV_IMPL:
+        # Here: mwreplay imports this module's helpers (and Meta-World's env module).
+        from evaltui.results.mwreplay import replay_episode as replay_metaworld
+
+        params = env_params(run_dir, env_name)
+
+        def replay(ep: StoredEpisode, row: Mapping[str, Any], node: str,
+                   tol: float) -> tuple[int, Divergence | None]:
+            return replay_metaworld(ep, row, node, params, tol)
+    elif impl == BABYAI_ENV_IMPL:
+        replay = replay_episode
+    else:
         report.unsupported = (f"replay is unsupported for env nodeset {env_name!r} ({impl}); "
-                              f"only {BABYAI_ENV_IMPL} is replayable")
+                              f"only {BABYAI_ENV_IMPL} and {METAWORLD_ENV_IMPL} are "
+                              "replayable")
         return report
     rows = dataset_rows(run_dir)
     for ep in episodes:
@@ -136,7 +163,7 @@ def replay_run(run_dir: Path, episodes: list[StoredEpisode],
             report.divergences.append(Divergence(
                 ep.label, 0, f"dataset row {ep.index} is {row.get('episode_id')!r}"))
             continue
-        steps, divergence = replay_episode(ep, row, step_node, tolerance)
+        steps, divergence = replay(ep, row, step_node, tolerance)
         report.episodes_replayed += 1
         report.steps_replayed += steps
         if divergence is not None:
@@ -183,7 +210,7 @@ def replay_episode(ep: StoredEpisode, row: Mapping[str, Any], step_node: str,
             _obs, reward, terminated, truncated, _ = env.step(action)
             count += 1
             done = bool(terminated or truncated)
-            if not _same_reward(logged.reward, float(reward), tolerance):
+            if not same_reward(logged.reward, float(reward), tolerance):
                 return count, Divergence(ep.label, logged.step, f"reward: replay {reward!r}, "
                                          f"log {logged.reward!r} (action {action})")
             if logged.done is not done:
@@ -203,7 +230,7 @@ def replay_episode(ep: StoredEpisode, row: Mapping[str, Any], step_node: str,
         env.close()
 
 
-def _same_reward(logged: Any, replayed: float, tolerance: float) -> bool:
+def same_reward(logged: Any, replayed: float, tolerance: float) -> bool:
     if isinstance(logged, bool) or not isinstance(logged, int | float):
         return False
     return logged == replayed or abs(float(logged) - replayed) <= tolerance or (

@@ -143,7 +143,7 @@ def _queued_admit(entry: Entry, position: int) -> views.QueueEntry:
         estimate_mb=entry.vram_mb or 0, ram_estimate_mb=0,
         estimate_source="declared" if entry.vram_mb is not None else "whole_gpu",
         exclusive=entry.exclusive, graph_name=None, kind="admit", label=entry.label,
-        command=entry.command)
+        command=entry.command, admit_kind="serve" if entry.kind == "serve" else "run")
 
 
 def _graph_name(spec: JobSpec | None) -> str | None:

@@ -21,7 +21,7 @@ import httpx
 
 from evaltui.api.auth import TokenError, read_token
 from evaltui.api.client import ApiClient, ApiError, BackendUnavailable, InvalidRequest, NotFound
-from evaltui.api.models import BackendInfo, Resources
+from evaltui.api.models import Admit, BackendInfo, Resources
 from evaltui.contract.spec import SpecError
 from evaltui.contract.states import RunState
 from evaltui.tui.backend import (
@@ -125,13 +125,22 @@ class AttachedBackend:
             resources = self._poll.resources()
             queue = self._poll.queue()
             runs = self._poll.list_runs()
+            admits = self._admits()
         except BackendUnavailable as exc:
             self._identity_stale = True
             raise BackendError(f"{self.url} ({unreachable(exc)})") from None
         except ApiError as exc:
             raise BackendError(str(exc)) from None
         return QueueSnapshot(self._scheduler_info(resources), resources,
-                             tuple(queue_rows(runs, queue)))
+                             tuple(queue_rows(runs, queue, admits)))
+
+    def _admits(self) -> list[Admit]:
+        """The backend's admit entries (none where it queues none: ``evaltui serve``
+        without an admit queue answers 404)."""
+        try:
+            return self._poll.list_admits()
+        except NotFound:
+            return []
 
     def run_dir(self, run_id: str) -> Path | None:
         try:
@@ -171,6 +180,9 @@ class AttachedBackend:
         return self._warnings.pop(run_id, [])
 
     def cancel(self, run_id: str) -> RunState:
+        if run_id.startswith("admit:"):  # a served policy: released, it stops itself
+            self._act(self._actions.release_admit, run_id.removeprefix("admit:"))
+            return RunState.CANCELLED
         return self._act(self._actions.cancel, run_id).state
 
     def resume(self, run_id: str) -> RunState:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from evaltui.contract.states import RunState
-from evaltui.contract.views import QueueEntry, Resources, Run, SpecBrief
+from evaltui.contract.states import AdmitState, RunState
+from evaltui.contract.views import Admit, QueueEntry, Resources, Run, SpecBrief
 
 ACTIVE = (RunState.STARTING, RunState.RUNNING)
 
@@ -54,10 +54,14 @@ class RunInfo:
     """Why the run failed, or why one of its files could not be used (a badge)."""
     file_error: bool = False
     """True when ``error`` is about an unreadable file (corrupt summary.json…)."""
-    kind: Literal["run", "admit"] = "run"
-    """``admit``: a command ``evaltui run`` wraps (``graph`` is its profile), not a run."""
+    kind: Literal["run", "admit", "serve"] = "run"
+    """``admit``: a command ``evaltui run`` wraps (``graph`` is its profile), not a run;
+    ``serve``: an ``evaltui serve-policy`` (its profile too), queued or serving."""
     command: str | None = None
     """An admit entry's command line."""
+    url: str | None = None
+    requests_served: int | None = None
+    """A serving entry's address and requests answered (as it last reported them)."""
     node: str | None = None
     """The Ray node it runs or ran on (``--ray``); None on one machine and while queued
     (a resumed run's record still names the node of its last attempt)."""
@@ -134,17 +138,35 @@ def admit_row(entry: QueueEntry) -> RunInfo:
                    priority=entry.priority, queued_at=entry.queued_at,
                    vram_estimate_mb=float(entry.estimate_mb) if entry.estimate_mb else None,
                    estimate_source=entry.estimate_source,
-                   waiting_reason=entry.waiting_reason, kind="admit", command=entry.command)
+                   waiting_reason=entry.waiting_reason,
+                   kind="serve" if entry.admit_kind == "serve" else "admit",
+                   command=entry.command)
 
 
-def queue_rows(runs: Sequence[Run], queue: Sequence[QueueEntry]) -> list[RunInfo]:
-    """Active runs, then the queue in admission order (runs and admit entries), then
-    finished runs in the order given (newest first): what both backends show. Each run
+def held_row(entry: Admit) -> RunInfo:
+    """The queue screen's line of an admitted entry: a command ``evaltui run`` runs, or
+    an ``evaltui serve-policy`` serving (its URL and requests served)."""
+    return RunInfo(run_id=f"admit:{entry.admit_id}", state=RunState.RUNNING,
+                   graph=entry.label, priority=entry.priority,
+                   vram_estimate_mb=float(entry.reserved_mb) if entry.reserved_mb else None,
+                   estimate_source="declared" if entry.vram_mb is not None else "whole_gpu",
+                   kind="serve" if entry.kind == "serve" else "admit",
+                   command=entry.command, url=entry.url,
+                   requests_served=entry.requests_served)
+
+
+def queue_rows(runs: Sequence[Run], queue: Sequence[QueueEntry],
+               admits: Sequence[Admit] = ()) -> list[RunInfo]:
+    """Active runs and admitted entries (``admits``: those of them admitted, e.g. a
+    serving ``serve-policy``), then the queue in admission order (runs and admit
+    entries), then finished runs in the order given (newest first): what both backends
+    show. Each run
     once: the queue and the runs are two reads, and a run admitted between them is in
     the queue of the first and active in the second (it shows as active)."""
     by_id = {r.run_id: r for r in runs}
     queued = {q.run_id for q in queue}
     active = [run_row(r) for r in runs if r.state in ACTIVE]
+    active += [held_row(a) for a in admits if a.state is AdmitState.ADMITTED]
     shown = {r.run_id for r in active}
     waiting = [admit_row(q) if q.kind == "admit" else run_row(by_id[q.run_id], q)
                for q in queue

@@ -18,6 +18,8 @@ from typing import Any
 
 from evaltui.contract.states import RunState
 from evaltui.contract.views import Resources
+from evaltui.scheduler.admits.entry import ADMIT_PREFIX
+from evaltui.scheduler.admits.queue import AdmitNotFound
 from evaltui.scheduler.core import NotResumable, RunNotFound
 from evaltui.scheduler.lock import LockHeldError
 from evaltui.scheduler.scheduler import JobScheduler
@@ -65,7 +67,7 @@ class EmbeddedBackend:
         queue = self.scheduler.queue()
         runs = self.scheduler.list_runs()
         return QueueSnapshot(self._scheduler_info(resources), resources,
-                             tuple(queue_rows(runs, queue)))
+                             tuple(queue_rows(runs, queue, self.scheduler.admits.all())))
 
     def run_dir(self, run_id: str) -> Path | None:
         try:
@@ -98,6 +100,13 @@ class EmbeddedBackend:
         return self._warnings.pop(run_id, [])
 
     def cancel(self, run_id: str) -> RunState:
+        if run_id.startswith(ADMIT_PREFIX):  # a served policy: released, it stops itself
+            try:
+                self.scheduler.admits.release(run_id.removeprefix(ADMIT_PREFIX),
+                                              "cancelled in the TUI")
+            except AdmitNotFound:
+                raise BackendError(f"no admit entry {run_id}") from None
+            return RunState.CANCELLED
         try:
             return self.scheduler.cancel(run_id)
         except RunNotFound:

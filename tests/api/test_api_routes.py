@@ -272,6 +272,11 @@ def test_admit_routes(backend: Backend) -> None:
                          ("POST", "/admits/nope/bind")]:
         kwargs = {"json": {"pid": 1, "create_time": 0}} if method == "POST" else {}
         assert http.request(method, path, **kwargs).status_code == 404
+    assert http.post("/admits/nope/serving", json={"url": "ws://127.0.0.1:1",
+                                                   "requests_served": 0}).status_code == 404
+    assert http.post(f"/admits/{admit_id}/serving", json={"url": "ws://x",
+                                                         "requests_served": -1}
+                     ).status_code == 422
 
 
 def test_run_list_follows_processes_and_files(backend: Backend, popen) -> None:

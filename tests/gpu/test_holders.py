@@ -12,9 +12,12 @@ import pytest
 from gpuscene import HOST_NODESET, RUN_ID, GpuScene, build_scene
 
 from evaltui.cli import main
-from evaltui.gpu.holders import gpu_holders, live_run_dirs, shared_hosts_dir
+from evaltui.contract.pidref import PidRef
+from evaltui.contract.states import AdmitState
+from evaltui.gpu.holders import admits_dir, gpu_holders, live_run_dirs, shared_hosts_dir
 from evaltui.rundir.layout import runs_root
 from evaltui.scheduler.admission.resources import FakeGpuProbe, NvmlProbe
+from evaltui.scheduler.admits.entry import AdmitStore, Entry
 from evaltui.scheduler.shared.launcher import hosts_dir
 
 
@@ -83,3 +86,30 @@ def test_evaltui_gpus_without_nvml_is_one_line(isolated_dirs, capsys) -> None:
 
 def test_the_hosts_dir_is_the_schedulers() -> None:
     assert shared_hosts_dir() == hosts_dir()
+
+
+def test_the_holder_of_an_admitted_serve_entry_is_named_by_it(scene: GpuScene,
+                                                              isolated_dirs) -> None:
+    """An ``evaltui serve-policy`` holds its own admit entry: its process (here the
+    stranger, charging GPU0) is that entry's, in ``evaltui gpus`` and the TUI's panel."""
+    entry = Entry("serve-policy", "evaltui serve-policy model:policy", 0, False, 500,
+                  PidRef.of(scene.stranger), 1, 0.0, kind="serve",
+                  state=AdmitState.ADMITTED, gpu=0)
+    AdmitStore().save(entry, "owner", str(isolated_dirs["outputs"]))
+    reading = FakeGpuProbe([24576, 24576]).read()
+    holders = gpu_holders(reading.gpus,
+                          run_dirs=live_run_dirs(runs_root(isolated_dirs["outputs"])))
+    [held] = [h for h in holders[0] or [] if h.pid == scene.stranger]
+    assert held.what == f"serve admit:{entry.admit_id}" and held.run_id is None
+    assert held.to_json()["admit_kind"] == "serve"
+    # Waiting, it holds nothing yet: its process is no one's.
+    entry.state = AdmitState.WAITING
+    AdmitStore().save(entry, "owner", str(isolated_dirs["outputs"]))
+    holders = gpu_holders(reading.gpus,
+                          run_dirs=live_run_dirs(runs_root(isolated_dirs["outputs"])))
+    [held] = [h for h in holders[0] or [] if h.pid == scene.stranger]
+    assert held.admit is None and held.what.startswith("python")
+
+
+def test_the_admits_dir_is_the_schedulers() -> None:
+    assert admits_dir() == AdmitStore().dir

@@ -24,9 +24,11 @@ def evaltui(*args: str, outputs: Path | None = None, env: dict[str, str] | None 
 
 
 def eval_run(outputs: Path, *args: str, env: dict[str, str] | None = None) -> Path:
-    """The run dir of a finished ``evaltui eval ARGS`` in an outputs root of its own."""
+    """The run dir of a finished ``evaltui eval ARGS`` in an outputs root of its own (what
+    the command said on stderr kept beside it, in ``outputs/eval.stderr``)."""
     proc = evaltui("eval", *args, outputs=outputs, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    (outputs / "eval.stderr").write_text(proc.stderr)
     [run] = (outputs / "eval_runs").iterdir()
     return run
 

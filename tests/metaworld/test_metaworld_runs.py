@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,22 @@ def test_frames_at_the_end_are_one_video_a_episode_rendered_in_the_workers(
     assert out.returncode == 0, out.stderr
     with Image.open(gif) as img:
         assert img.n_frames == 1 and img.size == (448, 448)
+
+
+def test_a_working_renderer_is_a_note_naming_the_backend_and_a_frames_cost(runs) -> None:
+    """Frames on: the spec check's probe says what it found on eval's stderr and in
+    summary.json; frames off probes nothing and says nothing."""
+    said = (runs["k2"].parents[1] / "eval.stderr").read_text()
+    [line] = [ln for ln in said.splitlines() if "headless rendering" in ln]
+    match = re.fullmatch(r"note: headless rendering: MUJOCO_GL=(\w+) works; a 224x224 frame "
+                         r"of the probe's one-geom scene took ([\d.]+) ms \(a task's scene "
+                         r"costs more\)", line)
+    assert match, line
+    assert match.group(1) in ("osmesa", "egl") and float(match.group(2)) > 0
+    summary = json.loads((runs["k2"] / "summary.json").read_text())
+    assert summary["check_notes"] == [line.removeprefix("note: ")]
+    assert "headless rendering" not in (runs["k1"].parents[1] / "eval.stderr").read_text()
+    assert json.loads((runs["k1"] / "summary.json").read_text())["check_notes"] is None
 
 
 def test_verify_recomputes_every_metric_from_the_logged_steps(runs) -> None:

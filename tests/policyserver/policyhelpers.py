@@ -66,7 +66,7 @@ def serve_policy(*args: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH")) if p)
     proc = subprocess.Popen([sys.executable, "-m", "evaltui.cli", "serve-policy", *args,
-                             "--port", "0"], env=env, stdout=subprocess.PIPE,
+                             "--no-queue", "--port", "0"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)

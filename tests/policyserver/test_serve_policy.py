@@ -111,7 +111,8 @@ def test_our_client_nodeset_against_serve_policy(
 
 
 def one_line_exit_2(*args: str, env: dict[str, str] | None = None) -> str:
-    done = subprocess.run([sys.executable, "-m", "evaltui.cli", "serve-policy", *args],
+    done = subprocess.run([sys.executable, "-m", "evaltui.cli", "serve-policy", *args,
+                           "--no-queue"],
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(
                               [str(HERE), os.environ.get("PYTHONPATH", "")]), **(env or {})})

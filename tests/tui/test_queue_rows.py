@@ -4,6 +4,7 @@ rows for the same run dirs, and a command `evaltui run` queued waits in the same
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ if str(API_TESTS) not in sys.path:
 from evaltui.api.app import make_api  # noqa: E402
 from evaltui.api.server import ApiServer  # noqa: E402
 from evaltui.contract.pidref import PidRef  # noqa: E402
-from evaltui.contract.states import RunState  # noqa: E402
+from evaltui.contract.states import AdmitState, RunState  # noqa: E402
 from evaltui.tui.attached import AttachedBackend  # noqa: E402
 from evaltui.tui.screens.confirm import ConfirmScreen  # noqa: E402
 from evaltui.tui.screens.queue import QueueScreen  # noqa: E402
@@ -105,3 +106,45 @@ def test_a_run_admitted_between_the_queue_and_the_runs_reads_shows_once(tmp_path
     rows = queue_rows([run, waiting], queue)
     assert [(r.run_id, r.state) for r in rows] == [(run.run_id, RunState.STARTING),
                                                    (waiting.run_id, RunState.QUEUED)]
+
+
+async def test_a_serving_policy_server_is_a_row_with_its_url_and_requests(
+        make_backend, app_factory) -> None:
+    """An admitted ``serve`` entry (what ``evaltui serve-policy`` queues) is listed with
+    the active runs: kind serve, its URL, the requests it reported; its detail line says
+    how to stop it. (The real server's path through the API: tests/api/
+    test_api_serve_policy.py.)"""
+    backend = make_backend()
+    admits = backend.scheduler.admits
+    entry = admits.add("pi0", PidRef.current(), vram_mb=2000, exclusive=False,
+                       command="evaltui serve-policy model:policy --port 8000", kind="serve")
+    backend.start()
+    deadline = time.monotonic() + 60
+    while admits.get(entry.admit_id).state is not AdmitState.ADMITTED:
+        assert time.monotonic() < deadline, admits.get(entry.admit_id)
+        admits.wait(entry.admit_id, 5)
+    admits.serving(entry.admit_id, "ws://127.0.0.1:8000", 7)
+    row_id = f"admit:{entry.admit_id}"
+    app = app_factory(backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.screen.query_one(RunsTable)
+        await wait_for(lambda: table.run(row_id) is not None, what="the serve row")
+        row = table.run(row_id)
+        assert row is not None and (row.kind, row.state) == ("serve", RunState.RUNNING)
+        cells = dict(zip(table.column_keys, (str(c) for c in table.get_row(row_id)),
+                         strict=True))
+        assert cells["graph"] == "pi0" and cells["progress"] == "serve 7 req"
+        table.move_cursor(row=table.get_row_index(row_id))
+        await pilot.pause()
+        detail = str(app.screen.query_one(RunDetail).content)
+        assert "serving at ws://127.0.0.1:8000 · 7 requests served · holds 2000 MiB" in detail
+        assert f"evaltui cancel {row_id} stops it" in detail
+        # `c` stops it here too: the dialog, then its entry is released (the server,
+        # which polls its entry, then stops: tests/api/test_api_serve_policy.py).
+        await pilot.press("c")
+        await wait_for(lambda: isinstance(app.screen, ConfirmScreen), what="the dialog")
+        assert "Stop serve-policy" in str(app.screen.query_one(".dialog-title").render())
+        await pilot.press("y")
+        await wait_for(lambda: admits.get(entry.admit_id).state is AdmitState.RELEASED,
+                       timeout=10, what="the entry released")
+        assert admits.get(entry.admit_id).release_reason == "cancelled in the TUI"

@@ -75,17 +75,22 @@ class MetaWorldEnv(EnvNodeSet):
         self._done = False
 
     @classmethod
-    def check_params(cls, params: Mapping[str, Any]) -> None:
+    def check_params(cls, params: Mapping[str, Any]) -> str | None:
         """At spec check: a bad ``frames`` value is refused, and with frames on the GL
-        backend is probed in a subprocess (:func:`.rendering.probe_backend`): a missing
-        renderer is one line naming it and its fix, before anything runs."""
-        if FrameSchedule.parse(str(params.get("frames", "off"))).on:
-            if params.get("video", True) and importlib.util.find_spec("av") is None:
-                raise ValueError("video frames need PyAV: pip install 'evaltui[metaworld]' "
-                                 "(or set env.video=false for PNG frames)")
-            works, message = probe_backend()
-            if not works:
-                raise ValueError(message)
+        backend is probed in a subprocess (:func:`.rendering.probe_backend`) at the
+        frames' size: a missing renderer is one line naming it and its fix, before
+        anything runs; a working one is a note saying which backend and what a frame
+        cost (``eval`` prints it, summary.json keeps it in ``check_notes``)."""
+        if not FrameSchedule.parse(str(params.get("frames", "off"))).on:
+            return None
+        if params.get("video", True) and importlib.util.find_spec("av") is None:
+            raise ValueError("video frames need PyAV: pip install 'evaltui[metaworld]' "
+                             "(or set env.video=false for PNG frames)")
+        probe = probe_backend(width=int(params.get("width", 224)),
+                              height=int(params.get("height", 224)))
+        if not probe.works:
+            raise ValueError(probe.message)
+        return probe.message
 
     @classmethod
     def step_limit(cls, episode: Mapping[str, Any]) -> int | None:

@@ -73,35 +73,61 @@ def render_backend() -> str:
 
 
 _PROBE = """
-import os, sys
+import os, sys, time
 os.environ["MUJOCO_GL"] = sys.argv[1]
 if sys.argv[1] == "osmesa":
     os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 import mujoco
-m = mujoco.MjModel.from_xml_string("<mujoco><worldbody><geom size='1'/></worldbody></mujoco>")
-r = mujoco.Renderer(m, 16, 16)
-r.update_scene(mujoco.MjData(m))
-assert r.render().shape == (16, 16, 3)
-print("ok")
+width, height = int(sys.argv[2]), int(sys.argv[3])
+xml = (f"<mujoco><visual><global offwidth='{width}' offheight='{height}'/></visual>"
+       "<worldbody><light pos='0 0 3'/><geom size='1'/></worldbody></mujoco>")
+m = mujoco.MjModel.from_xml_string(xml)
+d = mujoco.MjData(m)
+r = mujoco.Renderer(m, height, width)
+r.update_scene(d)
+assert r.render().shape == (height, width, 3)  # the first frame: the context's set-up
+t0 = time.perf_counter()
+for _ in range(2):
+    r.update_scene(d)
+    r.render()
+print("ok", (time.perf_counter() - t0) / 2 * 1000)
 """
 
 
-def probe_backend(backend: str | None = None, timeout_s: float = PROBE_TIMEOUT_S
-                  ) -> tuple[bool, str]:
-    """Render one 16x16 image with ``backend`` in a subprocess; (works, one-line message)."""
+@dataclass(frozen=True)
+class ProbeResult:
+    """What :func:`probe_backend` found: whether ``backend`` renders, one line saying so
+    (the fix when it does not), and a frame's time in ms once it works."""
+
+    works: bool
+    message: str
+    backend: str
+    frame_ms: float | None = None
+
+
+def probe_backend(backend: str | None = None, timeout_s: float = PROBE_TIMEOUT_S,
+                  width: int = 16, height: int = 16) -> ProbeResult:
+    """Render frames of ``width`` x ``height`` with ``backend`` in a subprocess: the first
+    (the GL context's set-up), then two timed ones. The scene is one geom (no simulator
+    import: the probe stays a few seconds), so the time is the backend's floor at that
+    size; a Meta-World scene costs several times more (docs/performance.md)."""
     backend = backend or render_backend()
     where = f"MUJOCO_GL={backend}"
+    fix = _FIXES.get(backend, "set MUJOCO_GL=egl or osmesa")
     try:
-        proc = subprocess.run([sys.executable, "-c", _PROBE, backend], capture_output=True,
-                              text=True, timeout=timeout_s, check=False)
+        proc = subprocess.run([sys.executable, "-c", _PROBE, backend, str(width), str(height)],
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
-        return False, (f"headless rendering: {where} hung for {timeout_s:.0f} s; "
-                       f"{_FIXES.get(backend, 'set MUJOCO_GL=egl or osmesa')}")
-    if proc.returncode == 0 and proc.stdout.strip().endswith("ok"):
-        return True, f"headless rendering: {where} works"
+        return ProbeResult(False, f"headless rendering: {where} hung for {timeout_s:.0f} s; "
+                           f"{fix}", backend)
+    last_out = (proc.stdout.strip().splitlines() or [""])[-1].split()
+    if proc.returncode == 0 and last_out[:1] == ["ok"]:
+        ms = float(last_out[1])
+        return ProbeResult(True, f"headless rendering: {where} works; a {width}x{height} "
+                           f"frame of the probe's one-geom scene took {ms:.1f} ms (a task's "
+                           "scene costs more)", backend, ms)
     if "No module named 'mujoco'" in proc.stderr:
-        return False, ("headless rendering: mujoco is not installed; "
-                       "pip install 'evaltui[metaworld]'")
+        return ProbeResult(False, "headless rendering: mujoco is not installed; "
+                           "pip install 'evaltui[metaworld]'", backend)
     last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:160]
-    return False, (f"headless rendering: {where} failed ({last}); "
-                   f"{_FIXES.get(backend, 'set MUJOCO_GL=egl or osmesa')}")
+    return ProbeResult(False, f"headless rendering: {where} failed ({last}); {fix}", backend)

@@ -10,7 +10,9 @@ A nodeset declares its params' constraints in two ways, both checked here (so ``
 ``submit``, the API and the TUI's form refuse a bad value before a run dir exists):
 ``Annotated[float, Field(ge=0, le=1)]`` in the constructor's signature (pydantic's
 bounds, patterns, lengths...), and a ``check_params(cls, params)`` classmethod that gets
-every param (defaults filled in) and raises ``ValueError`` for a bad combination.
+every param (defaults filled in) and raises ``ValueError`` for a bad combination; what
+it returns, if anything (a line, or a list of lines), is a note the user sees at submit
+(e.g. which renderer a benchmark found, and what a frame costs).
 """
 
 from __future__ import annotations
@@ -59,18 +61,19 @@ def check_param_types(cls: type, params: Mapping[str, Any]) -> None:
             continue
 
 
-def check_declared_params(cls: type, params: Mapping[str, Any]) -> None:
+def check_declared_params(cls: type, params: Mapping[str, Any]) -> list[str]:
     """Call the nodeset's own ``check_params`` (if it has one) with every param, the
     constructor's defaults filled in; its ValueError becomes a ParamTypeError naming the
-    param when the message starts with one (``"noise: must be ..."``), else ``params``."""
+    param when the message starts with one (``"noise: must be ..."``), else ``params``.
+    Returns the notes it returned (a line or a list of lines; none: ``[]``)."""
     check = getattr(cls, "check_params", None)
     if not callable(check):
-        return
+        return []
     full = {p.name: p.default for p in inspect.signature(cls.__init__).parameters.values()
             if p.name != "self" and p.default is not inspect.Parameter.empty}
     full.update(params)
     try:
-        check(full)
+        said = check(full)
     except ValueError as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         name, sep, rest = message.partition(": ")
@@ -82,6 +85,9 @@ def check_declared_params(cls: type, params: Mapping[str, Any]) -> None:
 
         raise ParamTypeError("", f"{cls.__name__}.check_params failed: {one_line(exc)}"
                              ) from None
+    if said is None:
+        return []
+    return [str(said)] if isinstance(said, str) else [str(line) for line in said]
 
 
 def _type_name(hint: Any) -> str:

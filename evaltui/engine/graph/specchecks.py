@@ -53,6 +53,9 @@ class CheckedSpec:
     """Checked with ``build=False``: the nodesets whose own environment is not built yet,
     left unchecked (their classes, the nodes' ports, the env's step limits). Check the
     spec again once they are built."""
+    notes: list[str] = field(default_factory=list)
+    """What the nodesets' own checks found and said (``check_params``'s return, e.g. the
+    renderer a benchmark probed): ``eval`` prints them, summary.json keeps them."""
 
 
 def check_spec(spec: JobSpec, *, build: bool = True) -> CheckedSpec:
@@ -64,12 +67,13 @@ def check_spec(spec: JobSpec, *, build: bool = True) -> CheckedSpec:
         graph = GraphDefinition.from_dict(spec.graph).with_selectors(spec.eval.selectors)
         unbuilt = {} if build else _unbuilt(graph)
         classes = graph.check(defer=unbuilt)
+        notes: list[str] = []
         for name, ns in graph.nodesets.items():
             if name in unbuilt:
                 continue
             try:
                 check_param_types(classes[name], ns.params)
-                check_declared_params(classes[name], ns.params)
+                notes += check_declared_params(classes[name], ns.params)
             except ParamTypeError as exc:
                 where = f".{exc.param}" if exc.param else ""
                 raise GraphError(f"nodesets.{name}.params{where}", exc.message) from None
@@ -107,7 +111,8 @@ def check_spec(spec: JobSpec, *, build: bool = True) -> CheckedSpec:
     spec = spec.model_copy(update={"eval": ev.model_copy(update={
         "step_budget": budget, **stop_fields(ev)})})
     return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path, split=split,
-                       episode_indices=indices, warnings=warnings, unbuilt=unbuilt)
+                       episode_indices=indices, warnings=warnings, unbuilt=unbuilt,
+                       notes=notes)
 
 
 def _unbuilt(graph: GraphDefinition) -> dict[str, NodesetEnvironment]:

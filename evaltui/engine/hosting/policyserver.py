@@ -57,6 +57,14 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+def address_problem(host: str, api_key: str | None) -> str | None:
+    """Why ``host`` may not be served on (not loopback, and no API key), or None."""
+    if not is_loopback_host(host) and not api_key:
+        return (f"--host {host} is not loopback: serving beyond this machine needs an API "
+                "key (--api-key-env VAR)")
+    return None
+
+
 def error_text(exc: BaseException) -> str:
     """An exception as the one line a client gets: type and the message's first line."""
     text = str(exc).strip()
@@ -70,9 +78,8 @@ class PolicyServer:
     def __init__(self, nodeset: NodeSet, op: str, *, host: str = "127.0.0.1", port: int = 0,
                  api_key: str | None = None, max_batch: int = 32, max_wait_ms: float = 5.0,
                  metadata: Mapping[str, Any] | None = None) -> None:
-        if not is_loopback_host(host) and not api_key:
-            raise ValueError(f"--host {host} is not loopback: serving beyond this machine "
-                             "needs an API key (--api-key-env VAR)")
+        if (problem := address_problem(host, api_key)) is not None:
+            raise ValueError(problem)
         self.spec = type(nodeset).node_specs()[op]
         self.op, self.host, self.port, self.api_key = op, host, port, api_key
         self.connections = 0

@@ -30,6 +30,9 @@ class PolicySource:
     cls: type[NodeSet]
     params: dict[str, Any]
     op: str
+    impl: str = ""
+    """``module:Class``: with ``params``, the nodeset's calibration key (what runs of it
+    measured sizes the server's reservation)."""
 
 
 def parse_params(items: Sequence[str]) -> dict[str, Any]:
@@ -69,7 +72,7 @@ def resolve_source(source: str, op: str | None = None,
         check_declared_params(cls, merged)
     except ParamTypeError as exc:
         raise SourceError(f"{source}: param {exc}") from None
-    return PolicySource(source, cls, merged, _pick_op(source, cls, op))
+    return PolicySource(source, cls, merged, _pick_op(source, cls, op), impl)
 
 
 def _graph_nodeset(name: str, path: Path, nodeset: str) -> tuple[str, dict[str, Any]]:

@@ -9,7 +9,7 @@ reply pipe with one JSON line:
 - ``{"refused": "field: message"}``: a SpecError; nothing was written and the process
   exits with :attr:`evaltui.contract.states.RunExit.REFUSED`;
 - ``{"run_dir": ..., "graph_name": ..., "dataset": ..., "split": ..., "episodes": n,
-  "step_budget": n, "warnings": [...]}``: the run dir is written, by the same
+  "step_budget": n, "warnings": [...], "notes": [...]}``: the run dir is written, by the same
   ``launch.write_run`` as every submit, its scheduler.json naming this process as the
   run's (state ``starting``, PID and create time); from then on this is that run dir's
   run process, as ``launch.spawn_run`` would have started it: stdout and stderr in
@@ -78,7 +78,7 @@ def take_spec(spec_data: Any, outputs: str | None, reply_fd: int, *, stop: threa
                       "episodes": min(len(checked.episode_indices),
                                       ev.max_episodes or len(checked.episode_indices)),
                       "step_budget": ev.step_budget,
-                      "warnings": list(checked.warnings)})
+                      "warnings": list(checked.warnings), "notes": list(checked.notes)})
     return run_dir, checked
 
 

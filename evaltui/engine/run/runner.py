@@ -148,6 +148,7 @@ class BatchEvalRunner:
             max_error_rate=ev.max_error_rate, on_failure=lambda _exc: self.stop.set())
         self._replicas = RunReplicas(ev.worker_count)
         summary.replicas = self._replicas.snapshot
+        summary.check_notes = list(checked.notes) or None
         kept, attempts = earlier_rows(self.run_dir, plan.order)
         summary.preload(kept)
         summary.stopped = plan.preload(kept)  # met already: a resumed run that stopped

@@ -100,6 +100,8 @@ class SummaryWriter:
         self.error: str | None = None
         self.started_at = now_iso()
         self.finished_at: str | None = None
+        self.check_notes: list[str] | None = None
+        """The spec check's notes (CheckedSpec.notes), kept in summary.json."""
         self._t0 = time.monotonic()
         self._spool = RowSpool(run_dir)
         self._spool.open()
@@ -199,7 +201,7 @@ class SummaryWriter:
             started_at=self.started_at, updated_at=now_iso(), finished_at=self.finished_at,
             elapsed_sec=round(time.monotonic() - self._t0, 3), disk_wait=disk_wait_note(),
             replicas=self.replicas() if self.replicas is not None else None,
-            stopped=self.stopped)
+            stopped=self.stopped, check_notes=self.check_notes)
         # summary_unreadable is a reader's note, never written here.
         return header.model_dump(mode="json", exclude={"summary_unreadable"})
 

@@ -29,7 +29,8 @@ ADMIT_PREFIX = "admit:"
 
 # Fields of an entry's file: what a restarted backend needs (not the live wait reason).
 _STORED = ("admit_id", "label", "command", "priority", "exclusive", "vram_mb", "queued_at",
-           "state", "gpu", "reserved_mb", "key", "admitted_at", "cpus")
+           "state", "gpu", "reserved_mb", "key", "admitted_at", "cpus", "kind", "url",
+           "requests_served", "ram_mb")
 
 
 @dataclass(eq=False)
@@ -57,6 +58,13 @@ class Entry:
     version: int = 0
     cpus: float = 0.0
     """CPU cores it reserves (its profile's ``cpus``; 0: none)."""
+    kind: str = "run"
+    """``run`` (a command ``evaltui run`` wraps) or ``serve`` (``evaltui serve-policy``)."""
+    url: str | None = None
+    requests_served: int | None = None
+    """A serving entry's address and requests answered, as it last reported them."""
+    ram_mb: int = 0
+    """Host RAM it reserves (MiB; 0: none)."""
 
     @property
     def ledger_id(self) -> str:
@@ -67,7 +75,7 @@ class Entry:
         return (-self.priority, self.queued_at, self.seq)
 
     def candidate(self) -> Candidate:
-        return Candidate(self.ledger_id, self.vram_mb or 0, 0, self.exclusive,
+        return Candidate(self.ledger_id, self.vram_mb or 0, self.ram_mb, self.exclusive,
                          needs_gpu=self.exclusive or bool(self.vram_mb),
                          waiting_since=self.queued_at, cpus=self.cpus)
 
@@ -84,7 +92,9 @@ class Entry:
             holder_create_time=self.holder.create_time, waiting_reason=self.reason(),
             queued_at=self.queued_at, admitted_at=self.admitted_at,
             released_at=self.released_at, release_reason=self.release_reason,
-            env=gpu_env(self.gpu, fake_gpus) if admitted else {}, version=self.version)
+            env=gpu_env(self.gpu, fake_gpus) if admitted else {}, version=self.version,
+            kind="serve" if self.kind == "serve" else "run", url=self.url,
+            requests_served=self.requests_served, ram_mb=self.ram_mb)
 
     def reason(self) -> str | None:
         if self.state is not AdmitState.WAITING:
@@ -140,7 +150,11 @@ def entry_from(data: dict[str, Any], seq: int) -> Entry | None:
             reserved_mb=None if data.get("reserved_mb") is None else int(data["reserved_mb"]),
             key=data.get("key") if isinstance(data.get("key"), str) else None,
             admitted_at=None if data.get("admitted_at") is None
-            else float(data["admitted_at"]), cpus=float(data.get("cpus") or 0.0))
+            else float(data["admitted_at"]), cpus=float(data.get("cpus") or 0.0),
+            kind="serve" if data.get("kind") == "serve" else "run",
+            url=data["url"] if isinstance(data.get("url"), str) else None,
+            requests_served=None if data.get("requests_served") is None
+            else int(data["requests_served"]), ram_mb=int(data.get("ram_mb") or 0))
     except (KeyError, TypeError, ValueError):
         return None
     return entry if entry.state is not AdmitState.RELEASED else None

@@ -91,13 +91,15 @@ class AdmitQueue:
 
     # ---- requests -----------------------------------------------------------------------
     def add(self, label: str, holder: PidRef, *, vram_mb: int | None, exclusive: bool,
-            priority: int = 0, command: str = "", cpus: float = 0.0) -> Admit:
-        """Queue an entry held by ``holder`` (a live process on this machine)."""
+            priority: int = 0, command: str = "", cpus: float = 0.0,
+            kind: str = "run", ram_mb: int = 0) -> Admit:
+        """Queue an entry held by ``holder`` (a live process on this machine); ``kind``
+        ``serve``: an ``evaltui serve-policy`` holding its own entry."""
         _check_holder(holder, "holder process")
         c = self.core
         with c.lock:
             entry = Entry(label, command, priority, exclusive, vram_mb, holder, c.next_seq(),
-                          time.time(), cpus=cpus)
+                          time.time(), cpus=cpus, kind=kind, ram_mb=ram_mb)
             self._entries[entry.admit_id] = entry
             self._save(entry)
             info = self._touch(entry)
@@ -166,6 +168,21 @@ class AdmitQueue:
             raise AdmitError(error)
         return info
 
+    def serving(self, admit_id: str, url: str, requests_served: int) -> Admit:
+        """A serving entry's report (``evaltui serve-policy``, every few seconds): where it
+        listens and what it answered. A changed count is a new version (listeners hear
+        it); the answer says whether the entry was released meanwhile (cancelled)."""
+        with self.core.lock:
+            entry = self._find(admit_id)
+            if entry.state is not AdmitState.RELEASED and \
+                    (entry.url, entry.requests_served) != (url, requests_served):
+                entry.url, entry.requests_served = url, requests_served
+                self._save(entry)
+                self._touch(entry)
+            info = entry.info(self.core.fake)
+        self.emit()
+        return info
+
     def release(self, admit_id: str, reason: str = "released by its holder") -> Admit:
         """Leave the queue, or drop the reservation; releasing twice is harmless."""
         c = self.core
@@ -217,7 +234,8 @@ class AdmitQueue:
         mb = entry.vram_mb if entry.vram_mb is not None else \
             max(0, view.available_mb) if view is not None else 0
         reservation = c.ledger_entry(entry.ledger_id, entry.holder, gpu=gpu, vram_mb=mb,
-                                     exclusive=entry.exclusive, cpus=entry.cpus)
+                                     ram_mb=entry.ram_mb, exclusive=entry.exclusive,
+                                     cpus=entry.cpus)
         txn.add(reservation)
         c.ledger.flush_new(txn, reservation.key)
         entry.state, entry.gpu, entry.reserved_mb = AdmitState.ADMITTED, gpu, mb

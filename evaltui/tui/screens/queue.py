@@ -234,7 +234,9 @@ class QueueScreen(BackendActions, Screen[None]):
         if action not in self.RUN_ACTIONS:
             return True
         run = table.selected
-        if run is None or run.kind == "admit":
+        if run is not None and run.kind == "serve":  # a served policy: it can be stopped
+            return action == "cancel_run" and not run.state.terminal
+        if run is None or run.kind != "run":
             return False
         if action == "priority":
             return run.state is RunState.QUEUED
@@ -250,14 +252,17 @@ class QueueScreen(BackendActions, Screen[None]):
 
     # --- actions -------------------------------------------------------------------------
 
-    def _selected(self) -> RunInfo | None:
+    def _selected(self, serve: bool = False) -> RunInfo | None:
+        """The selected run (``serve``: or served policy), else None and a note why."""
         run = self.query_one(RunsTable).selected
         if run is None:
             self.notify("no run selected", severity="warning", timeout=2)
-        elif run.kind == "admit":
+        elif run.kind != "run" and not (serve and run.kind == "serve"):
             # Not a run: it has no run dir, and it leaves the queue when its command does.
-            self.notify(f"{run.run_id} is `evaltui run {run.graph}` waiting for admission; "
-                        "stop that command to take it out of the queue", timeout=6)
+            what = "`evaltui serve-policy`" if run.kind == "serve" else \
+                f"`evaltui run {run.graph}`"
+            self.notify(f"{run.run_id} is {what}, not a run; `evaltui cancel {run.run_id}` "
+                        "takes it out of the queue", timeout=6)
             return None
         return run
 

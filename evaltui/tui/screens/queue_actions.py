@@ -38,7 +38,7 @@ class BackendActions:
     _lock_refresh: Timer | None
 
     if TYPE_CHECKING:  # provided by the Screen this is mixed into
-        def _selected(self) -> RunInfo | None: ...
+        def _selected(self, serve: bool = False) -> RunInfo | None: ...
         def notify(self, message: str, **kwargs: Any) -> None: ...
         def set_timer(self, delay: float, callback: Callable[[], Any]) -> Timer: ...
         def set_interval(self, interval: float, callback: Callable[[], Any]) -> Timer: ...
@@ -47,7 +47,7 @@ class BackendActions:
         def app(self) -> Any: ...
 
     def action_cancel_run(self) -> None:
-        run = self._selected()
+        run = self._selected(serve=True)
         if run is None:
             return
         if run.state.terminal:
@@ -57,6 +57,15 @@ class BackendActions:
         def confirmed(yes: bool | None) -> None:
             if yes:
                 self._call("cancel", run.run_id, self.backend.cancel, run.run_id)
+
+        if run.kind == "serve":  # `evaltui serve-policy`: released, it stops itself
+            at = f" at {run.url}" if run.url else ""
+            self.app.push_screen(ConfirmScreen(
+                f"Stop serve-policy {run.run_id}?",
+                f"{run.graph}{at} is {'waiting' if run.state is RunState.QUEUED else 'serving'}"
+                f". Its reservation is released; the server stops within a second, as on "
+                "SIGTERM.", yes="Stop it"), confirmed)
+            return
 
         def detail() -> str:  # from the latest poll, while the dialog is open
             now = next((r for r in (self.snapshot.runs if self.snapshot else ())

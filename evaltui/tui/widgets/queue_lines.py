@@ -157,10 +157,21 @@ class RunDetail(Static):
             detail.append(f"▸ {run.run_id}", style=theme_style(app, "primary", bold=True))
             if mark:
                 detail.append(f" [{mark}]", style=theme_style(app, "accent", bold=True))
-            if run.kind == "admit":
-                detail.append(f"  evaltui run {run.graph}: {run.command or ''}", style=muted)
-                detail.append(f"\nwaiting: {run.waiting_reason or 'next tick'}",
-                              style=theme_style(app, "warning"))
+            if run.kind in ("admit", "serve"):
+                what = f"serve {run.graph}" if run.kind == "serve" else f"evaltui run {run.graph}"
+                detail.append(f"  {what}: {run.command or ''}", style=muted)
+                if run.state is RunState.QUEUED:
+                    detail.append(f"\nwaiting: {run.waiting_reason or 'next tick'}",
+                                  style=theme_style(app, "warning"))
+                else:
+                    at = f" at {run.url}" if run.url else ""
+                    served = f" · {run.requests_served} requests served" \
+                        if run.requests_served is not None else ""
+                    held = f" · holds {run.vram_estimate_mb:.0f} MiB" \
+                        if run.vram_estimate_mb else ""
+                    detail.append(f"\n{'serving' if run.kind == 'serve' else 'running'}{at}"
+                                  f"{served}{held} · evaltui cancel {run.run_id} stops it",
+                                  style=muted)
                 self.update(detail)
                 return
             workers = f"{run.worker_count} worker{'s' if run.worker_count != 1 else ''}"

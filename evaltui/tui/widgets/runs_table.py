@@ -174,7 +174,7 @@ class RunsTable(RowTable):
             return True
         haystack = " ".join([run.run_id, run.graph, run.dataset, run.split, run.state.value,
                              run.waiting_reason or "", run.error or "",
-                             run.command or "", run.node or ""]).lower()
+                             run.command or "", run.node or "", run.url or ""]).lower()
         return self.text_filter in haystack
 
     def _apply(self) -> None:
@@ -242,6 +242,12 @@ class RunsTable(RowTable):
         if run.kind == "admit":  # a command `evaltui run` wraps: its profile and command
             cells["data"] = Text(run.command or "", no_wrap=True, overflow="ellipsis")
             cells["progress"] = Text("evaltui run", style=muted)
+            cells["workers"] = Text(NONE, justify="right", style=muted)
+        elif run.kind == "serve":  # `evaltui serve-policy`: where it serves, how much
+            cells["data"] = Text(run.url or run.command or "", no_wrap=True,
+                                 overflow="ellipsis")
+            served = f" {run.requests_served} req" if run.requests_served is not None else ""
+            cells["progress"] = Text(f"serve{served}", style=muted)
             cells["workers"] = Text(NONE, justify="right", style=muted)
         else:
             cells["data"] = Text(_data(run), no_wrap=True, overflow="ellipsis")
