@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
-from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -25,9 +23,9 @@ from evaltui.api.models import Run
 from evaltui.commands import eval as eval_cmd
 from evaltui.commands.console import error, warning
 from evaltui.commands.runs import emit_json, print_run, reachable, state_text, with_client
-from evaltui.contract.spec import JobSpec, SpecError
+from evaltui.contract.spec import SpecError
 from evaltui.contract.states import RunExit, RunState
-from evaltui.engine.graph.specchecks import check_executor
+from evaltui.engine.executor.kinds import executor_of
 from evaltui.graphs import builtin_graph_names
 
 # --wait exits as the run process would have (evaltui eval does the same).
@@ -57,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
         spec = eval_cmd.spec_from_args(args)
     except SpecError as exc:
         return error(str(exc))
-    if missing := ray_missing(spec):  # before the backend is asked
-        return error(missing)
+    kind = executor_of(spec)  # said before the backend is asked; a Slurm run is the backend
+    if not kind.batch and (missing := kind.missing()):  # host's to submit, with its commands
+        return error(f"eval.executor: {missing}")
     scheduling = dict(spec.get("scheduling") or {})
     for key, value in (("priority", args.priority), ("marginal_vram_mb", args.vram_mb),
                        ("exclusive_gpu", args.exclusive or None),
@@ -90,19 +89,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_run(Console(), final)
     return int(EXIT_BY_STATE.get(final.state, RunExit.FAILED))
-
-
-def ray_missing(spec: dict[str, Any]) -> str | None:
-    """Why a ``--executor ray`` spec cannot go from here (ray not installed), else None."""
-    if (spec.get("eval") or {}).get("executor") != "ray":
-        return None
-    try:
-        check_executor(JobSpec.model_validate(spec))
-    except SpecError as exc:
-        return str(exc)
-    except ValidationError:
-        return None  # any other fault of the spec: the backend says what it is
-    return None
 
 
 def follow(client: ApiClient, run_id: str, console: Console, poll_sec: float = 0.5) -> Run:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaltui.contract.states import RunExit
+from evaltui.engine.executor.kinds import executor_of
 from evaltui.engine.executor.local.zygote import WorkerZygote, preload_modules
 from evaltui.engine.processes.pdeathsig import arm_pdeathsig
 from evaltui.engine.processes.quickexit import exit_now
@@ -138,10 +139,9 @@ def adopt(spec: Any) -> None:
 
 
 def on_ray(spec: Any) -> bool:
-    """A Ray run's workers are actors on the cluster, a Slurm run's are job steps: a local
+    """The workers are not this process's children (Ray actors, Slurm job steps): a local
     zygote would only take CPU from this process's imports and the workers' start."""
-    return isinstance(spec, dict) and isinstance(spec.get("eval"), dict) \
-        and spec["eval"].get("executor") in ("ray", "slurm")
+    return executor_of(spec).workers_elsewhere
 
 
 def stop_on_signals() -> threading.Event:

@@ -8,7 +8,6 @@ per submit and is what the run subprocess and its workers run from.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.contract.spec import DEFAULT_STEP_BUDGET, JobSpec, SpecError, parse_spec
+from evaltui.engine.executor.kinds import executor_of
 from evaltui.engine.graph.benchmarks import get_benchmark
 from evaltui.engine.graph.datasets import (
     DatasetError,
@@ -95,26 +95,11 @@ def check_spec(spec: JobSpec) -> CheckedSpec:
 
 
 def check_executor(spec: JobSpec) -> None:
-    """``executor = "ray"`` needs the ``ray`` extra where the spec is checked (submit and
-    the run process: the run connects to the cluster from there); ``"slurm"`` needs
-    Slurm's client commands (one line naming the missing ones)."""
-    if spec.eval.executor == "slurm":
-        from evaltui.slurm.commands import SlurmUnavailable, require_commands
-
-        try:
-            require_commands()
-        except SlurmUnavailable as exc:
-            raise SpecError("eval.executor", str(exc)) from None
-        return
-    if spec.eval.executor != "ray":
-        return
-    try:
-        found = importlib.util.find_spec("ray") is not None
-    except (ImportError, ValueError):  # a broken or blocked install
-        found = False
-    if not found:
-        raise SpecError("eval.executor", "ray is not installed here: install evaltui[ray] "
-                        "(pip install 'evaltui[ray]')")
+    """SpecError on ``eval.executor`` when its executor cannot run here (``ray`` needs the
+    ``ray`` extra where the spec is checked, ``slurm`` Slurm's client commands)."""
+    why = executor_of(spec).missing()
+    if why is not None:
+        raise SpecError("eval.executor", why)
 
 
 def resolve_step_budget(asked: int | None, env_cls: type[NodeSet],

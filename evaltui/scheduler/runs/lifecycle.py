@@ -22,6 +22,7 @@ from evaltui.contract.records import (
 )
 from evaltui.contract.spec import JobSpec, SpecError
 from evaltui.contract.states import EpisodeStatus, RunExit, RunState
+from evaltui.engine.executor.kinds import executor_of
 from evaltui.engine.graph.specchecks import check_spec, validate_in_workspace, validate_spec
 from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import episode_dir, now_iso
@@ -65,8 +66,7 @@ class Lifecycle:
         """
         c = self.core
         _importable_workspace(spec)
-        if (spec.eval.executor if isinstance(spec, JobSpec) else
-                (spec.get("eval") or {}).get("executor")) == "slurm":
+        if executor_of(spec).batch:
             return _submit_to_slurm(spec, c.outputs)  # Slurm schedules it, not admission
         checked = check_spec(spec) if isinstance(spec, JobSpec) else validate_spec(spec)
         parts = nodeset_parts(checked.spec)
