@@ -165,6 +165,8 @@ class SetRunner:
                 changed |= self._refresh(rec)
         for rec in self._members():
             changed |= self._act(rec)
+        if hasattr(self.target, "flush"):  # a target sending in batches: this step's
+            self.target.flush()
         if changed:
             self._save()
         if self.on_change is not None:
