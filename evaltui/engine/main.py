@@ -113,7 +113,8 @@ def run_checked(run_dir: Path, spec: Any, checked: CheckedSpec | None,
     """
     from evaltui.engine.run.runner import BatchEvalRunner
 
-    zygote = None if checked is None or on_ray(spec) \
+    # workers not this process's children (actors, job steps): a zygote would only take CPU
+    zygote = None if checked is None or executor_of(spec).workers_elsewhere \
         else WorkerZygote(preload_modules(spec)).start_by_fork()
     try:
         return BatchEvalRunner(run_dir, stop=stop, zygote=zygote, checked=checked).run()
@@ -136,12 +137,6 @@ def adopt(spec: Any) -> None:
     workspace = spec.get("active_workspace_dir")
     if isinstance(workspace, str) and workspace:
         sys.path.insert(0, workspace)
-
-
-def on_ray(spec: Any) -> bool:
-    """The workers are not this process's children (Ray actors, Slurm job steps): a local
-    zygote would only take CPU from this process's imports and the workers' start."""
-    return executor_of(spec).workers_elsewhere
 
 
 def stop_on_signals() -> threading.Event:
