@@ -30,7 +30,6 @@ from evaltui.sets.dispatch import cancel_set
 from evaltui.sets.plan import SetPlan, plan_data, plan_record
 from evaltui.sets.runner import RunnerOptions
 from evaltui.sets.setdir import SetBusy, SetDirError, read_set, sets_root
-from evaltui.sets.slurmarray import is_array_set
 from evaltui.sets.table import build_table, table_json
 
 router = APIRouter(tags=["sets"])
@@ -137,9 +136,9 @@ def cancel(set_id: SetId, ctx: Ctx) -> Response:
     """Cancel every queued or running member's run; the set stops submitting. A Slurm set
     (its members array tasks): scancel of its arrays, as ``evaltui set cancel`` does."""
     record = _record(ctx, set_id)
-    if is_array_set(_set_path(ctx, set_id)):
-        return _cancel_arrays(ctx, record)
     plan = _plan_of(ctx, record, check=False)
+    if executor_kind(plan.setfile.base.executor).batch:
+        return _cancel_arrays(ctx, plan)
     asked = drivers(ctx).cancel(plan)
     return json_response({"set_id": set_id, "cancelled": asked})
 
@@ -228,18 +227,17 @@ def _plan_of(ctx: ApiContext, record: SetRecord, *, check: bool) -> SetPlan:
         raise ApiFailure(422, str(exc), exc.field) from None
 
 
-def _cancel_arrays(ctx: ApiContext, record: SetRecord) -> Response:
+def _cancel_arrays(ctx: ApiContext, plan: SetPlan) -> Response:
     """A Slurm set's cancel through its array target (``sets/dispatch.py``), waiting
     less than a client's timeout for its tasks to leave Slurm's queue."""
-    plan = _plan_of(ctx, record, check=False)
     target = SlurmArrayTarget.of_plan(plan, ctx.scheduler.outputs,
                                       wait_sec=ARRAY_CANCEL_WAIT_SEC)
     try:
         asked = cancel_set(plan, target)
     except SetDirError:
-        raise ApiFailure(404, f"no set {record.set_id!r}") from None
+        raise ApiFailure(404, f"no set {plan.set_id!r}") from None
     jobs = sorted(set(target.cancelled.values()), key=int)
-    return json_response({"set_id": record.set_id, "cancelled": asked, "slurm_jobs": jobs})
+    return json_response({"set_id": plan.set_id, "cancelled": asked, "slurm_jobs": jobs})
 
 
 def _not_an_array(plan: SetPlan) -> None:

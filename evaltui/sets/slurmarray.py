@@ -77,11 +77,6 @@ class ArrayManifest:
         return max(self.tasks, default=-1) + 1
 
 
-def is_array_set(set_path: Path) -> bool:
-    """The set's members were submitted as Slurm arrays."""
-    return (Path(set_path) / ARRAY_FILENAME).is_file()
-
-
 def array_range(indices: Sequence[int], parallelism: int) -> str:
     """``--array`` of these task ids, at most ``parallelism`` at once: ``0-5%2``,
     ``1,3-4%2`` (Slurm takes lists of ids and ranges)."""
