@@ -19,12 +19,13 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from evaltui.contract.setspec import MemberState, SetMemberRecord
-from evaltui.scheduler.scheduler import JobScheduler, RunNotFound
+from evaltui.contract.setspec import SetMemberRecord
+from evaltui.scheduler.scheduler import JobScheduler
+from evaltui.sets.dispatch import read_ends
 from evaltui.sets.plan import SetPlan
 from evaltui.sets.runner import RunnerOptions, SetRunner
 from evaltui.sets.setdir import SetBusy, hold_set, read_set, write_set
-from evaltui.sets.targets import EmbeddedTarget, TargetError
+from evaltui.sets.targets import EmbeddedTarget
 
 log = logging.getLogger(__name__)
 
@@ -126,17 +127,7 @@ class SetDriver:
         """Read every unfinished member's run; True once none is left."""
         record = self.runner.record
         assert record is not None
-        changed = False
-        for rec in record.members:
-            if rec.run_id is None or rec.state.finished:
-                continue
-            try:
-                state = MemberState(self.scheduler.get_run(rec.run_id).state.value)
-            except RunNotFound:
-                continue
-            if state is not rec.state:
-                rec.state, changed = state, True
-        if changed:
+        if read_ends(record, self.runner.target):
             write_set(self.plan.path, record)
             self._announce()
         return all(rec.run_id is None or rec.state.finished for rec in record.members)
@@ -200,16 +191,10 @@ class SetDrivers:
         if driver is not None:
             driver.follow_only()
             return driver.runner.cancel()
-        record = read_set(plan.path)
-        target = EmbeddedTarget(self.scheduler)
-        asked = 0
-        for rec in record.members:
-            if rec.run_id is not None and not rec.state.finished:
-                try:
-                    target.cancel(rec.run_id)
-                    asked += 1
-                except TargetError:
-                    continue
+        runner = SetRunner(plan.expansion, plan.path, EmbeddedTarget(self.scheduler),
+                           set_id=plan.set_id)
+        runner.record = read_set(plan.path)
+        asked = runner.cancel()
         if asked:  # follow them so that set.json and the events see them end
             try:
                 self.run(plan, RunnerOptions(), follow=True)

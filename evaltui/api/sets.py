@@ -23,14 +23,14 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.setdrivers import SetBusyHere, SetDrivers
 from evaltui.contract.setspec import SET_FILENAME, SetFileError, SetRecord, is_set_name
+from evaltui.engine.executor.kinds import executor_kind
 from evaltui.scheduler.scheduler import RunNotFound
+from evaltui.sets.arraytarget import SlurmArrayTarget
+from evaltui.sets.dispatch import cancel_set
 from evaltui.sets.plan import SetPlan, plan_data, plan_record
 from evaltui.sets.runner import RunnerOptions
 from evaltui.sets.setdir import SetBusy, SetDirError, read_set, sets_root
-from evaltui.sets.slurmarray import is_array_set
-from evaltui.sets.slurmcancel import cancel_arrays
 from evaltui.sets.table import build_table, table_json
-from evaltui.slurm.commands import SlurmError
 
 router = APIRouter(tags=["sets"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -131,14 +131,14 @@ def get(set_id: SetId, ctx: Ctx,
     return json_response(body)
 
 
-@router.post("/sets/{set_id}/cancel", responses=errors(404, 503))
+@router.post("/sets/{set_id}/cancel", responses=errors(404))
 def cancel(set_id: SetId, ctx: Ctx) -> Response:
     """Cancel every queued or running member's run; the set stops submitting. A Slurm set
     (its members array tasks): scancel of its arrays, as ``evaltui set cancel`` does."""
     record = _record(ctx, set_id)
-    if is_array_set(_set_path(ctx, set_id)):
-        return _cancel_arrays(ctx, set_id)
     plan = _plan_of(ctx, record, check=False)
+    if executor_kind(plan.setfile.base.executor).batch:
+        return _cancel_arrays(ctx, plan)
     asked = drivers(ctx).cancel(plan)
     return json_response({"set_id": set_id, "cancelled": asked})
 
@@ -227,23 +227,23 @@ def _plan_of(ctx: ApiContext, record: SetRecord, *, check: bool) -> SetPlan:
         raise ApiFailure(422, str(exc), exc.field) from None
 
 
-def _cancel_arrays(ctx: ApiContext, set_id: str) -> Response:
-    """scancel of the set's arrays (``sets/slurmcancel.py``), waiting less than a
-    client's timeout for its tasks to leave Slurm's queue."""
-
+def _cancel_arrays(ctx: ApiContext, plan: SetPlan) -> Response:
+    """A Slurm set's cancel through its array target (``sets/dispatch.py``), waiting
+    less than a client's timeout for its tasks to leave Slurm's queue."""
+    target = SlurmArrayTarget.of_plan(plan, ctx.scheduler.outputs,
+                                      wait_sec=ARRAY_CANCEL_WAIT_SEC)
     try:
-        done = cancel_arrays(_set_path(ctx, set_id), wait_sec=ARRAY_CANCEL_WAIT_SEC)
+        asked = cancel_set(plan, target)
     except SetDirError:
-        raise ApiFailure(404, f"no set {set_id!r}") from None
-    except SlurmError as exc:
-        raise ApiFailure(503, str(exc)) from None
-    return json_response({"set_id": set_id, "cancelled": done.tasks, "slurm_jobs": done.jobs})
+        raise ApiFailure(404, f"no set {plan.set_id!r}") from None
+    jobs = sorted(set(target.cancelled.values()), key=int)
+    return json_response({"set_id": plan.set_id, "cancelled": asked, "slurm_jobs": jobs})
 
 
 def _not_an_array(plan: SetPlan) -> None:
     """A Slurm set is one job array submitted and followed by ``evaltui set run`` on a
     login node; this backend's scheduler would start its runs outside any allocation."""
-    if plan.setfile.base.executor == "slurm":
+    if executor_kind(plan.setfile.base.executor).batch:
         raise ApiFailure(422, "base.executor: a Slurm set goes to Slurm as one job array "
                          "from `evaltui set run FILE`, not through the backend",
                          "base.executor")

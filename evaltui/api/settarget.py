@@ -10,13 +10,17 @@ here reaches a remote backend through this client.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from evaltui.api.client import ApiClient, ApiError, Conflict, InvalidRequest, NotFound
 from evaltui.contract.settings import settings
 from evaltui.contract.spec import SpecError
 from evaltui.contract.views import Run
-from evaltui.sets.targets import EmbeddedTarget, ResumeRefused, RunGone, SetTarget, TargetError
+from evaltui.engine.executor.kinds import executor_kind
+from evaltui.sets.dispatch import local_target
+from evaltui.sets.plan import SetPlan
+from evaltui.sets.targets import ResumeRefused, RunGone, SetTarget, TargetError
 
 
 class ApiTarget:
@@ -69,10 +73,12 @@ class ApiTarget:
         self.client.close()
 
 
-def open_target(outputs: str | os.PathLike[str] | None = None, url: str | None = None
+def open_target(plan: SetPlan, outputs: str | os.PathLike[str] | None = None,
+                url: str | None = None, *, say: Callable[[str], Any] | None = None
                 ) -> SetTarget:
-    """``url`` or ``$BACKEND_URL`` when given, else an embedded scheduler on ``outputs``."""
+    """``url`` or ``$BACKEND_URL`` when given (and the set's executor is not a batch
+    system's, whose arrays go from here), else :func:`~evaltui.sets.dispatch.local_target`."""
     url = url or settings().backend_url
-    if url:
+    if url and not executor_kind(plan.setfile.base.executor).batch:
         return ApiTarget(url)
-    return EmbeddedTarget.start(outputs)
+    return local_target(plan, outputs, say=say)

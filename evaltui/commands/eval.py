@@ -31,6 +31,7 @@ from evaltui.commands.runfollow import (
     summary_header,
 )
 from evaltui.contract.states import RunState
+from evaltui.engine.executor.kinds import EXECUTORS
 from evaltui.graphs import builtin_graph_names
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def add_spec_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-error-rate", type=float, metavar="F",
                    help="share of episodes that may end error/timeout before the command "
                    "exits 1 (default 0; they count as failures in the metrics either way)")
-    p.add_argument("--executor", choices=("local", "ray", "slurm"),
+    p.add_argument("--executor", choices=tuple(EXECUTORS),
                    help="where the K workers run: local subprocesses (default), actors "
                    "on a Ray cluster (needs evaltui[ray]) or job steps of a Slurm job")
     p.add_argument("--ray-address", metavar="HOST:PORT",

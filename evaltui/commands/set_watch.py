@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from evaltui.contract.setspec import SetFileError
+from evaltui.engine.executor.kinds import executor_kind
 
 
 def add_parser(cmds: argparse._SubParsersAction) -> None:
@@ -45,7 +46,7 @@ def watch_command(args: argparse.Namespace) -> int:
         if args.until is not None and args.until < 1:
             raise SetFileError("--until", f"must be >= 1, got {args.until}")
         shape = plan_file(path, args.outputs, check=False, checkpoints=[])
-        if shape.setfile.base.executor == "slurm":
+        if executor_kind(shape.setfile.base.executor).batch:
             raise SetFileError("base.executor", "set watch does not submit Slurm job arrays; "
                                "`evaltui set run` again submits the checkpoints found since")
         axis = shape.setfile.checkpoint

@@ -11,7 +11,6 @@ done within its error allowance, 1 a member failed (after its retries) or was he
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -99,27 +98,21 @@ def _backend_url(args: argparse.Namespace) -> str | None:
 
 
 def _runner_command(args: argparse.Namespace, kind: str) -> int:
-    from evaltui.sets.plan import plan_file, plan_record
-    from evaltui.sets.setdir import SetDirError, read_set, resolve_set
+    from evaltui.commands.set_slurm import file_and_dir, is_batch
+    from evaltui.sets.plan import plan_data
+    from evaltui.sets.setdir import SetDirError
 
     # soft_wrap: piped, a line is never folded at 80 columns (run ids on lines of their own)
     console = Console(stderr=True, soft_wrap=True)
     try:
         options = runner_options(args)
-        from evaltui.commands import set_slurm
-
-        if set_slurm.wanted(args, kind):  # one Slurm job array, followed from here
-            return set_slurm.run_command(args, kind, options)
+        data, base_dir = file_and_dir(args, kind)
         url = _backend_url(args)
-        if url:  # the backend runs the set (its /sets routes)
+        if url and not is_batch(data):  # the backend runs the set (its /sets routes)
             from evaltui.commands.set_remote import run_remote
 
             return run_remote(args, kind, url, options)
-        if kind == "run":
-            plan = plan_file(Path(args.file), args.outputs)
-        else:
-            plan = plan_record(read_set(resolve_set(args.set, args.outputs)), args.outputs,
-                               check=True)
+        plan = plan_data(data, base_dir, args.outputs, check=True)
     except (SetFileError, SetDirError) as exc:
         return error(str(exc))
     for line in plan.warnings:
@@ -130,32 +123,48 @@ def _runner_command(args: argparse.Namespace, kind: str) -> int:
 def drive(plan: Any, args: argparse.Namespace, options: Any, console: Console,
           watch: Any = None) -> int:
     """Hold the set dir, open the target, run (or watch) the set, print its table."""
+    import shutil
+
     from evaltui.api.settarget import open_target
     from evaltui.commands.set_follow import FollowPrinter
     from evaltui.sets.runner import SetRunner
     from evaltui.sets.setdir import SetBusy, hold_set
-    from evaltui.sets.targets import TargetError
+    from evaltui.sets.targets import SubmitRefused, TargetError
 
+    def say(line: str) -> None:
+        console.print(line, highlight=False)
+
+    existed = plan.path.exists()
     try:
         with hold_set(plan.path):
             try:
-                target = open_target(args.outputs, args.url)
+                target = open_target(plan, args.outputs, args.url, say=say)
             except TargetError as exc:
                 return error(str(exc), 1)
             printer = FollowPrinter(console, plan.set_id) if not args.detach else None
+            header = [f"set [bold]{plan.set_id}[/]: {len(plan.expansion.members)} members "
+                      f"on {target.label} -> {plan.path}"]
+
+            def on_change(lives: Any) -> None:  # the header once the first step is sent
+                while header:
+                    console.print(header.pop(), highlight=False)
+                if printer is not None:
+                    printer(lives)
             runner = SetRunner(plan.expansion, plan.path, target, set_id=plan.set_id,
-                               options=options, on_change=printer)
+                               options=options, on_change=on_change)
             interrupted = False
             try:
                 runner.prepare(plan.file)
-                console.print(f"set [bold]{plan.set_id}[/]: {len(plan.expansion.members)} "
-                              f"members on {target.label} -> {plan.path}", highlight=False)
                 if watch is not None:
                     watch(runner)
                 else:
                     runner.run(detach=args.detach)
             except KeyboardInterrupt:
                 interrupted = True
+            except SubmitRefused as exc:  # nothing of it is left; nor of a new set
+                if not existed:
+                    shutil.rmtree(plan.path, ignore_errors=True)
+                return error(str(exc))
             finally:
                 if printer is not None:
                     printer.close()
@@ -209,46 +218,32 @@ def exit_code(record: SetRecord, held: bool, console: Console) -> int:
 
 
 def cancel_set(args: argparse.Namespace) -> int:
-    from evaltui.api.settarget import open_target
+    from evaltui.commands.set_slurm import is_batch
+    from evaltui.sets.dispatch import cancel_set as cancel_members
+    from evaltui.sets.dispatch import local_target
+    from evaltui.sets.plan import plan_record
     from evaltui.sets.setdir import SetDirError, read_set, resolve_set
-    from evaltui.sets.slurmarray import is_array_set
     from evaltui.sets.targets import TargetError
 
-    try:
-        path = resolve_set(args.set, args.outputs)
-    except SetDirError:
-        path = None
-    if path is not None and is_array_set(path):  # its members are Slurm array tasks
-        from evaltui.commands.set_slurm import cancel_array
-
-        return cancel_array(args, path)
     url = _backend_url(args)
-    if url:
+    try:
+        plan = plan_record(read_set(resolve_set(args.set, args.outputs)), args.outputs)
+    except (SetDirError, SetFileError) as exc:
+        plan, refused = None, exc
+    if url and (plan is None or not is_batch(plan.file)):  # the backend's set
         from evaltui.commands.set_remote import cancel_remote
 
         return cancel_remote(args, url)
+    if plan is None:
+        return error(str(refused))
+    out = Console()
     try:
-        record = read_set(resolve_set(args.set, args.outputs))
-    except SetDirError as exc:
-        return error(str(exc))
-    try:
-        target = open_target(args.outputs, args.url)
-    except TargetError as exc:
+        target = local_target(plan, args.outputs,
+                              say=lambda line: out.print(line, highlight=False))
+        asked = cancel_members(plan, target)
+    except (TargetError, SetDirError) as exc:
         return error(str(exc), 1)
-    asked = 0
-    try:
-        for m in record.members:
-            if m.run_id is None or m.state.finished:
-                continue
-            try:
-                target.cancel(m.run_id)
-                asked += 1
-            except TargetError as exc:
-                Console(stderr=True).print(f"[yellow]{m.run_id}[/]: {escape(str(exc))}")
-    finally:
-        target.close()
-    Console().print(f"set {record.set_id}: cancel asked of {asked} member run(s)",
-                    highlight=False)
+    out.print(f"set {plan.set_id}: cancel asked of {asked} member run(s)", highlight=False)
     return 0
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from evaltui.commands.console import warning as say_warning
 from evaltui.contract.states import RunState
+from evaltui.engine.executor.kinds import executor_of
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -44,9 +45,7 @@ def wants_submission(spec: dict[str, Any]) -> bool:
     of that allocation.)"""
     import os
 
-    ev = spec.get("eval") if isinstance(spec, dict) else None
-    return isinstance(ev, dict) and ev.get("executor") == "slurm" \
-        and not os.environ.get("SLURM_JOB_ID")
+    return executor_of(spec).batch and not os.environ.get("SLURM_JOB_ID")
 
 
 class SlurmJobProcess:

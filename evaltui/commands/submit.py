@@ -25,7 +25,7 @@ from evaltui.commands.console import error, warning
 from evaltui.commands.runs import emit_json, print_run, reachable, state_text, with_client
 from evaltui.contract.spec import SpecError
 from evaltui.contract.states import RunExit, RunState
-from evaltui.engine.graph.specchecks import executor_unavailable
+from evaltui.engine.executor.kinds import executor_of
 from evaltui.graphs import builtin_graph_names
 
 # --wait exits as the run process would have (evaltui eval does the same).
@@ -55,9 +55,9 @@ def run(args: argparse.Namespace) -> int:
         spec = eval_cmd.spec_from_args(args)
     except SpecError as exc:
         return error(str(exc))
-    if (spec.get("eval") or {}).get("executor") == "ray" and \
-            (missing := executor_unavailable(spec)):  # before the backend is asked
-        return error(str(missing))
+    kind = executor_of(spec)  # said before the backend is asked; a Slurm run is the backend
+    if not kind.batch and (missing := kind.missing()):  # host's to submit, with its commands
+        return error(f"eval.executor: {missing}")
     scheduling = dict(spec.get("scheduling") or {})
     for key, value in (("priority", args.priority), ("marginal_vram_mb", args.vram_mb),
                        ("exclusive_gpu", args.exclusive or None),

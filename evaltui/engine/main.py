@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaltui.contract.states import RunExit
+from evaltui.engine.executor.kinds import executor_of
 from evaltui.engine.executor.local.zygote import WorkerZygote, preload_modules
 from evaltui.engine.processes.pdeathsig import arm_pdeathsig
 from evaltui.engine.processes.quickexit import exit_now
@@ -112,7 +113,8 @@ def run_checked(run_dir: Path, spec: Any, checked: CheckedSpec | None,
     """
     from evaltui.engine.run.runner import BatchEvalRunner
 
-    zygote = None if checked is None or on_ray(spec) \
+    # workers not this process's children (actors, job steps): a zygote would only take CPU
+    zygote = None if checked is None or executor_of(spec).workers_elsewhere \
         else WorkerZygote(preload_modules(spec)).start_by_fork()
     try:
         return BatchEvalRunner(run_dir, stop=stop, zygote=zygote, checked=checked).run()
@@ -135,13 +137,6 @@ def adopt(spec: Any) -> None:
     workspace = spec.get("active_workspace_dir")
     if isinstance(workspace, str) and workspace:
         sys.path.insert(0, workspace)
-
-
-def on_ray(spec: Any) -> bool:
-    """A Ray run's workers are actors on the cluster, a Slurm run's are job steps: a local
-    zygote would only take CPU from this process's imports and the workers' start."""
-    return isinstance(spec, dict) and isinstance(spec.get("eval"), dict) \
-        and spec["eval"].get("executor") in ("ray", "slurm")
 
 
 def stop_on_signals() -> threading.Event:

@@ -174,6 +174,8 @@ class SetRunner:
                                                     self._given_up, self._note):
             assert self.record is not None
             self.record.race, changed = self.race.standing, True
+        if hasattr(self.target, "flush"):  # a target sending in batches: this step's
+            self.target.flush()
         if changed:
             self._save()
         if self.on_change is not None:

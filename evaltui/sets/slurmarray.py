@@ -1,21 +1,16 @@
-"""A set's members as one Slurm job array (docs/slurm.md, "Sets as job arrays").
+"""A set's Slurm job arrays, the parts :class:`~evaltui.sets.arraytarget.SlurmArrayTarget`
+sends them with (docs/slurm.md, "Sets as job arrays").
 
 One ``sbatch --array=I,J,...%P`` per submission: array task ``i`` is member ``i`` of
-set.json, a complete run in its own run dir (written here, as ``eval --executor slurm``
-writes one; its workers are job steps of that task's allocation). The set dir's
-``slurm_array.json`` (:class:`ArrayManifest`) maps each task id to its run dir and the
-array job that runs it; the task's batch step (:mod:`evaltui.sets.slurmtask`) reads it.
-
-The array is submitted held, and released only once every run dir and the manifest are
-written: a refusal (an unknown partition, ...) leaves nothing behind, and no task can
-start before what it runs exists. A member run again (``set resume``) keeps its run dir:
-its ``_DONE`` goes and its record is queued anew, so the run re-runs only the episodes
-that are not ``ok``, as a scheduler's resume does.
+set.json, a complete run in its own run dir (its workers are job steps of that task's
+allocation). The set dir's ``slurm_array.json`` (:class:`ArrayManifest`) maps each task
+id to its run dir and the array job that runs it; the task's batch step
+(:mod:`evaltui.sets.slurmtask`) reads it. An array is submitted held
+(:func:`submit_held`) and released (:func:`release`) once what its tasks run exists.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,10 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.contract.slurmoptions import SlurmOptions
-from evaltui.engine.graph.specchecks import validate_spec
 from evaltui.rundir.jsonfiles import read_json, write_json_atomic
-from evaltui.rundir.layout import outputs_root
-from evaltui.rundir.store import reset_for_rerun, write_run
 from evaltui.slurm.commands import run_slurm
 from evaltui.slurm.submit import BatchJob, submit
 
@@ -85,11 +77,6 @@ class ArrayManifest:
         return max(self.tasks, default=-1) + 1
 
 
-def is_array_set(set_path: Path) -> bool:
-    """The set's members were submitted as Slurm arrays."""
-    return (Path(set_path) / ARRAY_FILENAME).is_file()
-
-
 def array_range(indices: Sequence[int], parallelism: int) -> str:
     """``--array`` of these task ids, at most ``parallelism`` at once: ``0-5%2``,
     ``1,3-4%2`` (Slurm takes lists of ids and ranges)."""
@@ -142,19 +129,6 @@ def submit_held(set_path: Path, set_id: str, indices: Sequence[int], options: Sl
                    array=array_range(indices, parallelism), chdir=set_path)
     held = options.model_copy(update={"extra_args": [*options.extra_args, "--hold"]})
     return str(submit(held, job))
-
-
-def write_member_run(spec: dict[str, Any], outputs: str | os.PathLike[str] | None) -> Path:
-    """A new run dir for a member's spec (checked again: the set's check was the same)."""
-
-    return write_run(validate_spec(spec), outputs_root(outputs))
-
-
-def requeue_member_run(run_dir: Path) -> None:
-    """Make a finished member's run dir queued again for the next array (its ``ok``
-    episodes stay; the run re-runs the others), as the scheduler's resume does."""
-
-    reset_for_rerun(run_dir)
 
 
 def release(job: str) -> None:

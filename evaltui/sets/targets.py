@@ -1,11 +1,16 @@
-"""Where a set's members are submitted: the backend at ``$BACKEND_URL``, or an embedded one.
+"""Where a set's members are submitted: the backend at ``$BACKEND_URL``, an embedded one,
+or Slurm job arrays.
 
 A :class:`SetTarget` is the four scheduler operations a set needs (submit, read a run,
-cancel, resume), over the scheduler's public API: :class:`EmbeddedTarget` runs a
-:class:`~evaltui.scheduler.JobScheduler` in this process, as the TUI does (same
-admission, same machine-wide ledger; the runs live in their own sessions and outlive
-it), :class:`~evaltui.api.settarget.ApiTarget` (in the API layer, which sets sit below)
-calls ``evaltui serve`` through its client. Both answer with the same status views.
+cancel, resume); a target that sends submissions in batches also has ``flush()``, which
+the runner calls after each step (SubmitRefused when the batch is refused).
+:class:`EmbeddedTarget` runs a :class:`~evaltui.scheduler.JobScheduler` in this process,
+as the TUI does (same admission, same machine-wide ledger; the runs live in their own
+sessions and outlive it); :class:`~evaltui.api.settarget.ApiTarget` (in the API layer,
+which sets sit below) calls ``evaltui serve`` through its client;
+:class:`~evaltui.sets.arraytarget.SlurmArrayTarget` sends each step's members as one
+Slurm job array. All answer with the same status views; ``sets/dispatch.local_target``
+and ``api/settarget.open_target`` pick one.
 """
 
 from __future__ import annotations
@@ -30,6 +35,11 @@ class RunGone(TargetError):
 
 class ResumeRefused(TargetError):
     """The run cannot be resumed (active, or nothing left to re-run)."""
+
+
+class SubmitRefused(TargetError):
+    """A batch of submissions was refused as a whole (Slurm refused the array); nothing
+    of it is left. The message names the field at fault, as a SetFileError's does."""
 
 
 class SetTarget(Protocol):

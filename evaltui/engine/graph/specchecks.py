@@ -8,16 +8,14 @@ per submit and is what the run subprocess and its workers run from.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from evaltui.contract.spec import DEFAULT_STEP_BUDGET, JobSpec, SpecError, parse_spec
+from evaltui.engine.executor.kinds import executor_of
 from evaltui.engine.foreign.envcache import EnvBuildError, is_built
 from evaltui.engine.foreign.envspec import NodesetEnvironment
 from evaltui.engine.graph.benchmarks import get_benchmark
@@ -129,38 +127,11 @@ def _unbuilt(graph: GraphDefinition) -> dict[str, NodesetEnvironment]:
 
 
 def check_executor(spec: JobSpec) -> None:
-    """``executor = "ray"`` needs the ``ray`` extra where the spec is checked (submit and
-    the run process: the run connects to the cluster from there); ``"slurm"`` needs
-    Slurm's client commands (one line naming the missing ones)."""
-    if spec.eval.executor == "slurm":
-        from evaltui.slurm.commands import SlurmUnavailable, require_commands
-
-        try:
-            require_commands()
-        except SlurmUnavailable as exc:
-            raise SpecError("eval.executor", str(exc)) from None
-        return
-    if spec.eval.executor != "ray":
-        return
-    try:
-        found = importlib.util.find_spec("ray") is not None
-    except (ImportError, ValueError):  # a broken or blocked install
-        found = False
-    if not found:
-        raise SpecError("eval.executor", "ray is not installed here: install evaltui[ray] "
-                        "(pip install 'evaltui[ray]')")
-
-
-def executor_unavailable(spec: Mapping[str, Any]) -> SpecError | None:
-    """Why ``spec``'s executor cannot run from here (:func:`check_executor`), else None (a
-    spec with any other fault: the validator says what it is)."""
-    try:
-        check_executor(JobSpec.model_validate(spec))
-    except SpecError as exc:
-        return exc
-    except ValidationError:
-        return None
-    return None
+    """SpecError on ``eval.executor`` when its executor cannot run here (``ray`` needs the
+    ``ray`` extra where the spec is checked, ``slurm`` Slurm's client commands)."""
+    why = executor_of(spec).missing()
+    if why is not None:
+        raise SpecError("eval.executor", why)
 
 
 def resolve_step_budget(asked: int | None, env_cls: type[NodeSet],

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
 from evaltui.contract.settings import reset_settings
+from evaltui.engine.executor.kinds import executor_kind
 from evaltui.gpu.env import gpu_env
 from evaltui.gpu.fakegpu import FAKE_GPU_INDEX_ENV, charges_dir, fake_gpus, parse_charge_filename
 from evaltui.rundir.jsonfiles import read_json
@@ -55,7 +56,8 @@ def allocation_host_env(spec: JobSpec, environ: Mapping[str, str] = os.environ
     """What a shared nodeset's host gets in its environment: inside a Slurm job that asked
     for gres, the allocated GPU with the most free memory now; else nothing."""
     ev = spec.eval
-    if ev.executor != "slurm" or not ev.slurm.gres or not environ.get("SLURM_JOB_ID"):
+    if not executor_kind(ev.executor).batch or not ev.slurm.gres \
+            or not environ.get("SLURM_JOB_ID"):
         return {}
     return host_gpu_env(_split(environ.get(CUDA_ENV)))
 

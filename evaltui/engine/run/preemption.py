@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evaltui.engine.executor.kinds import executor_of
 from evaltui.slurm.commands import SlurmError
 from evaltui.slurm.control import requeue
 from evaltui.slurm.jobid import own_job_id
@@ -32,9 +33,7 @@ REQUEUE_SIGNAL = signal.SIGUSR1
 
 def is_slurm_batch(spec: Any, environ: Mapping[str, str] = os.environ) -> bool:
     """This run process is a Slurm run's batch step (or inside some allocation)."""
-    ev = spec.get("eval") if isinstance(spec, dict) else None
-    return isinstance(ev, dict) and ev.get("executor") == "slurm" \
-        and bool(environ.get("SLURM_JOB_ID"))
+    return executor_of(spec).batch and bool(environ.get("SLURM_JOB_ID"))
 
 
 def restarted(run_dir: Path, environ: Mapping[str, str] = os.environ) -> bool:

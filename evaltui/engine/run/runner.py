@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -222,55 +222,66 @@ class BatchEvalRunner:
 
     def _executor(self, checked: CheckedSpec, episodes: list[dict[str, Any]], todo: int,
                   sockets: SocketDir, hosts: list[HostProcess]) -> EpisodeExecutor:
-        """The spec's executor: the local pool, or K actors on a Ray cluster."""
-        ev = checked.spec.eval
-        episode_log = partial(_episode_log, self.run_dir)
-        if ev.executor == "ray":
-            from evaltui.engine.executor.ray.executor import RayExecutor  # ray is an optional extra
+        """The spec's executor (``engine/executor/kinds.py`` names them), built here."""
+        build = self._BUILDERS[checked.spec.eval.executor]
+        return build(self, checked, episodes, min(checked.spec.eval.worker_count, todo),
+                     sockets, hosts)
 
-            ray_executor = RayExecutor(
-                checked, episodes, min(ev.worker_count, todo),
-                address=ev.ray_address or settings().ray_address,
-                shared=self._shared_endpoints(checked, b"", sockets, hosts, given_only=True),
-                run_key=SocketDir(self.run_dir).prefix.rstrip("-"),
-                max_episode_retries=ev.max_episode_retries, stop=self.stop,
-                cancel_grace_sec=self.cancel_grace_sec, hung_step_sec=ev.per_step_budget_sec,
-                hung_reset_sec=reset_budget(ev), episode_log=episode_log)
-            if self._summary is not None:  # its replicas, as the local ones are
-                self._summary.replicas = ray_executor.hosts.notes.snapshot
-            return ray_executor
-        if ev.executor == "slurm":
-            return self._slurm_executor(checked, todo, sockets, hosts)
+    def _local_executor(self, checked: CheckedSpec, _episodes: list[dict[str, Any]],
+                        workers: int, sockets: SocketDir, hosts: list[HostProcess]
+                        ) -> EpisodeExecutor:
+        """K worker processes forked from this run's zygote."""
         shared = self._shared_endpoints(checked, new_secret(), sockets, hosts)
-        make_config = partial(WorkerConfig, self.run_dir, checked=checked,
-                              shared=shared, call_timeout=ev.per_step_budget_sec)
-        return EnvWorkerPool(lambda slot: make_config(slot=slot), min(ev.worker_count, todo),
-                             max_episode_retries=ev.max_episode_retries,
-                             stop=self.stop, cancel_grace_sec=self.cancel_grace_sec,
-                             hosts=hosts, hung_step_sec=ev.per_step_budget_sec,
-                             hung_reset_sec=reset_budget(ev),
-                             episode_log=episode_log, zygote=self.zygote,
-                             host_lost=self._replicas.host_lost)
+        return EnvWorkerPool(self._configs(checked, shared), workers, hosts=hosts,
+                             zygote=self.zygote, host_lost=self._replicas.host_lost,
+                             **self._dealing(checked))
 
-    def _slurm_executor(self, checked: CheckedSpec, todo: int, sockets: SocketDir,
-                        hosts: list[HostProcess]) -> EpisodeExecutor:
+    def _ray_executor(self, checked: CheckedSpec, episodes: list[dict[str, Any]],
+                      workers: int, sockets: SocketDir, hosts: list[HostProcess]
+                      ) -> EpisodeExecutor:
+        """K actors on a Ray cluster."""
+        from evaltui.engine.executor.ray.executor import RayExecutor  # ray is an optional extra
+
+        ray_executor = RayExecutor(
+            checked, episodes, workers,
+            address=checked.spec.eval.ray_address or settings().ray_address,
+            shared=self._shared_endpoints(checked, b"", sockets, hosts, given_only=True),
+            run_key=SocketDir(self.run_dir).prefix.rstrip("-"), **self._dealing(checked))
+        if self._summary is not None:  # its replicas, as the local ones are
+            self._summary.replicas = ray_executor.hosts.notes.snapshot
+        return ray_executor
+
+    def _slurm_executor(self, checked: CheckedSpec, _episodes: list[dict[str, Any]],
+                        workers: int, sockets: SocketDir, hosts: list[HostProcess]
+                        ) -> EpisodeExecutor:
         """K job steps of this run's Slurm allocation; shared nodesets are hosted here, on
         TCP, where the steps on other nodes reach them."""
 
-        ev = checked.spec.eval
         shared = self._shared_endpoints(checked, new_secret(), sockets, hosts,
                                         tcp_host=listen_host())
-        make_config = partial(WorkerConfig, self.run_dir, checked=checked,
-                              shared=shared, call_timeout=ev.per_step_budget_sec)
-        return SlurmExecutor(lambda slot: make_config(slot=slot), min(ev.worker_count, todo),
-                             cpus_per_worker=ev.slurm.cpus_per_worker,
-                             mem_per_worker_mb=ev.slurm.mem_per_worker_mb,
-                             max_episode_retries=ev.max_episode_retries, stop=self.stop,
-                             cancel_grace_sec=self.cancel_grace_sec,
-                             hung_step_sec=ev.per_step_budget_sec,
-                             hung_reset_sec=reset_budget(ev),
-                             episode_log=partial(_episode_log, self.run_dir),
-                             hosts=hosts, host_lost=self._replicas.host_lost)
+        slurm = checked.spec.eval.slurm
+        return SlurmExecutor(self._configs(checked, shared), workers,
+                             cpus_per_worker=slurm.cpus_per_worker,
+                             mem_per_worker_mb=slurm.mem_per_worker_mb, hosts=hosts,
+                             host_lost=self._replicas.host_lost, **self._dealing(checked))
+
+    _BUILDERS = {"local": _local_executor, "ray": _ray_executor, "slurm": _slurm_executor}
+    """How each executor of ``engine/executor/kinds.EXECUTORS`` is built, by its name."""
+
+    def _configs(self, checked: CheckedSpec, shared: Mapping[str, SharedEndpoint]
+                 ) -> Callable[[int], WorkerConfig]:
+        """Each worker slot's config (local and Slurm workers)."""
+        make = partial(WorkerConfig, self.run_dir, checked=checked, shared=shared,
+                       call_timeout=checked.spec.eval.per_step_budget_sec)
+        return lambda slot: make(slot=slot)
+
+    def _dealing(self, checked: CheckedSpec) -> dict[str, Any]:
+        """What every executor's dealing core is given: retries, stop, the hung budgets."""
+        ev = checked.spec.eval
+        return {"max_episode_retries": ev.max_episode_retries, "stop": self.stop,
+                "cancel_grace_sec": self.cancel_grace_sec,
+                "hung_step_sec": ev.per_step_budget_sec, "hung_reset_sec": reset_budget(ev),
+                "episode_log": partial(_episode_log, self.run_dir)}
 
     def _fail(self, header: Mapping[str, Any], error: str) -> int:
         summary = SummaryWriter(self.run_dir, header, 0)

@@ -22,6 +22,7 @@ from evaltui.contract.records import (
 )
 from evaltui.contract.spec import JobSpec, SpecError, parse_spec
 from evaltui.contract.states import EpisodeStatus, RunExit, RunState
+from evaltui.engine.executor.kinds import executor_of
 from evaltui.engine.graph.specchecks import check_spec, validate_in_workspace
 from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import episode_dir, now_iso
@@ -65,8 +66,7 @@ class Lifecycle:
         """
         c = self.core
         _importable_workspace(spec)
-        if (spec.eval.executor if isinstance(spec, JobSpec) else
-                (spec.get("eval") or {}).get("executor")) == "slurm":
+        if executor_of(spec).batch:
             return _submit_to_slurm(spec, c.outputs)  # Slurm schedules it, not admission
         # Not built here: a nodeset's own environment that the cache lacks is built while
         # the run waits in the queue (envbuilds.py), and checked then.

@@ -22,9 +22,10 @@ from textual.suggester import Suggester
 from textual.widgets import Button, Checkbox, Input, Label, Select
 
 from evaltui.contract.spec import JobSpec, SpecError
+from evaltui.engine.executor.kinds import EXECUTORS, LOCAL, executor_kind
 from evaltui.engine.graph.datasets import builtin_splits
 from evaltui.engine.graph.specbuild import build_spec
-from evaltui.engine.graph.specchecks import check_executor, executor_unavailable
+from evaltui.engine.graph.specchecks import check_executor
 from evaltui.graphs import builtin_graph_names
 from evaltui.tui.backend import Backend
 from evaltui.tui.keys import QUIT_BINDINGS
@@ -46,8 +47,7 @@ FIELDS: tuple[tuple[str, str, str, str], ...] = (
     ("slurm_partition", "Slurm partition", "", "text"),
     ("slurm_time", "Slurm time", "", "text"),
 )
-EXECUTORS = (("local: worker processes here", "local"), ("ray: actors on a Ray cluster", "ray"),
-             ("slurm: one Slurm job, workers as its steps", "slurm"))
+EXECUTOR_CHOICES = tuple((kind.label, kind.name) for kind in EXECUTORS.values())
 
 PLACEHOLDERS = {"graph": "built-in ({graphs}) or a JSON file",
                 "step_budget": "the env's own limit (BabyAI: max_steps)",
@@ -150,7 +150,7 @@ class SubmitScreen(ModalScreen[str | None]):
                 for field_id, label, default, kind in FIELDS:
                     if field_id == "ray_address":
                         yield Label("executor", classes="form-label")
-                        yield Select(EXECUTORS, value=self.draft.get("executor", "local"),
+                        yield Select(EXECUTOR_CHOICES, value=self.draft.get("executor", "local"),
                                      allow_blank=False, id="executor")
                         yield Label("", id="executor-error", classes="field-error")
                     yield Label(label, classes="form-label")
@@ -189,7 +189,7 @@ class SubmitScreen(ModalScreen[str | None]):
                           split=value("split") or None, episodes=integer("episodes"),
                           start=integer("start"), workers=integer("workers"),
                           step_budget=integer("step_budget"),
-                          executor=None if executor == "local" else executor,
+                          executor=None if executor == LOCAL.name else executor,
                           ray_address=value("ray_address") or None,
                           replicas=value("replicas") or None)
         scheduling = dict(spec.get("scheduling") or {})
@@ -199,7 +199,7 @@ class SubmitScreen(ModalScreen[str | None]):
                 scheduling[key] = number
         scheduling["exclusive_gpu"] = self.query_one("#exclusive", Checkbox).value
         spec["scheduling"] = scheduling
-        if executor == "slurm":  # over a JobSpec file's eval.slurm, as --slurm-* are
+        if executor_kind(executor).batch:  # over a JobSpec file's eval.slurm, as --slurm-*
             given = {"partition": value("slurm_partition"), "time": value("slurm_time")}
             ev = spec.setdefault("eval", {})
             ev["slurm"] = {**dict(ev.get("slurm") or {}), **{k: v for k, v in given.items() if v}}
@@ -225,8 +225,8 @@ class SubmitScreen(ModalScreen[str | None]):
         """Say at once when ray is not installed, rather than at submit."""
         self.draft["executor"] = event.value
         self._clear_error("executor")
-        if missing := executor_unavailable({"graph": {}, "eval": {"executor": event.value}}):
-            self._show_errors({"executor": missing.message})
+        if missing := executor_kind(str(event.value)).missing():
+            self._show_errors({"executor": missing})
 
     def action_submit(self) -> None:
         self._clear_errors()
