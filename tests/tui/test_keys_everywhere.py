@@ -132,3 +132,21 @@ async def test_help_at_80x24_shows_every_key_without_scrolling(runs, make_backen
         shot = app.export_screenshot().replace("&#160;", " ")
         assert "+/-" in shot and "Priority -" not in shot and "ctrl+p" in shot
         assert "Clear filter" in shot and "Compare" in shot
+
+
+async def test_the_cursor_row_stays_on_screen_when_the_table_is_rebuilt(runs, app_factory) -> None:
+    """A resize that changes the columns rebuilds the table: the cursor row (the last,
+    after ``end``) is brought back into view, not left below a view reset to the top
+    (what CI's full run hit: a late layout pass rebuilt the table after ``end``)."""
+    app = app_factory(run_dir=runs["done"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.screen.query_one(EpisodesTable)
+        await wait_for(lambda: table.row_count == 20, what="episode rows")
+        await pilot.press("end")
+        await wait_for(table.cursor_on_screen, timeout=15, what="end: the last row on screen")
+        columns = table.visible_columns
+        await pilot.resize_terminal(200, 24)
+        await wait_for(lambda: table.visible_columns != columns, what="the columns refit")
+        await pilot.pause()
+        assert table.cursor_row == 19
+        await wait_for(table.cursor_on_screen, timeout=15, what="the last row on screen again")

@@ -158,6 +158,7 @@ class EpisodesTable(RowTable):
         widths = fit_columns(width, self.cell_padding, self._longest_id)
         if widths == self._widths:
             return
+        selected = self.selected_index()  # before the columns go, and the rows with them
         if list(widths) != list(self._widths):
             self.clear(columns=True)
             for column in COLUMNS:
@@ -167,7 +168,7 @@ class EpisodesTable(RowTable):
             for key, w in widths.items():
                 self.columns[key].width = w  # type: ignore[index]
         self._widths = widths
-        self._rebuild()  # the cell cache holds cells cut to the old widths
+        self._rebuild(selected)  # the cell cache holds cells cut to the old widths
 
     # --- data ----------------------------------------------------------------------------
 
@@ -304,10 +305,13 @@ class EpisodesTable(RowTable):
         self._last_shown = max((int(k.value or 0) for k in self.rows), default=-1) \
             if self.sort_column == "index" and not self.sort_reverse else -1
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, selected: int | None = None) -> None:
+        """Rows again from ``_rows``; the cursor stays on the selected episode
+        (``selected``, else the one under the cursor now) and in view."""
         if not self.columns:
             return
-        selected = self.selected_index()
+        if selected is None:
+            selected = self.selected_index()
         self.clear()
         self._last_shown = -1
         for index in sorted(self._rows):
@@ -317,17 +321,17 @@ class EpisodesTable(RowTable):
                 self._last_shown = index
         if self.sort_column != "index" or self.sort_reverse:
             self._sort()
-        self._select(selected)
+        self._select(selected, scroll=True)  # clear() took the view back to the top
 
-    def _select(self, index: int | None) -> None:
+    def _select(self, index: int | None, *, scroll: bool = False) -> None:
         if index is None:
             return
         try:
             row = self.get_row_index(str(index))
         except RowDoesNotExist:
             return
-        if row != self.cursor_row:
-            self.move_cursor(row=row, scroll=False)
+        if row != self.cursor_row or scroll:
+            self.move_cursor(row=row, scroll=scroll)
 
     # --- cells ---------------------------------------------------------------------------
 
