@@ -6,10 +6,11 @@ The run dir is written here (it must be on a filesystem the nodes share) and the
 run process is the one that gets the signal before the time limit); the run's workers are
 job steps of that allocation (:mod:`evaltui.engine.executor.slurm`). While the job is
 pending, Slurm's reason is shown (``Slurm job 14: PENDING (Priority)``); then the progress
-bar of any ``evaltui eval``. Ctrl-C: ``scancel``. When the job has ended, the run dir is
-the truth; where it says nothing terminal (the job was cancelled while pending, or killed
-before the run could write its summary), Slurm's state is written into scheduler.json as
-the run's state (:data:`~evaltui.slurm.jobstate.RUN_STATE_OF`), Slurm's word in its note.
+bar of any ``evaltui eval``. Ctrl-C: the cancel recorded, then ``scancel``. The job is
+followed through the one follower (:mod:`evaltui.slurm.follow`): when it has ended, the
+run dir is the truth; where it says nothing terminal (the job was cancelled while
+pending, or killed before the run could write its summary), ``follow_status``'s reading
+of Slurm is written into scheduler.json as the run's state, Slurm's word in its note.
 Where Slurm would not requeue the job (``--no-requeue``, ``PreemptMode=CANCEL``), the job
 is submitted again on the same run dir (:mod:`evaltui.slurm.resubmit`).
 """
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from evaltui.engine.graph.specchecks import CheckedSpec
     from evaltui.slurm.jobinfo import SlurmJobInfo
     from evaltui.slurm.submit import BatchJob
+
 
 def wants_submission(spec: dict[str, Any]) -> bool:
     """A Slurm run asked for outside an allocation: it must be submitted. (Inside one --
