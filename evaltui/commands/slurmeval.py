@@ -6,10 +6,11 @@ The run dir is written here (it must be on a filesystem the nodes share) and the
 run process is the one that gets the signal before the time limit); the run's workers are
 job steps of that allocation (:mod:`evaltui.engine.executor.slurm`). While the job is
 pending, Slurm's reason is shown (``Slurm job 14: PENDING (Priority)``); then the progress
-bar of any ``evaltui eval``. Ctrl-C: ``scancel``. When the job has ended, the run dir is
-the truth; where it says nothing terminal (the job was cancelled while pending, or killed
-before the run could write its summary), Slurm's state is written into scheduler.json as
-the run's state (:data:`~evaltui.slurm.jobstate.RUN_STATE_OF`), Slurm's word in its note.
+bar of any ``evaltui eval``. Ctrl-C: the cancel recorded, then ``scancel``. The job is
+followed through the one follower (:mod:`evaltui.slurm.follow`): when it has ended, the
+run dir is the truth; where it says nothing terminal (the job was cancelled while
+pending, or killed before the run could write its summary), ``follow_status``'s reading
+of Slurm is written into scheduler.json as the run's state, Slurm's word in its note.
 Where Slurm would not requeue the job (``--no-requeue``, ``PreemptMode=CANCEL``), the job
 is submitted again on the same run dir (:mod:`evaltui.slurm.resubmit`).
 """
@@ -35,9 +36,6 @@ if TYPE_CHECKING:
     from evaltui.slurm.jobinfo import SlurmJobInfo
     from evaltui.slurm.submit import BatchJob
 
-ASK_EVERY_SEC = 1.0
-"""How often the controller is asked about the job (the progress itself is summary.json)."""
-
 
 def wants_submission(spec: dict[str, Any]) -> bool:
     """A Slurm run asked for outside an allocation: it must be submitted. (Inside one --
@@ -49,54 +47,42 @@ def wants_submission(spec: dict[str, Any]) -> bool:
 
 
 class SlurmJobProcess:
-    """The submitted job, read as the run process's stand-in (``poll``/``wait``/
-    ``returncode``) for :func:`evaltui.commands.eval.follow`. A Ctrl-C seen by
-    ``interrupt`` cancels the job (once); following goes on until Slurm ends it."""
+    """The submitted job as the run process's stand-in (``poll``/``wait``) for
+    :func:`evaltui.commands.runfollow.follow`, read from the one follower's queue
+    (:func:`evaltui.slurm.follow.shared_queue`): ended once Slurm lists it ended or no
+    longer lists it. A Ctrl-C seen by ``interrupt`` cancels the run once (as ``evaltui
+    cancel`` does); following goes on until Slurm ends the job."""
 
-    def __init__(self, job_id: str, interrupt: DeferredInterrupt) -> None:
-        self.job_id, self.interrupt = job_id, interrupt
-        self.returncode: int | None = None
+    def __init__(self, run_dir: Path, job_id: str, interrupt: DeferredInterrupt) -> None:
+        self.run_dir, self.job_id, self.interrupt = run_dir, job_id, interrupt
         self.info: SlurmJobInfo | None = None
-        self.cancelled = False
-        self._asked = 0.0
+        """Slurm's last word on the job while it listed it."""
+        self.ended = self.cancelled = False
+        self.since = time.time()  # a queue read older than the job cannot know it
 
     def poll(self) -> int | None:
-        from evaltui.slurm.control import cancel
-        from evaltui.slurm.jobinfo import show_job
+        from evaltui.slurm.follow import cancel_slurm_run, shared_queue
 
-        if self.returncode is not None:
-            return self.returncode
         if self.interrupt.seen and not self.cancelled:
             self.cancelled = True
-            cancel(self.job_id)
-        if time.monotonic() - self._asked < ASK_EVERY_SEC:
-            return None
-        self._asked = time.monotonic()
-        infos = show_job(self.job_id)
-        self.info = infos[0] if infos else self.info
-        if not infos or (self.info is not None and self.ended(self.info)):
-            code = (self.info.exit_code or "0:0") if self.info else "0:0"
-            self.returncode = int(code.split(":")[0]) if code.split(":")[0].isdigit() else 1
-        return self.returncode
-
-    @staticmethod
-    def ended(info: SlurmJobInfo) -> bool:
-        state, _ = info.run_state()
-        return state.terminal
+            cancel_slurm_run(self.run_dir, self.job_id)
+        if not self.ended:
+            info, why_not = shared_queue().lookup(self.job_id, newer_than=self.since)
+            self.info = info or self.info  # not asked (why_not): asked again next time
+            self.ended = why_not is None and (info is None or info.run_state()[0].terminal)
+        return 0 if self.ended else None
 
     def pending(self) -> bool:
-        self.poll()
-        return self.returncode is None and self.info is not None and \
+        return self.poll() is None and self.info is not None and \
             self.info.run_state()[0] is RunState.QUEUED
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
+        while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"slurm job {self.job_id}", timeout or 0)
             time.sleep(0.1)
-        assert self.returncode is not None
-        return self.returncode
+        return code
 
 
 def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
@@ -128,7 +114,7 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
     def resubmit() -> str:
         return resubmit_run(run_dir, checked, read_run_status(run_dir).state.value)
 
-    proc = SlurmJobProcess(job_id, interrupt)
+    proc = SlurmJobProcess(run_dir, job_id, interrupt)
     return _follow(args, run_dir, proc, total, console, resubmit)
 
 
@@ -146,7 +132,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
     from evaltui.rundir.jsonfiles import touch_done
     from evaltui.rundir.status import read_run_status
     from evaltui.slurm.commands import SlurmError
-    from evaltui.slurm.follow import record_slurm_end
+    from evaltui.slurm.follow import follow_status, record_slurm_end
     from evaltui.slurm.resubmit import MAX_RESUBMITS, resubmit_reason
 
     earlier: list[str] = []
@@ -172,16 +158,11 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
         earlier.append(proc.job_id)  # recorded by resubmit_run too
         console.print(f"[yellow]resubmitted[/]: {escape(why)}: Slurm job {job_id}",
                       highlight=False)
-        proc = SlurmJobProcess(job_id, proc.interrupt)
-    run_status = read_run_status(run_dir)
-    if not run_status.state.terminal or run_status.state is RunState.ABORTED:
-        info = proc.info
-        if proc.cancelled and info is None:
-            record_slurm_end(run_dir, RunState.CANCELLED, None)
-        elif info is not None:
-            state, reason = info.run_state()
-            record_slurm_end(run_dir, state, reason, proc.returncode)
-        run_status = read_run_status(run_dir)
+        proc = SlurmJobProcess(run_dir, job_id, proc.interrupt)
+    read = read_run_status(run_dir)
+    run_status = follow_status(run_dir, read)  # the run dir first, then Slurm's last word
+    if run_status is not read and run_status.state.terminal:
+        record_slurm_end(run_dir, run_status.state, run_status.note)
     state = run_status.state
     summary = read_summary(run_dir)
     if args.json:
@@ -195,8 +176,8 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
         print_results(Console(), run_dir, state, summary)
     if proc.cancelled or state is RunState.CANCELLED:
         return 130
-    if state is RunState.ABORTED and proc.info is not None:
-        console.print(f"[red]aborted[/]: {proc.info.run_state()[1]}", highlight=False)
+    if state is RunState.ABORTED and run_status.note:
+        console.print(f"[red]aborted[/]: {escape(run_status.note)}", highlight=False)
     return exit_code(state, summary_header(summary), console, run_dir)
 
 

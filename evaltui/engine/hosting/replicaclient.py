@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import mmap
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -107,7 +107,66 @@ def make_spread(endpoint: SharedEndpoint, slot: int) -> ReplicaSpread:
     return SlotSpread(slot, count)
 
 
-class ReplicatedNodeset:
+class ReplicaCalls:
+    """A worker's client of every replica of one nodeset, for both placements (local
+    hosts, Ray actors): each call goes to the live replica ``spread`` picks. One that
+    refuses a connection (``refusing``: lost) is left for the others at once; only when
+    every one refuses does the call wait (up to ``connect_timeout``) for one to come back.
+    One that dies under a call (``dying``) is left out and the call raises: the dealing
+    core retries the episode."""
+
+    def __init__(self, targets: list[Any], spread: ReplicaSpread, *,
+                 dying: tuple[type[Exception], ...],
+                 refusing: tuple[type[Exception], ...] = (),
+                 connect_timeout: float = 30.0) -> None:
+        self.targets, self.spread, self.connect_timeout = targets, spread, connect_timeout
+        self.dying, self.refusing = dying, refusing
+        self.refused: set[int] = set()
+        """Replicas that refused a connection or died (lost), left until every one has."""
+        self.served = [0] * len(targets)
+        """Requests answered by each replica, as this client saw them."""
+
+    def call(self, op: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        return self._send(lambda r: r.call(op, inputs))  # type: ignore[no-any-return]
+
+    def set_episode(self, episode: Mapping[str, Any]) -> dict[str, Any]:
+        return self._send(lambda r: r.set_episode(episode))  # type: ignore[no-any-return]
+
+    def begin_episode(self, episode: Mapping[str, Any]) -> None:
+        self._send(lambda r: r.begin_episode(episode))
+
+    def trajectory(self) -> Any:
+        return self._send(lambda r: r.trajectory())
+
+    def _send(self, request: Callable[[Any], Any]) -> Any:
+        deadline = time.monotonic() + self.connect_timeout
+        delay = 0.02
+        while True:
+            live = [r for r in range(len(self.targets)) if r not in self.refused]
+            replica = self.spread.pick(live)
+            try:
+                with self.spread.calling(replica):
+                    answer = request(self.targets[replica])
+            except self.refusing:
+                self.refused.add(replica)
+                if len(self.refused) < len(self.targets):
+                    continue  # another replica takes it at once
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)  # every replica refused: wait for one to come back
+                delay = min(delay * 2, 0.5)
+                self.refused.clear()
+                continue
+            except self.dying:
+                self.refused.add(replica)  # died under this request: the episode is retried
+                if len(self.refused) == len(self.targets):
+                    self.refused.clear()
+                raise
+            self.served[replica] += 1
+            return answer
+
+
+class ReplicatedNodeset(ReplicaCalls):
     """A client of every replica of one nodeset, with RemoteNodeset's interface."""
 
     def __init__(self, endpoint: SharedEndpoint, slot: int, *, timeout: float | None = None,
@@ -116,27 +175,10 @@ class ReplicatedNodeset:
             raise ValueError("a replicated endpoint needs at least one URL")
         self.url = endpoint.url
         self.urls = endpoint.urls
-        self.connect_timeout = connect_timeout
-        self.proxies = [RemoteNodeset(u, endpoint.secret, timeout=timeout,
-                                      connect_timeout=QUICK_DIAL_SEC) for u in endpoint.urls]
-        self.spread = make_spread(endpoint, slot)
-        self.refused: set[int] = set()
-        """Replicas that refused a connection (lost), left until every one has."""
-        self.served = [0] * len(self.proxies)
-        """Requests answered by each replica, as this client saw them."""
-
-    # ---- what the LoopRunner uses ----------------------------------------------------------
-    def call(self, op: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        return self._send(lambda p: p.call(op, inputs))  # type: ignore[no-any-return]
-
-    def set_episode(self, episode: Mapping[str, Any]) -> dict[str, Any]:
-        return self._send(lambda p: p.set_episode(episode))  # type: ignore[no-any-return]
-
-    def begin_episode(self, episode: Mapping[str, Any]) -> None:
-        self._send(lambda p: p.begin_episode(episode))
-
-    def trajectory(self) -> Any:
-        return self._send(lambda p: p.trajectory())
+        proxies = [RemoteNodeset(u, endpoint.secret, timeout=timeout,
+                                 connect_timeout=QUICK_DIAL_SEC) for u in endpoint.urls]
+        super().__init__(proxies, make_spread(endpoint, slot), dying=(HostGoneError,),
+                         refusing=(ChannelError,), connect_timeout=connect_timeout)
 
     @property
     def success_distance(self) -> float:
@@ -158,34 +200,6 @@ class ReplicatedNodeset:
         return self
 
     def close(self) -> None:
-        for proxy in self.proxies:
+        for proxy in self.targets:
             proxy.close()
         self.spread.close()
-
-    # ---- choosing a replica ----------------------------------------------------------------
-    def _send(self, request: Any) -> Any:
-        deadline = time.monotonic() + self.connect_timeout
-        delay = 0.02
-        while True:
-            live = [r for r in range(len(self.proxies)) if r not in self.refused]
-            replica = self.spread.pick(live)
-            try:
-                with self.spread.calling(replica):
-                    answer = request(self.proxies[replica])
-            except ChannelError:
-                self.refused.add(replica)
-                if len(self.refused) < len(self.proxies):
-                    continue  # another replica takes it at once
-                if time.monotonic() + delay > deadline:
-                    raise
-                time.sleep(delay)  # every replica refused: wait for one to come back
-                delay = min(delay * 2, 0.5)
-                self.refused.clear()
-                continue
-            except HostGoneError:
-                self.refused.add(replica)  # died under this request: the episode is retried
-                if len(self.refused) == len(self.proxies):
-                    self.refused.clear()
-                raise
-            self.served[replica] += 1
-            return answer

@@ -26,10 +26,7 @@ a lost replica keeps its last reading.
 from __future__ import annotations
 
 import sys
-import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from evaltui.contract.settings import settings
 from evaltui.engine.graph.definition import NodesetDef
@@ -37,6 +34,12 @@ from evaltui.engine.hosting.batching import HOST_MAX_BATCH_SIZE, HOST_MAX_WAIT_M
 from evaltui.engine.hosting.channel import SharedEndpoint
 from evaltui.engine.hosting.hostprocess import HostConfig, HostProcess, HostStartError
 from evaltui.engine.hosting.proxy import RemoteNodeset
+from evaltui.engine.hosting.replicabook import (
+    BookedReplica,
+    ReplicaBook,
+    enough_started,
+    replica_count,
+)
 from evaltui.engine.hosting.replicaclient import SPREADS
 from evaltui.engine.run.gpus import RunGpu, run_gpus
 
@@ -45,33 +48,17 @@ DEFAULT_SPREAD = "slot"
 POLL_SEC = 0.25
 
 
-@dataclass
-class Replica:
-    """One host of a replicated nodeset and what the summary says of it."""
-
-    gpu: RunGpu | None
-    host: HostProcess
-    requests: int = 0
-    state: str = "up"
-
-    def note(self) -> dict[str, Any]:
-        return {"gpu": self.gpu.label if self.gpu else None, "pid": self.host.pid,
-                "requests": self.requests, "state": self.state}
-
-
 class RunReplicas:
-    """Every replicated nodeset of one run; ``stop`` ends the stats reading."""
+    """Every replicated nodeset of one run, hosted here: the local placement of the
+    replica book (:mod:`evaltui.engine.hosting.replicabook`); ``stop`` ends its reading."""
 
     def __init__(self, worker_count: int) -> None:
         self.worker_count = worker_count
-        self.sets: dict[str, list[Replica]] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.book = ReplicaBook(self._served, POLL_SEC)
         self._secret = b""
         self._said_no_gpu = False
         self._stats: dict[int, RemoteNodeset] = {}
-        """One stats connection per replica, kept open (the poller's thread alone uses it)."""
+        """One stats connection per replica, kept open (the book's thread alone uses it)."""
 
     def host(self, name: str, ns: NodesetDef, *, secret: bytes, socket_base: str | None,
              tcp_host: str | None, hosts: list[HostProcess]) -> SharedEndpoint:
@@ -80,9 +67,8 @@ class RunReplicas:
         ``socket_base``: the unix socket path without ``.sock`` (else ``tcp_host``).
         """
         spread = check_spread(settings().replica_spread)  # refused before anything starts
-        gpus = self._placement(name, ns)
-        replicas: list[Replica] = []
-        for k, gpu in enumerate(gpus):
+        replicas: list[BookedReplica] = []
+        for k, gpu in enumerate(self._placement(name, ns)):
             url = f"evaltui+tcp://{tcp_host}:0" if tcp_host else \
                 f"evaltui+unix://{socket_base}-r{k}.sock"
             host = HostProcess(HostConfig(
@@ -90,14 +76,14 @@ class RunReplicas:
                 max_batch_size=HOST_MAX_BATCH_SIZE, max_wait_ms=HOST_MAX_WAIT_MS,
                 env=gpu.env() if gpu else {}, environment=ns.environment))
             hosts.append(host)
-            replicas.append(Replica(gpu, host))
+            replicas.append(BookedReplica(host, gpu.label if gpu else None,
+                                          lambda h=host: h.pid))
             host.spawn()  # side by side: N model loads overlap
         started = self._await(name, ns, replicas, hosts)
-        with self._lock:
-            self.sets[name] = replicas
+        self.book.add(name, *replicas)
         self._secret = secret
-        self._start_polling()
-        urls = tuple(r.host.url for r in started)
+        self.book.start()
+        urls = tuple(r.handle.url for r in started)
         if len(urls) == 1:
             return SharedEndpoint(urls[0], secret)
         board = None
@@ -107,30 +93,29 @@ class RunReplicas:
         return SharedEndpoint(urls[0], secret, urls=urls, spread=spread, board=board)
 
     @staticmethod
-    def _await(name: str, ns: NodesetDef, replicas: list[Replica],
-               hosts: list[HostProcess]) -> list[Replica]:
+    def _await(name: str, ns: NodesetDef, replicas: list[BookedReplica],
+               hosts: list[HostProcess]) -> list[BookedReplica]:
         """Wait for every replica; those that could not start are lost, as long as
         ``min_replicas`` did start (else the run fails naming the first one's GPU)."""
-        started: list[Replica] = []
-        failed: list[tuple[Replica, HostStartError]] = []
+        started: list[BookedReplica] = []
+        failed: list[tuple[BookedReplica, HostStartError]] = []
         for replica in replicas:
             try:
-                replica.host.wait_ready()
+                replica.handle.wait_ready()
                 started.append(replica)
             except HostStartError as exc:
                 failed.append((replica, exc))
-        if failed and len(started) < max(1, ns.min_replicas):
+        if failed and not enough_started(ns, len(started), len(replicas)):
             replica, exc = failed[0]  # name the GPU: it may be what is wrong
-            where = replica.gpu.label if replica.gpu else "the host"
-            raise HostStartError(f"the replica on {where}: {exc}") from exc
+            raise HostStartError(f"the replica on {replica.gpu or 'the host'}: {exc}") from exc
         for replica, exc in failed:
             replica.state = "lost"
-            replica.host.stop(grace_sec=0.5)
-            hosts.remove(replica.host)  # nothing to watch or restart
-            where = replica.gpu.label if replica.gpu else "the host"
-            print(f"evaltui: the replica of shared nodeset {name!r} on {where} could not "
-                  f"start ({exc}); going on degraded with {len(started)} of {len(replicas)} "
-                  "replicas", file=sys.stderr, flush=True)
+            replica.handle.stop(grace_sec=0.5)
+            hosts.remove(replica.handle)  # nothing to watch or restart
+            print(f"evaltui: the replica of shared nodeset {name!r} on "
+                  f"{replica.gpu or 'the host'} could not start ({exc}); going on degraded "
+                  f"with {len(started)} of {len(replicas)} replicas", file=sys.stderr,
+                  flush=True)
         return started
 
     def _placement(self, name: str, ns: NodesetDef) -> list[RunGpu | None]:
@@ -142,84 +127,50 @@ class RunReplicas:
                       flush=True)
                 self._said_no_gpu = True
             return [None]
-        wanted = len(gpus) if ns.replicas == "per_gpu" else int(ns.replicas or 1)
-        if len(gpus) < ns.min_replicas:
-            raise HostStartError(
-                f"shared nodeset {name!r} needs min_replicas={ns.min_replicas} GPUs; the run "
-                f"has {len(gpus)} ({', '.join(g.label for g in gpus)})")
-        return list(gpus[:max(1, wanted)])
+        has = f"the run has {len(gpus)} ({', '.join(g.label for g in gpus)})"
+        return list(gpus[:replica_count(name, ns, len(gpus), has, HostStartError)])
 
     # ---- deaths ----------------------------------------------------------------------------
     def host_lost(self, host: HostProcess, how: str) -> bool:
         """A host died: True when it was a replica with others still up (now lost, not to be
         restarted); False for any other host, which the executor restarts as before."""
-        with self._lock:
-            for name, replicas in self.sets.items():
-                mine = [r for r in replicas if r.host is host]
+        with self.book.lock:
+            for name, replicas in self.book.sets.items():
+                mine = [r for r in replicas if r.handle is host]
                 if not mine:
                     continue
                 if mine[0].state == "lost":
                     return True  # said already
-                up = [r for r in replicas if r.state == "up" and r.host is not host]
+                up = [r for r in replicas if r.state == "up" and r.handle is not host]
                 if not up:
                     return False  # the last one: restarted like any host
                 mine[0].state = "lost"
-                where = mine[0].gpu.label if mine[0].gpu else "the host"
-                print(f"evaltui: replica of shared nodeset {name!r} on {where} died ({how}); "
-                      f"going on degraded with {len(up)} of {len(replicas)} replicas",
-                      file=sys.stderr, flush=True)
+                print(f"evaltui: replica of shared nodeset {name!r} on "
+                      f"{mine[0].gpu or 'the host'} died ({how}); going on degraded with "
+                      f"{len(up)} of {len(replicas)} replicas", file=sys.stderr, flush=True)
                 if host.child is not None:
                     host.child.end(grace_sec=0.5)
                 return True
         return False
 
     # ---- summary ---------------------------------------------------------------------------
-    def snapshot(self) -> dict[str, list[dict[str, Any]]] | None:
-        """summary.json's ``replicas`` (None without replicated nodesets)."""
-        with self._lock:
-            if not self.sets:
-                return None
-            return {name: [r.note() for r in rs] for name, rs in self.sets.items()}
-
     def stop(self) -> None:
         """Read the requests served one last time (before the hosts stop), then stop."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        self._read_stats()
-        self._close_stats()
-
-    def _start_polling(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._poll, name="replica-stats",
-                                            daemon=True)
-            self._thread.start()
-
-    def _poll(self) -> None:
-        while not self._stop.wait(POLL_SEC):
-            self._read_stats()
-
-    def _read_stats(self) -> None:
-        with self._lock:
-            up = [r for rs in self.sets.values() for r in rs if r.state == "up"]
-        for replica in up:
-            proxy = self._stats.get(id(replica))
-            if proxy is None:
-                proxy = self._stats[id(replica)] = RemoteNodeset(
-                    replica.host.url, self._secret, timeout=2.0, connect_timeout=0.2)
-            try:
-                served = int(proxy.stats().get("requests", 0))
-            except Exception:  # dying or restarting: keep the last reading
-                proxy.close()
-                continue
-            with self._lock:
-                replica.requests = max(replica.requests, served)
-
-    def _close_stats(self) -> None:
+        self.book.stop()
         for proxy in self._stats.values():
             proxy.close()
         self._stats.clear()
+
+    def _served(self, replica: BookedReplica) -> int:
+        proxy = self._stats.get(id(replica))
+        if proxy is None:
+            proxy = self._stats[id(replica)] = RemoteNodeset(
+                replica.handle.url, self._secret, timeout=2.0, connect_timeout=0.2)
+        try:
+            return int(proxy.stats().get("requests", 0))
+        except Exception:  # dying or restarting: the book keeps the last reading
+            proxy.close()
+            raise
 
 
 def check_spread(value: str | None) -> str:

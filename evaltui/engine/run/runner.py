@@ -147,7 +147,7 @@ class BatchEvalRunner:
             self.run_dir, header, len(plan.order),
             max_error_rate=ev.max_error_rate, on_failure=lambda _exc: self.stop.set())
         self._replicas = RunReplicas(ev.worker_count)
-        summary.replicas = self._replicas.snapshot
+        summary.replicas = self._replicas.book.snapshot
         summary.check_notes = list(checked.notes) or None
         kept, attempts = earlier_rows(self.run_dir, plan.order)
         summary.preload(kept)

@@ -16,7 +16,7 @@ from typing import Any
 from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
 from evaltui.engine.executor.ray.actors import NodesetActor
 from evaltui.engine.executor.ray.placement import ActorPlacement, alive_nodes
-from evaltui.engine.executor.ray.replicas import RayReplicaNotes, replica_asks, replica_count
+from evaltui.engine.executor.ray.replicas import replica_asks, replica_count
 from evaltui.engine.executor.ray.resources import (
     asked_text,
     host_resources,
@@ -27,6 +27,12 @@ from evaltui.engine.executor.ray.resources import (
 from evaltui.engine.graph.specchecks import CheckedSpec
 from evaltui.engine.hosting.batching import HOST_MAX_BATCH_SIZE, HOST_MAX_WAIT_MS
 from evaltui.engine.hosting.channel import SharedEndpoint
+from evaltui.engine.hosting.replicabook import (
+    BookedReplica,
+    ReplicaBook,
+    ReplicaGone,
+    enough_started,
+)
 
 
 class RayHosts:
@@ -38,7 +44,7 @@ class RayHosts:
         self.actors: dict[str, Any] = {}
         self.replicas: dict[str, list[Any]] = {}
         """The replica actors of nodesets with ``replicas`` (:mod:`.replicas`)."""
-        self.notes = RayReplicaNotes()
+        self.notes = ReplicaBook(ray_served, poll_sec=0.5)
         """What summary.json says of them (``replicas``)."""
 
     def shared(self) -> list[str]:
@@ -77,7 +83,7 @@ class RayHosts:
                     actors.append(self._start_actor(name, replica_asks(asks, count), where,
                                                     replica=True))
                 except ExecutorError as exc:  # no room for one more: enough if min started
-                    if len(actors) < ns.min_replicas:
+                    if not enough_started(ns, len(actors), count):
                         raise
                     print(f"evaltui: no room for another replica of shared nodeset {name!r} "
                           f"({exc}); going on with {len(actors)} of {count}",
@@ -108,7 +114,7 @@ class RayHosts:
                 failed = exc
                 print(f"evaltui: replica of shared nodeset {name!r} on {label} cannot start "
                       f"({exc})", file=sys.stderr, flush=True)
-        if failed is not None and len(actors) < max(1, min(ns.min_replicas, wanted)):
+        if failed is not None and not enough_started(ns, len(actors), wanted):
             raise failed
 
     def _start_actor(self, name: str, asks: dict[str, Any], where: ActorPlacement,
@@ -136,7 +142,7 @@ class RayHosts:
         if label is not None:
             gpu = f" (replica on {label})"
         if replica:
-            self.notes.add(name, actor, info, label)
+            self.notes.add(name, booked(actor, info, label))
         print(f"evaltui: shared nodeset {name} is Ray actor pid {info['pid']} on node "
               f"{info['node_id'][:8]}, asking {asked_text(asks)}{gpu}", file=sys.stderr,
               flush=True)
@@ -145,7 +151,7 @@ class RayHosts:
     def restart(self, where: ActorPlacement) -> None:
         """Host them again where the run was moved (its old node took them along)."""
         self.kill()
-        self.notes.mark_lost()
+        self.notes.lose_all()
         self.start(where)
 
     def kill(self) -> None:
@@ -159,3 +165,23 @@ class RayHosts:
                 pass
         self.actors.clear()
         self.replicas.clear()
+
+
+def ray_served(replica: BookedReplica) -> int:
+    """The requests a replica actor has served, for the run's replica book (summary.json's
+    ``replicas``); ReplicaGone once its actor died."""
+    import ray  # the optional ray extra
+
+    try:
+        return int(ray.get(replica.handle.stats.remote(), timeout=2.0).get("requests", 0))
+    except ray.exceptions.RayActorError:
+        raise ReplicaGone(str(replica.handle)) from None
+
+
+def booked(actor: Any, info: Mapping[str, Any], label: str | None) -> BookedReplica:
+    """A replica actor as its ping described it (node, pid, GPU ids), or on the node GPU
+    ``label`` it was pinned to (as its scheduler's record names it)."""
+    node = str(info.get("node_name") or f"node-{str(info['node_id'])[:6]}")
+    gpu = ",".join(info.get("gpu_ids") or []) or "?"
+    pid = info["pid"]
+    return BookedReplica(actor, label or f"{node} GPU{gpu}", lambda: pid)

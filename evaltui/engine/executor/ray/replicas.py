@@ -26,24 +26,21 @@ from typing import Any
 
 from evaltui.engine.executor.errors import ExecutorError
 from evaltui.engine.graph.definition import NodesetDef
+from evaltui.engine.hosting.replicabook import replica_count as book_count
+from evaltui.engine.hosting.replicaclient import ReplicaCalls, SlotSpread
 
 SETUP_PING_SEC = 10.0
 
 
 def replica_count(name: str, ns: NodesetDef) -> int:
-    """How many replica actors of ``ns`` to start on this cluster."""
-    import ray
+    """How many replica actors of ``ns`` to start on this cluster (the book's rule)."""
+    import ray  # the optional ray extra: imported where a Ray run needs it
 
     gpus = int(ray.cluster_resources().get("GPU", 0))
     if gpus == 0:
         print(f"evaltui: no GPU in the Ray cluster: shared nodeset {name!r} (replicas: "
               f"{ns.replicas}) runs one replica", file=sys.stderr, flush=True)
-        return 1
-    if gpus < ns.min_replicas:
-        raise ExecutorError(f"shared nodeset {name!r} needs min_replicas={ns.min_replicas} "
-                            f"GPUs; the Ray cluster has {gpus}")
-    wanted = gpus if ns.replicas == "per_gpu" else int(ns.replicas or 1)
-    return max(1, min(wanted, gpus))
+    return book_count(name, ns, gpus, f"the Ray cluster has {gpus}", ExecutorError)
 
 
 def replica_asks(asks: Mapping[str, Any], count: int) -> dict[str, Any]:
@@ -53,124 +50,23 @@ def replica_asks(asks: Mapping[str, Any], count: int) -> dict[str, Any]:
     return {**asks, "num_cpus": 0, "num_gpus": 1}
 
 
-class RayReplicaClient:
-    """A worker's handle on every replica actor of one nodeset (RayNodeset's interface)."""
+class RayReplicaClient(ReplicaCalls):
+    """A worker's handle on every replica actor of one nodeset (RayNodeset's interface):
+    the replicas' one client, its targets the actors still up when the worker starts."""
 
     def __init__(self, handles: list[Any], slot: int) -> None:
-        import ray
+        import ray  # the optional ray extra
 
-        self.slot = slot
-        self.handles = []
+        up = []
         for handle in handles:  # the replicas still up when this worker starts
             try:
                 ray.get(handle.actor.ping.remote(), timeout=SETUP_PING_SEC)
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
                 continue
-            self.handles.append(handle)
-        if not self.handles:
+            up.append(handle)
+        if not up:
             raise ExecutorError("every replica of the shared nodeset is gone")
-        self.gone: set[int] = set()
-
-    def _send(self, request: Any) -> Any:
-        import ray
-
-        live = [i for i in range(len(self.handles)) if i not in self.gone] or \
-            list(range(len(self.handles)))
-        i = live[self.slot % len(live)]
-        try:
-            return request(self.handles[i])
-        except ray.exceptions.RayActorError:
-            self.gone.add(i)
-            raise
-
-    def call(self, op: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        return self._send(lambda h: h.call(op, inputs))  # type: ignore[no-any-return]
-
-    def set_episode(self, episode: Mapping[str, Any]) -> dict[str, Any]:
-        return self._send(lambda h: h.set_episode(episode))  # type: ignore[no-any-return]
-
-    def begin_episode(self, episode: Mapping[str, Any]) -> None:
-        self._send(lambda h: h.begin_episode(episode))
-
-    def trajectory(self) -> Any:
-        return self._send(lambda h: h.trajectory())
+        super().__init__(up, SlotSpread(slot, len(up)), dying=(ray.exceptions.RayActorError,))
 
     def close(self) -> None:
         pass  # the executor owns the actors
-
-
-class RayReplicaNotes:
-    """summary.json's ``replicas`` for the Ray executor: each replica actor's GPU, pid,
-    requests served and state, read from the actors by a thread (``POLL_SEC``)."""
-
-    POLL_SEC = 0.5
-
-    def __init__(self) -> None:
-        import threading
-
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._sets: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
-
-    def add(self, name: str, actor: Any, info: Mapping[str, Any], label: str | None = None
-            ) -> None:
-        """A replica actor as its ping described it (node, pid, GPU ids), or on the node
-        GPU ``label`` it was pinned to (as its scheduler's record names it)."""
-        node = str(info.get("node_name") or f"node-{str(info['node_id'])[:6]}")
-        gpu = ",".join(info.get("gpu_ids") or []) or "?"
-        note = {"gpu": label or f"{node} GPU{gpu}", "pid": info["pid"], "requests": 0,
-                "state": "up"}
-        with self._lock:
-            self._sets.setdefault(name, []).append((actor, note))
-
-    def start(self) -> None:
-        import threading
-
-        if self._thread is None and self._sets:
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._poll, name="ray-replica-stats",
-                                            daemon=True)
-            self._thread.start()
-
-    def snapshot(self) -> dict[str, list[dict[str, Any]]] | None:
-        with self._lock:
-            if not self._sets:
-                return None
-            return {name: [dict(note) for _, note in rs] for name, rs in self._sets.items()}
-
-    def stop(self) -> None:
-        """A last reading, then no more (before the actors are killed)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        self._read()
-
-    def mark_lost(self) -> None:
-        """Every replica so far is gone (the run's node left; they are hosted again)."""
-        with self._lock:
-            for rs in self._sets.values():
-                for _, note in rs:
-                    note["state"] = "lost"
-
-    def _poll(self) -> None:
-        while not self._stop.wait(self.POLL_SEC):
-            self._read()
-
-    def _read(self) -> None:
-        import ray
-
-        with self._lock:
-            up = [(a, n) for rs in self._sets.values() for a, n in rs if n["state"] == "up"]
-        for actor, note in up:
-            try:
-                served = int(ray.get(actor.stats.remote(), timeout=2.0).get("requests", 0))
-            except ray.exceptions.RayActorError:
-                with self._lock:
-                    note["state"] = "lost"
-                continue
-            except Exception:  # slow or unreachable for now: keep the last reading
-                continue
-            with self._lock:
-                note["requests"] = max(note["requests"], served)
