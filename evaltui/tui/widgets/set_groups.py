@@ -109,6 +109,9 @@ class SetGroups(Tree[Any]):
         that keeps the folded groups folded."""
         self.groups = groups
         self.display = self.can_focus = bool(groups)
+        # Laid out again once its lines exist: a tree shown in the same pass as its first
+        # nodes could keep the height of its empty self (0 rows) until the next rebuild.
+        self.call_after_refresh(self.refresh, layout=True)
         colours = self.app.get_css_variables()
         shape = tuple((g.set_id, tuple(m.key for m in g.members)) for g in groups)
         if shape == self._shape:
