@@ -12,7 +12,7 @@ import sys
 
 from evaltui.contract.setspec import DEFAULT_REPEAT_PARAM, SetFile, SetFileError
 from evaltui.contract.spec import SpecError
-from evaltui.engine.graph.specchecks import validate_spec
+from evaltui.engine.graph.specchecks import metric_absent, validate_spec
 from evaltui.sets.expansion import Expansion, Member
 from evaltui.sets.racing import check_race_metric
 
@@ -41,6 +41,9 @@ def check_members(expansion: Expansion) -> list[str]:
         except SpecError as exc:
             field = set_file_field(expansion.setfile, member, exc.field)
             raise SetFileError(field, exc.message) from None
+        race = expansion.setfile.race
+        if race is not None and (why := metric_absent(checked.spec.eval.dataset, race.metric)):
+            raise SetFileError("race.metric", why)
         warnings += [w for w in checked.warnings if w not in warnings]
     return warnings
 

@@ -85,3 +85,17 @@ def test_a_metaworld_graph_on_a_dataset_without_tasks_is_refused_at_spec_check()
 
     with pytest.raises(SpecError, match="eval.dataset: .* has no task and seed"):
         validate_spec(build_spec("mw_expert", dataset="babyai", episodes=2))
+
+
+@pytest.mark.parametrize("rule", ["spl>=0.5", "ndtw:width<=0.2"])
+def test_a_stop_rule_on_a_path_metric_meta_world_lacks_is_refused(rule: str) -> None:
+    """Meta-World rows have no paths: a rule on spl/ndtw/sdtw would never be met and the
+    run would deal its whole split without a word (it did: 12 of 12 episodes, no stop)."""
+    from evaltui.contract.spec import SpecError
+
+    spec = build_spec("mw_expert", dataset="metaworld", split="reach-v3", episodes=4)
+    spec["eval"]["stop_when"] = rule
+    with pytest.raises(SpecError, match=r"eval.stop_when: .*metaworld rows have no paths"):
+        validate_spec(spec)
+    spec["eval"]["stop_when"] = "success>=0.5"
+    assert validate_spec(spec).spec.eval.stop_when == "success>=0.5"

@@ -61,6 +61,21 @@ def test_the_bad_metric_of_a_race_is_refused_at_the_check(
     assert not (outputs / SETS_DIRNAME).exists()
 
 
+def test_a_race_on_a_path_metric_of_meta_world_is_refused_at_the_check(
+        set_file: Callable[..., Path], outputs: Path, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    """Meta-World rows carry no spl: nobody would ever be eliminated, round after round."""
+    pytest.importorskip("metaworld", reason="metaworld is not installed "
+                        "(pip install 'evaltui[metaworld]')")
+    path = set_file({"name": "r", "base": {"graph": "mw_noisy", "dataset": "metaworld",
+                                           "split": "reach-v3", "episodes": 4},
+                     "matrix": {"policy.noise": [0.0, 0.5]}, "race": {"metric": "spl"}})
+    assert main(["set", "run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "race.metric: 'spl': metaworld rows have no paths" in err
+    assert not (outputs / SETS_DIRNAME).exists()
+
+
 def test_the_target_picks_the_sequence_and_the_lowest_upper_bound_goes_first() -> None:
     xs = {"a": [1.0, 0.0, 1.0, 1.0] * 4, "b": [0.0] * 16}
     split = standings(xs, {"a": 16, "b": 16}, 40, 0.025)

@@ -148,6 +148,9 @@ def _finite_float(value: object) -> float | None:
 # The range each built-in metric lives in: a t interval around a mean near a bound can
 # cross it (an SR of 0.93 over 30 episodes gives hi = 1.03), which is not a value the
 # metric can take, so the interval is clipped to the range.
+PATH_METRICS = ("spl", "ndtw", "sdtw")
+"""The rates that need a reference path or a geodesic distance (a benchmark without paths,
+as Meta-World, has none of them)."""
 METRIC_RANGES: dict[str, tuple[float, float]] = {
     "success": (0.0, 1.0), "spl": (0.0, 1.0), "ndtw": (0.0, 1.0), "sdtw": (0.0, 1.0),
     "path_length": (0.0, math.inf), "nav_error": (0.0, math.inf), "steps": (0.0, math.inf),

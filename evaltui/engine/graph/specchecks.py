@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.contract.spec import DEFAULT_STEP_BUDGET, JobSpec, SpecError, parse_spec
+from evaltui.contract.stoprule import parse_rule
+from evaltui.engine.episode.metrics import PATH_METRICS
 from evaltui.engine.executor.kinds import executor_of
 from evaltui.engine.foreign.envcache import EnvBuildError, is_built
 from evaltui.engine.foreign.envspec import NodesetEnvironment
@@ -106,8 +108,12 @@ def check_spec(spec: JobSpec, *, build: bool = True) -> CheckedSpec:
     bench = get_benchmark(ev.dataset)
     if bench is None or bench.path_metrics:  # Meta-World has no paths: nothing to warn
         warnings += reference_warnings(selected)
+    stop = stop_fields(ev)
+    if ev.stop_when is not None and (why := metric_absent(ev.dataset, parse_rule(
+            ev.stop_when).metric)):
+        raise SpecError("eval.stop_when", why)
     spec = spec.model_copy(update={"eval": ev.model_copy(update={
-        "step_budget": budget, **stop_fields(ev)})})
+        "step_budget": budget, **stop})})
     return CheckedSpec(spec=spec, graph=graph, classes=classes, dataset_path=path, split=split,
                        episode_indices=indices, warnings=warnings, unbuilt=unbuilt,
                        notes=notes)
@@ -124,6 +130,16 @@ def _unbuilt(graph: GraphDefinition) -> dict[str, NodesetEnvironment]:
         except (EnvBuildError, OSError) as exc:
             raise GraphError(f"nodesets.{name}.environment", str(exc)) from None
     return out
+
+
+def metric_absent(dataset: str | None, metric: str) -> str | None:
+    """Why rows of ``dataset`` never carry ``metric`` (a path metric of a benchmark without
+    paths, as Meta-World), else None: a rule on it would never be met, silently."""
+    bench = get_benchmark(dataset)
+    if bench is None or bench.path_metrics or metric not in PATH_METRICS:
+        return None
+    return (f"{metric!r}: {bench.name} rows have no paths, so no {', '.join(PATH_METRICS)} "
+            "(stop on success)")
 
 
 def check_executor(spec: JobSpec) -> None:
