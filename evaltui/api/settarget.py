@@ -69,6 +69,9 @@ class ApiTarget:
                 if run.spec is not None and run.spec.set_id == set_id
                 and run.spec.set_member is not None}
 
+    def flush(self) -> None:
+        """Every submit reached the backend when it was made."""
+
     def close(self) -> None:
         self.client.close()
 

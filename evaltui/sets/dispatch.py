@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 from evaltui.contract.setspec import MemberState, SetRecord
@@ -42,12 +43,9 @@ def cancel_set(plan: SetPlan, target: SetTarget) -> int:
         asked = runner.cancel()
     finally:
         target.close()
-    try:
-        with hold_set(plan.path):
-            if read_ends(record, target):
-                write_set(plan.path, record)
-    except SetBusy:  # the `set run` following it writes set.json
-        pass
+    with suppress(SetBusy), hold_set(plan.path):  # SetBusy: the `set run` following it
+        if read_ends(record, target):              # writes set.json
+            write_set(plan.path, record)
     return asked
 
 

@@ -174,8 +174,7 @@ class SetRunner:
                                                     self._given_up, self._note):
             assert self.record is not None
             self.record.race, changed = self.race.standing, True
-        if hasattr(self.target, "flush"):  # a target sending in batches: this step's
-            self.target.flush()
+        self.target.flush()  # a target sending in batches sends this step's
         if changed:
             self._save()
         if self.on_change is not None:

@@ -64,6 +64,10 @@ class SetTarget(Protocol):
         """The runs already made for members of ``set_id`` (``scheduling.set_member`` ->
         run id); a run dir whose writing was cut short is removed, never listed."""
 
+    def flush(self) -> None:
+        """Send what this step's submits and resumes queued (a target that sends in
+        batches, as a Slurm job array); the runner calls it after every step."""
+
     def close(self) -> None:
         """Stop what the target started; runs are never killed by this."""
 
@@ -114,6 +118,9 @@ class EmbeddedTarget:
 
     def member_runs(self, set_id: str) -> dict[str, str]:
         return member_runs(self.scheduler.outputs, set_id)
+
+    def flush(self) -> None:
+        """Every submit reached the scheduler when it was made."""
 
     def close(self) -> None:
         if self.owned:

@@ -41,15 +41,18 @@ class MemoryTarget:
     def cancel(self, run_id: str) -> None:
         raise AssertionError("not asked")
 
-    def resume(self, run_id: str) -> None:
+    def resume(self, run_id: str, more: int | None = None) -> None:
         self.resumed.append(run_id)
         self.states[run_id] = RunState.DONE
 
     def member_runs(self, set_id: str) -> dict[str, str]:
         return dict(self.made)
 
+    def flush(self) -> None:
+        """Submits here are made at once."""
+
     def close(self) -> None:
-        pass
+        """Nothing started."""
 
 
 def test_an_adopted_aborted_run_is_resumed_not_given_up(tmp_path: Path) -> None:
