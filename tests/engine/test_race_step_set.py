@@ -54,7 +54,7 @@ def test_a_success_race_is_decided_by_step_as_the_package_decides(
     proc = _race(tmp_path, "bot", "noisy_bot", "--episodes", "40", "--workers", "2",
                  "--order-seed", "3", "--json")
     assert proc.returncode == 0, proc.stderr
-    assert (shared_state / "step_policies" / "n_max_40_alpha_0.025.pkl").is_file()
+    assert (shared_state / "step_policies" / "n_max_40_alpha_0.025.npz").is_file()
     result = json.loads(proc.stdout)
     assert result["decided_by"] == "step" and result["step"]["n_max"] == 40
     assert result["winner"] == "A" and result["decided_at"] < 40

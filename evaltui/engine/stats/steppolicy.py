@@ -41,7 +41,7 @@ class StepUnavailable(RuntimeError):
 
 
 def cache_path(n_max: int, alpha: float) -> Path:
-    return state_dir() / "step_policies" / f"n_max_{n_max}_alpha_{alpha}.pkl"
+    return state_dir() / "step_policies" / f"n_max_{n_max}_alpha_{alpha}.npz"
 
 
 def package_dir() -> Path | None:
@@ -65,9 +65,12 @@ def load_policy(n_max: int, alpha: float, *, synthesize: bool = True,
     path)`` is called before a synthesis starts (it takes a while)."""
     if n_max < MIN_N_MAX:
         raise StepUnavailable(f"STEP needs at least {MIN_N_MAX} pairs (n_max={n_max})")
-    for path in (cache_path(n_max, alpha), shipped_path(n_max, alpha)):
-        if path is not None and path.is_file():
-            return read_table(path, n_max)
+    cached = cache_path(n_max, alpha)
+    if cached.is_file():
+        return read_cache(cached, n_max)
+    shipped = shipped_path(n_max, alpha)
+    if shipped is not None:
+        return read_table(shipped, n_max)
     if not synthesize or package_dir() is None:
         raise StepUnavailable(f"no STEP policy for n_max={n_max}, alpha={alpha}: install the "
                               f"step extra (pip install 'evaltui[step]') to synthesize one")
@@ -75,18 +78,39 @@ def load_policy(n_max: int, alpha: float, *, synthesize: bool = True,
     if on_synthesis is not None:
         on_synthesis(n_max, alpha, target)
     table = synthesize_table(n_max, alpha)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-    with os.fdopen(fd, "wb") as out:
-        pickle.dump(table, out)
-    os.replace(tmp, target)
+    write_cache(table, target)
     return table
 
 
+def write_cache(table: StepTable, target: Path) -> None:
+    """``table`` as one flat array and each cell's length (``.npz``, no pickle), atomically."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    cells = [np.asarray(cell, dtype=float).ravel() for row in table for cell in row]
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+    with os.fdopen(fd, "wb") as out:
+        np.savez(out, flat=np.concatenate(cells), lengths=np.array([len(c) for c in cells]))
+    os.replace(tmp, target)
+
+
+def read_cache(path: Path, n_max: int) -> StepTable:
+    """A table :func:`write_cache` wrote (StepUnavailable if it is not one for n_max)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            flat, lengths = data["flat"], data["lengths"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise StepUnavailable(f"{path}: not a STEP policy ({exc})") from None
+    if len(lengths) != (n_max + 1) * (n_max + 2) // 2 or int(lengths.sum()) != len(flat):
+        raise StepUnavailable(f"{path}: not a STEP policy for n_max={n_max}")
+    cells = iter(np.split(flat, np.cumsum(lengths)[:-1]))
+    return [[next(cells) for _x in range(t + 1)] for t in range(n_max + 1)]
+
+
 def read_table(path: Path, n_max: int) -> StepTable:
-    """A pickled table (the package's format: list over t of lists over x of arrays)."""
+    """The package's own shipped table (its format, a pickle: list over t of lists over x
+    of arrays). Read only from the installed package, whose code runs here anyway; evaltui's
+    own cache is never a pickle."""
     with open(path, "rb") as f:
-        table = pickle.load(f)  # our cache, or the installed package's own file
+        table = pickle.load(f)
     if (not isinstance(table, list) or len(table) != n_max + 1
             or any(len(row) != t + 1 for t, row in enumerate(table))):
         raise StepUnavailable(f"{path}: not a STEP policy for n_max={n_max}")

@@ -132,3 +132,23 @@ def test_non_binary_outcomes_are_refused() -> None:
     table = [[np.array([0.0])]] + [[np.array([float(t)])] * (t + 1) for t in range(1, 5)]
     with pytest.raises(ValueError, match="binary"):
         StepDecider(table, 0).add(0.5, 1)
+
+
+def test_the_cache_is_arrays_not_a_pickle_and_a_damaged_one_is_refused(tmp_path) -> None:
+    """evaltui's own cache is an .npz read with allow_pickle=False: a table written and read
+    back is the same table; a file that is not one is a StepUnavailable, not a crash."""
+    from evaltui.engine.stats.steppolicy import read_cache, read_table, shipped_path, write_cache
+
+    table = read_table(shipped_path(200, 0.05), 200)
+    path = tmp_path / "t.npz"
+    write_cache(table, path)
+    with np.load(path, allow_pickle=False) as data:
+        assert set(data.files) == {"flat", "lengths"}
+    again = read_cache(path, 200)
+    assert all(np.array_equal(x, y) for r, s in zip(table, again, strict=True)
+               for x, y in zip(r, s, strict=True))
+    with pytest.raises(StepUnavailable, match="not a STEP policy for n_max=30"):
+        read_cache(path, 30)
+    path.write_bytes(b"\x80\x04garbage")
+    with pytest.raises(StepUnavailable, match="not a STEP policy"):
+        read_cache(path, 200)
