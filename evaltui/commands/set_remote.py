@@ -11,6 +11,7 @@ same table. Ctrl-C stops following only: the backend goes on with the set.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,22 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from evaltui.api.client import ApiClient, ApiError, InvalidRequest, NotFound
+from evaltui.commands.console import error
 from evaltui.commands.console import warning as say_warning
+from evaltui.commands.set_drive import exit_code
+from evaltui.commands.set_follow import FollowPrinter
+from evaltui.commands.set_show import print_table
 from evaltui.contract.setspec import (
     SET_FILENAME,
     MemberState,
     SetFileError,
     SetMemberRecord,
     SetRecord,
+    load_set_file,
 )
+from evaltui.sets.runner import MemberLive, RunnerOptions
+from evaltui.sets.setdir import SetDirError, read_set
 
 POLL_SEC = 0.5
 
@@ -36,11 +45,7 @@ def set_ref(ref: str) -> str:
     return path.resolve().name if (path / SET_FILENAME).is_file() else ref
 
 
-def run_remote(args: argparse.Namespace, kind: str, url: str, options: Any) -> int:
-    from evaltui.api.client import ApiClient, ApiError, InvalidRequest
-    from evaltui.commands.console import error
-    from evaltui.contract.setspec import load_set_file
-
+def run_remote(args: argparse.Namespace, kind: str, url: str, options: RunnerOptions) -> int:
     console = Console(stderr=True, soft_wrap=True)  # piped: lines whole, never folded
     client = ApiClient(url)
     try:
@@ -56,9 +61,7 @@ def run_remote(args: argparse.Namespace, kind: str, url: str, options: Any) -> i
                 made = client.resume_set(set_ref(args.set), retries=options.retries,
                                          max_error_rate=options.max_error_rate,
                                          max_parallel=options.max_parallel)
-        except SetFileError as exc:
-            return error(str(exc))
-        except InvalidRequest as exc:
+        except (SetFileError, InvalidRequest) as exc:
             return error(str(exc))
         except ApiError as exc:
             return error(str(exc), 1)
@@ -84,11 +87,8 @@ def run_remote(args: argparse.Namespace, kind: str, url: str, options: Any) -> i
     return finish(body, args, console)
 
 
-def follow(client: Any, set_id: str, console: Console) -> dict[str, Any]:
+def follow(client: ApiClient, set_id: str, console: Console) -> dict[str, Any]:
     """Print the follow lines until the backend has settled the set; its last body."""
-    from evaltui.commands.set_follow import FollowPrinter
-    from evaltui.sets.runner import MemberLive
-
     printer = FollowPrinter(console, set_id)
     try:
         while True:
@@ -103,12 +103,6 @@ def follow(client: Any, set_id: str, console: Console) -> dict[str, Any]:
 
 def finish(body: dict[str, Any], args: argparse.Namespace, console: Console) -> int:
     """The table (from the set dir when this machine can read it) and the exit code."""
-    import json
-
-    from evaltui.commands.set_show import print_table
-    from evaltui.commands.sets import exit_code
-    from evaltui.sets.setdir import SetDirError, read_set
-
     try:
         record = read_set(Path(body["set_dir"]))
     except SetDirError:  # a backend on another machine: its answer is all there is
@@ -116,8 +110,8 @@ def finish(body: dict[str, Any], args: argparse.Namespace, console: Console) -> 
                            members=[_member(m) for m in body["members"]])
         print(json.dumps({k: body[k] for k in ("set_id", "name", "members", "best",
                                                "baseline")}, indent=2))
-        return exit_code(record, bool(body.get("held")), console)
-    print_table(record, args, as_json=args.json)
+    else:
+        print_table(record, args, as_json=args.json)
     return exit_code(record, bool(body.get("held")), console)
 
 
@@ -129,9 +123,6 @@ def _member(m: dict[str, Any]) -> SetMemberRecord:
 
 
 def cancel_remote(args: argparse.Namespace, url: str) -> int:
-    from evaltui.api.client import ApiClient, ApiError, NotFound
-    from evaltui.commands.console import error
-
     with ApiClient(url) as client:
         try:
             answer = client.cancel_set(set_ref(args.set))

@@ -15,7 +15,13 @@ from typing import Any
 
 from rich.console import Console
 
+from evaltui.commands.console import error
 from evaltui.contract.setspec import SetFileError, SetRecord
+from evaltui.sets.grouprows import group_table, set_group_field
+from evaltui.sets.render import TERMINAL_METRICS, render, rich_table
+from evaltui.sets.setdir import SetDirError, read_set, resolve_set
+from evaltui.sets.table import build_table, table_json
+from evaltui.sets.textplot import metric_plots
 
 FORMATS = ("md", "latex", "csv", "json")
 
@@ -38,9 +44,6 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
 
 
 def show_set(args: argparse.Namespace) -> int:
-    from evaltui.commands.console import error
-    from evaltui.sets.setdir import SetDirError, read_set, resolve_set
-
     if args.digits < 0:
         return error(f"--digits must be >= 0, got {args.digits}")
     try:
@@ -79,10 +82,6 @@ def axis_entry(raw: str, field: str) -> dict[str, Any]:
 
 def print_table(record: SetRecord, args: argparse.Namespace, *, as_json: bool) -> int:
     """Print the set's table as ``args`` ask (``set run`` ends with it too)."""
-    from evaltui.sets.grouprows import group_table, set_group_field
-    from evaltui.sets.render import render, rich_table
-    from evaltui.sets.table import build_table, table_json
-
     outputs = getattr(args, "outputs", None)
     entry = baseline_entry(record, getattr(args, "baseline", None))
     table = build_table(record, outputs, baseline=entry)
@@ -102,9 +101,6 @@ def print_table(record: SetRecord, args: argparse.Namespace, *, as_json: bool) -
         console = Console()
         console.print(rich_table(table, metrics=metrics or None, pivot=pivot, digits=digits,
                                  width=console.width))
-        from evaltui.sets.render import TERMINAL_METRICS
-        from evaltui.sets.textplot import metric_plots
-
         for plot in metric_plots(table, metrics or list(TERMINAL_METRICS)):
             console.print(plot, highlight=False, markup=False)
     return 0

@@ -16,13 +16,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from evaltui.commands.console import error
+from evaltui.commands.set_drive import drive, runner_arguments, runner_options
 from evaltui.contract.setspec import SetFileError
 from evaltui.engine.executor.kinds import executor_kind
+from evaltui.sets.plan import plan_file
+from evaltui.sets.watch import CheckpointScanner, watch_set
 
 
 def add_parser(cmds: argparse._SubParsersAction) -> None:
-    from evaltui.commands.sets import runner_arguments
-
     p = cmds.add_parser("watch", help="evaluate checkpoints as training writes them")
     p.add_argument("file", help="a set file whose checkpoint axis names a directory (watch)")
     runner_arguments(p)
@@ -34,11 +36,6 @@ def add_parser(cmds: argparse._SubParsersAction) -> None:
 
 
 def watch_command(args: argparse.Namespace) -> int:
-    from evaltui.commands.console import error
-    from evaltui.commands.sets import drive, runner_options
-    from evaltui.sets.plan import plan_file
-    from evaltui.sets.watch import CheckpointScanner, watch_set
-
     console = Console(stderr=True, soft_wrap=True)  # piped: lines whole, never folded
     path = Path(args.file)
     try:
