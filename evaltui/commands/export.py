@@ -13,16 +13,16 @@ import argparse
 import importlib
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from evaltui.commands.console import error, note
+from evaltui.commands.export_set import export_set
 from evaltui.commands.refs import RefError, add_outputs_option, resolve_run_or_set
+from evaltui.results.runrows import RunDirError
+from evaltui.runview.snapshot import RunSnapshot, read_snapshot
 
-if TYPE_CHECKING:
-    from evaltui.runview.snapshot import RunSnapshot
-
-TRACKERS = {"wandb": "wandb", "mlflow": "mlflow", "tensorboard": "tensorboard"}
-"""``--to`` value -> the module its extra installs (``pip install 'evaltui[NAME]'``)."""
+TRACKERS = ("mlflow", "tensorboard", "wandb")
+"""``--to`` values: each the name of its extra (``pip install 'evaltui[NAME]'``), of the
+package that extra installs and of its writer, ``evaltui.export.to_NAME``."""
 ONLY_FOR = {"logdir": "tensorboard", "tracking_uri": "mlflow", "dir": "wandb"}
 
 
@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(outputs/eval_runs/RUN_ID), or a set dir or set id "
                    "(outputs/eval_sets/SET_ID: its members grouped under it)")
     add_outputs_option(p)
-    p.add_argument("--to", required=True, choices=sorted(TRACKERS), help="the tracker")
+    p.add_argument("--to", required=True, choices=TRACKERS, help="the tracker")
     p.add_argument("--logdir", metavar="D", type=Path,
                    help="tensorboard: the log dir (the run goes to D/[PROJECT/]RUN_NAME)")
     p.add_argument("--tracking-uri", metavar="U",
@@ -59,23 +59,17 @@ def run(args: argparse.Namespace) -> int:
             return error(f"{flag} is for --to {tracker}, not --to {args.to}", 2)
     if args.to == "tensorboard" and args.logdir is None:
         return error("--to tensorboard needs --logdir D", 2)
-    module = TRACKERS[args.to]
     try:
-        importlib.import_module(module)
+        importlib.import_module(args.to)
     except ImportError:
-        return error(f"--to {args.to} needs the {module} package: "
+        return error(f"--to {args.to} needs the {args.to} package: "
                      f"pip install 'evaltui[{args.to}]'", 2)
     try:
         kind, path = resolve_run_or_set(args.run_dir, args.outputs)
     except RefError as exc:
         return error(str(exc))
     if kind == "set":
-        from evaltui.commands.export_set import export_set
-
         return export_set(args, path)
-    from evaltui.results.runrows import RunDirError
-    from evaltui.runview.snapshot import read_snapshot
-
     try:
         snap = read_snapshot(path)
     except RunDirError as exc:
@@ -98,17 +92,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace, snap: RunSnapshot) -> str:
+    # optional: mlflow, tensorboard or wandb (the extra of that name)
+    tracker = importlib.import_module(f"evaltui.export.to_{args.to}")
     if args.to == "tensorboard":
-        from evaltui.export import to_tensorboard
-
-        return str(to_tensorboard.export(snap, logdir=args.logdir, project=args.project,
-                                         run_name=args.run_name))
+        return str(tracker.export(snap, logdir=args.logdir, project=args.project,
+                                  run_name=args.run_name))
     if args.to == "mlflow":
-        from evaltui.export import to_mlflow
-
-        return to_mlflow.export(snap, tracking_uri=args.tracking_uri, project=args.project,
-                                run_name=args.run_name)
-    from evaltui.export import to_wandb
-
-    return to_wandb.export(snap, project=args.project, run_name=args.run_name,
-                           directory=args.dir)
+        return tracker.export(snap, tracking_uri=args.tracking_uri, project=args.project,
+                              run_name=args.run_name)
+    return tracker.export(snap, project=args.project, run_name=args.run_name,
+                          directory=args.dir)

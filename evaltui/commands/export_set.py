@@ -10,20 +10,20 @@ Exporting again updates the same tracker runs. Exit codes as for a run.
 from __future__ import annotations
 
 import argparse
+import importlib
+import warnings
 from pathlib import Path
 from typing import Any
 
-from evaltui.commands.console import note
+from evaltui.commands.console import error, note
 from evaltui.export.setmember import SetMember
+from evaltui.results.runrows import RunDirError
+from evaltui.runview.snapshot import read_snapshot
+from evaltui.sets.setdir import SetDirError, read_set
+from evaltui.sets.table import member_run_dir
 
 
 def export_set(args: argparse.Namespace, set_path: Path) -> int:
-    from evaltui.commands.console import error
-    from evaltui.results.runrows import RunDirError
-    from evaltui.runview.snapshot import read_snapshot
-    from evaltui.sets.setdir import SetDirError, read_set
-    from evaltui.sets.table import member_run_dir
-
     if args.run_name is not None:
         return error("--run-name is for a run dir; a set's runs are named by their axes", 2)
     try:
@@ -72,36 +72,28 @@ def curves(members: list[tuple[SetMember, Any]], by_group: bool
 
 def _export(args: argparse.Namespace, set_id: str, members: list[tuple[SetMember, Any]]
             ) -> str:
-    import warnings
-
     with warnings.catch_warnings():  # the trackers' own deprecations, as for a run
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", FutureWarning)
+        # optional: mlflow, tensorboard or wandb (the extra of that name)
+        tracker = importlib.import_module(f"evaltui.export.to_{args.to}")
         if args.to == "tensorboard":
-            from evaltui.export import to_tensorboard
-
             for member, snap in members:
-                to_tensorboard.export(snap, logdir=args.logdir, project=args.project,
-                                      member=member)
+                tracker.export(snap, logdir=args.logdir, project=args.project, member=member)
             for group, metrics in curves(members, by_group=True).items():
-                to_tensorboard.export_set_curve(args.logdir, args.project, set_id, group,
-                                                metrics)
+                tracker.export_set_curve(args.logdir, args.project, set_id, group, metrics)
             base = Path(args.logdir) / args.project if args.project else Path(args.logdir)
             return str(base / set_id)
         if args.to == "mlflow":
-            from evaltui.export import to_mlflow
-
             # MLflow's metric names take no "=": split=GoToLocal -> split:GoToLocal
             flat = {f"{metric}/{group.replace('=', ':')}": points
                     for group, metrics in curves(members, by_group=True).items()
                     for metric, points in metrics.items()}
-            parent = to_mlflow.set_parent_run(args.tracking_uri, set_id, args.project, flat)
+            parent = tracker.set_parent_run(args.tracking_uri, set_id, args.project, flat)
             for member, snap in members:
-                to_mlflow.export(snap, tracking_uri=args.tracking_uri, project=args.project,
-                                 member=member, parent_run_id=parent)
-            return f"{args.project or to_mlflow.DEFAULT_EXPERIMENT}/{parent}"
-        from evaltui.export import to_wandb
-
+                tracker.export(snap, tracking_uri=args.tracking_uri, project=args.project,
+                               member=member, parent_run_id=parent)
+            return f"{args.project or tracker.DEFAULT_EXPERIMENT}/{parent}"
         for member, snap in members:
-            to_wandb.export(snap, project=args.project, directory=args.dir, member=member)
-        return f"{args.project or to_wandb.DEFAULT_PROJECT} group {set_id}"
+            tracker.export(snap, project=args.project, directory=args.dir, member=member)
+        return f"{args.project or tracker.DEFAULT_PROJECT} group {set_id}"

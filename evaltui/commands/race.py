@@ -27,7 +27,27 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
+from evaltui.commands.console import error, note
+from evaltui.commands.evalstart import discard, hand_over, start_run_process
+from evaltui.commands.set_show import axis_entry
+from evaltui.contract.setspec import SetFileError
+from evaltui.contract.spec import SpecError
+from evaltui.engine.episode.metrics import METRIC_RANGES, row_values
+from evaltui.engine.graph.specbuild import build_spec
+from evaltui.engine.stats.paired import PairedRace
+from evaltui.engine.stats.step import StepDecider
+from evaltui.engine.stats.steppolicy import StepUnavailable, load_policy
 from evaltui.graphs import builtin_graph_names
+from evaltui.procs.groups import terminate_group
+from evaltui.procs.spawn import spawned_ref
+from evaltui.results.verifystop import dealt_order
+from evaltui.rundir.jsonfiles import read_json
+from evaltui.sets.expansion import show_axes
+from evaltui.sets.plan import plan_file, plan_record
+from evaltui.sets.racepair import race_pair, race_spec
+from evaltui.sets.setdir import read_set, resolve_set
 
 POLL_SEC = 0.25
 SIDES = ("A", "B")
@@ -71,14 +91,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from evaltui.commands.console import error
-    from evaltui.commands.evalstart import discard, hand_over, start_run_process
-    from evaltui.contract.spec import SpecError
-    from evaltui.engine.episode.metrics import METRIC_RANGES
-    from evaltui.engine.graph.specbuild import build_spec
-
     console = Console(stderr=True)
     if METRIC_RANGES.get(args.metric) != (0.0, 1.0):
         return error(f"--metric {args.metric!r} is not a metric bounded in [0, 1] (success, "
@@ -137,13 +149,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _set_specs(args: argparse.Namespace, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
     """The baseline's and the member's race specs, and their labels (raises ValueError)."""
-    from evaltui.commands.set_show import axis_entry
-    from evaltui.contract.setspec import SetFileError
-    from evaltui.sets.expansion import show_axes
-    from evaltui.sets.plan import plan_file, plan_record
-    from evaltui.sets.racepair import race_pair, race_spec
-    from evaltui.sets.setdir import read_set, resolve_set
-
     if args.b is not None:
         raise SetFileError("MEMBER", f"with --set give one member, not {args.a!r} and {args.b!r}")
     if args.dataset or args.split:
@@ -162,8 +167,6 @@ def _set_specs(args: argparse.Namespace, seed: int) -> tuple[list[dict[str, Any]
 
 def _split_size(spec: dict[str, Any]) -> int | None:
     """The episodes the run of ``spec`` will deal, or None where they cannot be read here."""
-    from evaltui.results.verifystop import dealt_order
-
     try:
         return len(dealt_order(spec))
     except Exception:  # any reason: the run itself refuses, in its own words
@@ -173,10 +176,6 @@ def _split_size(spec: dict[str, Any]) -> int | None:
 def _step_decider(args: argparse.Namespace, full_n: int | None, seed: int) -> Any:
     """STEP for this race (None: the CS decides, or not known yet while ``full_n`` is None;
     False: --decide-by step cannot be had)."""
-    from evaltui.commands.console import error, note
-    from evaltui.engine.stats.step import StepDecider
-    from evaltui.engine.stats.steppolicy import StepUnavailable, load_policy
-
     if (full_n is None or args.decide_by == "cs"
             or (args.decide_by is None and args.metric != "success")):
         return None
@@ -197,11 +196,6 @@ def _step_decider(args: argparse.Namespace, full_n: int | None, seed: int) -> An
 
 def _follow(dirs: list[Path], procs: list[Any], args: argparse.Namespace, step: Any) -> Any:
     """Feed both runs' rows to the race until it is decided or both runs ended."""
-    from evaltui.engine.episode.metrics import row_values
-    from evaltui.engine.stats.paired import PairedRace
-    from evaltui.results.verifystop import dealt_order
-    from evaltui.rundir.jsonfiles import read_json
-
     order = dealt_order(read_json(dirs[0] / "spec.json"))
     race = PairedRace(order, min_diff=args.min_diff, step=step)
     seen: list[dict[Path, float]] = [{}, {}]
@@ -227,9 +221,6 @@ def _follow(dirs: list[Path], procs: list[Any], args: argparse.Namespace, step: 
 
 
 def _stop(procs: list[Any]) -> None:
-    from evaltui.procs.groups import terminate_group
-    from evaltui.procs.spawn import spawned_ref
-
     for proc in procs:
         if proc.poll() is None:
             terminate_group(spawned_ref(proc))

@@ -12,6 +12,12 @@ from pathlib import Path
 
 from evaltui.commands.console import error, note
 from evaltui.commands.refs import RefError, add_outputs_option, resolve_run_or_set
+from evaltui.commands.report_set import report_set
+from evaltui.report.build import write_run_report
+from evaltui.report.episodechoice import EpisodeChoiceError, parse_episode_choice
+from evaltui.report.outdir import OutputDirError, check_output
+from evaltui.results.runrows import RunDirError
+from evaltui.runview.snapshot import read_snapshot
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,20 +46,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaltui.report.build import write_run_report
-    from evaltui.report.episodechoice import EpisodeChoiceError, parse_episode_choice
-    from evaltui.report.outdir import OutputDirError, check_output
-    from evaltui.results.runrows import RunDirError
-    from evaltui.runview.snapshot import read_snapshot
-
     try:
         kind, path = resolve_run_or_set(args.run_dir, args.outputs)
     except RefError as exc:
         return error(str(exc))
     args.run_dir = str(path)
     if kind == "set":
-        from evaltui.commands.report_set import report_set
-
         return report_set(args)
     if args.pivot is not None:
         return error("--pivot is for a set dir")

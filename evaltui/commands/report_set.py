@@ -13,15 +13,14 @@ import time
 from pathlib import Path
 
 from evaltui.commands.console import error, note
+from evaltui.report.episodechoice import EpisodeChoiceError, parse_episode_choice
+from evaltui.report.outdir import OutputDirError, check_output
+from evaltui.report.setsite import write_set_report
+from evaltui.sets.setdir import SetDirError, read_set
+from evaltui.sets.table import build_table
 
 
 def report_set(args: argparse.Namespace) -> int:
-    from evaltui.report.episodechoice import EpisodeChoiceError, parse_episode_choice
-    from evaltui.report.outdir import OutputDirError, check_output
-    from evaltui.report.setsite import write_set_report
-    from evaltui.sets.setdir import SetDirError, read_set
-    from evaltui.sets.table import build_table
-
     started = time.monotonic()
     out = Path(args.output)
     set_path = Path(args.run_dir).expanduser().resolve()

@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evaltui.commands.console import error
+from evaltui.results.replaycheck import ReplayReport, replay_run
 from evaltui.results.runrows import RunDirError, resolve_run_dir
 from evaltui.results.verify import (
     DEFAULT_TOLERANCE,
@@ -21,9 +22,6 @@ from evaltui.results.verify import (
     verify_run,
 )
 from evaltui.rundir.layout import is_run_id
-
-if TYPE_CHECKING:
-    from evaltui.results.replaycheck import ReplayReport
 
 MISMATCHES_SHOWN = 50
 """Text output lists this many mismatches; ``--json`` lists them all."""
@@ -62,8 +60,6 @@ def run(args: argparse.Namespace) -> int:
         report = verify_run(run_dir, args.tolerance)
         replay = None
         if args.replay:
-            from evaltui.results.replaycheck import replay_run  # imports minigrid
-
             replay = replay_run(run_dir, load_episode_dirs(run_dir), args.tolerance)
     except VerifyInputError as exc:
         return error(str(exc))
