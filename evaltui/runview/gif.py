@@ -13,10 +13,10 @@ from pathlib import Path
 
 from PIL import Image
 
+from evaltui.contract.records import LOG_FILENAME
 from evaltui.rundir.logread import iter_log
 from evaltui.rundir.safeopen import LeavesRoot, open_inside
 from evaltui.runview.frames import FrameRef, record_frames
-from evaltui.runview.replay import LOG_FILENAME
 
 
 class NoFramesError(ValueError):

@@ -21,12 +21,11 @@ from typing import Any
 
 import orjson
 
+from evaltui.contract.records import EPISODE_FILENAME, LOG_FILENAME
 from evaltui.rundir.safeopen import LeavesRoot, kind_inside, read_json_inside
 from evaltui.runview.frames import FrameRef, record_frames
 from evaltui.runview.logindex import LineIndex
 
-LOG_FILENAME = "log.jsonl"
-EPISODE_FILENAME = "episode.json"
 FIRINGS_PER_STEP_LIMIT = 500
 """A step with more records than this shows the first ones and says how many were left."""
 ERROR_STEPS_LIMIT = 10_000

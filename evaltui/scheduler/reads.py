@@ -11,7 +11,7 @@ from evaltui.contract.records import SUMMARY_FILENAME
 from evaltui.contract.spec import JobSpec
 from evaltui.contract.states import RunState
 from evaltui.contract.views import run_view
-from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.summaryfile import read_summary
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.gpukey import split_key
 from evaltui.scheduler.admission.sampling import Sampler
@@ -48,10 +48,7 @@ class Reads:
             return info
         summary = None
         if state is not RunState.QUEUED or (run_dir / SUMMARY_FILENAME).exists():
-            try:
-                summary = read_json(run_dir / SUMMARY_FILENAME)
-            except (OSError, ValueError):
-                summary = None
+            summary = read_summary(run_dir)
         reason = wait.reason if wait is not None else record.waiting_reason
         return run_view(run_id, run_dir, state, record, summary, c.index.brief(run_id),
                         waiting_reason=reason if state is RunState.QUEUED else None)

@@ -12,20 +12,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from evaltui.contract.records import SUMMARY_FILENAME
 from evaltui.results.groups import GroupByError, group_by_field, metric_groups
-from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.summaryfile import read_summary
 from evaltui.sets.table import MemberRow, SetTable
 
 
 def _summary(row: MemberRow) -> dict[str, Any] | None:
-    if row.run_dir is None:
-        return None
-    try:
-        summary = read_json(row.run_dir / SUMMARY_FILENAME)
-    except (OSError, ValueError):
-        return None
-    return summary if isinstance(summary, dict) else None
+    return None if row.run_dir is None else read_summary(row.run_dir)
 
 
 def set_group_field(table: SetTable, by: str | None) -> str | None:

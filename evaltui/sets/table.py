@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaltui.contract.records import SUMMARY_FILENAME
 from evaltui.contract.setspec import RaceStanding, SetMemberRecord, SetRecord
 from evaltui.results.compare import ordered_metrics  # numpy: after the command starts
-from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import outputs_root, runs_root
 from evaltui.rundir.status import read_run_status
+from evaltui.rundir.summaryfile import read_summary_header
 from evaltui.sets.stats import BaselineDiff
 
 LOWER_IS_BETTER = frozenset({"steps", "path_length", "nav_error"})
@@ -101,17 +100,12 @@ def _row(member: SetMemberRecord, outputs: str | os.PathLike[str] | None) -> Mem
     if run_dir is None:
         return row
     row.state = read_run_status(run_dir).state.value  # the run dir's word, not set.json's
-    try:
-        summary = read_json(run_dir / SUMMARY_FILENAME)
-    except (OSError, ValueError):
-        return row
-    if not isinstance(summary, dict):
-        return row
-    row.metrics = {k: float(v) for k, v in (summary.get("metrics") or {}).items()
-                   if isinstance(v, int | float)}
-    row.metrics_ci95 = dict(summary.get("metrics_ci95") or {})
-    row.metrics_n = {k: int(v) for k, v in (summary.get("metrics_n") or {}).items()
-                     if isinstance(v, int)}
+    summary = read_summary_header(run_dir)
+    if summary is not None:
+        row.metrics = dict(summary.metrics)
+        row.metrics_ci95 = {k: None if ci is None else list(ci)  # as JSON has it
+                            for k, ci in summary.metrics_ci95.items()}
+        row.metrics_n = dict(summary.metrics_n or {})
     return row
 
 

@@ -18,10 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaltui.contract.records import SUMMARY_FILENAME
 from evaltui.contract.slurmoptions import SlurmOptions
-from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.layout import is_run_id
+from evaltui.rundir.summaryfile import read_summary
 
 LOOK_BACK = 20
 """How many of the newest run dirs are looked at for an earlier run's episode time."""
@@ -44,11 +43,8 @@ def measured_episode(runs_dir: Path, graph_name: str, dataset: str, split: str |
     except OSError:
         return None
     for name in [n for n in names if n != exclude][:LOOK_BACK]:
-        try:
-            summary = read_json(runs_dir / name / SUMMARY_FILENAME)
-        except (OSError, ValueError):
-            continue
-        if not isinstance(summary, dict) or summary.get("graph_name") != graph_name \
+        summary = read_summary(runs_dir / name)
+        if summary is None or summary.get("graph_name") != graph_name \
                 or summary.get("dataset") != dataset or summary.get("split") != split:
             continue
         times = [r["elapsed_sec"] for r in summary.get("episodes") or []

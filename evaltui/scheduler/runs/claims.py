@@ -29,6 +29,7 @@ from evaltui.contract.views import holder_key
 from evaltui.rundir.jsonfiles import read_json
 from evaltui.rundir.status import abort_note, derive_run_state
 from evaltui.rundir.store import change_scheduler_record, read_record
+from evaltui.rundir.summaryfile import read_summary_header
 from evaltui.scheduler.admission.ledger import LedgerTxn
 from evaltui.scheduler.core import Core, Write
 from evaltui.scheduler.runs.handles import RunHandle
@@ -254,12 +255,9 @@ def ended_fields(run_dir: Path, state: RunState) -> dict[str, Any]:
     """``finished_at`` and ``exit_code`` of a run that ended while no scheduler watched it,
     from what it left: its summary's end time (else its last file's), and the exit code
     its final state implies (its exit status went to its parent, which was gone)."""
-    finished = None
-    try:
-        finished = read_json(run_dir / SUMMARY_FILENAME).get("finished_at")
-    except (OSError, ValueError, AttributeError):
-        pass
-    if not isinstance(finished, str):
+    header = read_summary_header(run_dir)
+    finished = header.finished_at if header is not None else None
+    if finished is None:
         times = [p.stat().st_mtime for p in (run_dir / DONE_FILENAME, run_dir / SUMMARY_FILENAME)
                  if p.exists()]
         finished = datetime.fromtimestamp(max(times)).astimezone().isoformat(

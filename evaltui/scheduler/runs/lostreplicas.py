@@ -16,9 +16,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from evaltui.contract.records import SUMMARY_FILENAME
+from evaltui.rundir.summaryfile import read_summary
 from evaltui.scheduler.admission.gpukey import gpu_label
 from evaltui.scheduler.runs.jobs import Job
 
@@ -49,11 +48,11 @@ class LostReplicas:
         path = Path(job.run_dir) / SUMMARY_FILENAME
         try:
             mtime = path.stat().st_mtime_ns
-            if self._seen.get(job.run_id) == mtime:
-                return set()
-            summary = orjson.loads(path.read_bytes())
-        except (OSError, ValueError):
-            return set()  # not written yet, or mid-replace: the next tick reads it
+        except OSError:
+            return set()  # not written yet: the next tick reads it
+        summary = None if self._seen.get(job.run_id) == mtime else read_summary(job.run_dir)
+        if summary is None:
+            return set()  # unchanged, or mid-replace: the next tick reads it
         self._seen[job.run_id] = mtime
         labels = lost_labels(summary)
         done = self.released.setdefault(job.run_id, set())

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaltui.contract.records import SPEC_FILENAME, SUMMARY_FILENAME
+from evaltui.contract.records import SPEC_FILENAME
 from evaltui.contract.spec import SpecError
 from evaltui.contract.states import RunState
 from evaltui.engine.run.stoprun import continue_past_stop
 from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.summaryfile import read_summary_header
 from evaltui.scheduler.core import NotResumable
 
 RESUMABLE_MORE = (RunState.DONE,)
@@ -32,24 +33,24 @@ def prepare_more(run_dir: Path, state: RunState, more: int) -> None:
         raise NotResumable(f"run {run_dir.name} is {state.value}; --more continues a run "
                            "that stopped by its rule (done)")
     try:
-        summary = read_json(run_dir / SUMMARY_FILENAME)
         spec = read_json(run_dir / SPEC_FILENAME)
     except (OSError, ValueError) as exc:
         raise SpecError(SPEC_FILENAME, f"cannot read the run: {exc}") from None
-    stopped = summary.get("stopped") if isinstance(summary, dict) else None
+    header = read_summary_header(run_dir)
+    stopped = header.stopped if header is not None else None
     if not isinstance(spec, dict):
         raise NotResumable(f"run {run_dir.name}: its spec.json is not an object")
     ev = spec.get("eval") if isinstance(spec.get("eval"), dict) else {}
-    if not isinstance(stopped, dict) and ev.get("order_seed") is not None \
+    if stopped is None and ev.get("order_seed") is not None \
             and isinstance(ev.get("max_episodes"), int):
         # Cut by its cap in a seeded order: the order goes on past the cap.
         write_json_atomic(run_dir / SPEC_FILENAME,
                           continue_past_stop(spec, ev["max_episodes"], more or None))
         return
-    if not isinstance(stopped, dict):
+    if stopped is None:
         raise NotResumable(f"run {run_dir.name} did not stop by a rule (--stop-when) nor "
                            "by --max-episodes in a seeded order: nothing to continue past")
-    if int(stopped.get("n", 0)) >= int(stopped.get("full_n", 0)):
+    if stopped.n >= stopped.full_n:
         raise NotResumable(f"run {run_dir.name} ran its whole split already")
     write_json_atomic(run_dir / SPEC_FILENAME,
-                      continue_past_stop(spec, int(stopped["n"]), more or None))
+                      continue_past_stop(spec, stopped.n, more or None))

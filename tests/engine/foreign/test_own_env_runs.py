@@ -144,12 +144,23 @@ def test_killing_the_run_leaves_no_env_host_alive(env_cache: Path, tmp_path: Pat
     work = tmp_path / "run"
     graph = cartpole_graph(OWN, numpy_major=1, die_once_in=str(watch), max_steps=100000)
     argv = eval_argv(work, graph, "--workers", "2", episodes=4)
-    cli = subprocess.Popen(argv, cwd=work, env=eval_env(), stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, start_new_session=True)
+    err = tmp_path / "eval.stderr"
+    with err.open("wb") as sink:
+        cli = subprocess.Popen(argv, cwd=work, env=eval_env(), stdout=subprocess.DEVNULL,
+                               stderr=sink, start_new_session=True)
+
+    def two_hosts() -> bool:
+        # A run that ended before its hosts showed says why, rather than a bare time-out.
+        assert cli.poll() is None, f"eval exited {cli.returncode}: {err.read_text()[-2000:]}"
+        return len(run_hosts(watch)) >= 2
+
     try:
         # The hosts of the run's workers (a host the spec check started to describe the
         # class has recorded its PID too, and is gone by then).
-        wait_until(lambda: len(run_hosts(watch)) >= 2, timeout=120, what="two env hosts")
+        try:
+            wait_until(two_hosts, timeout=120, what="two env hosts")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; eval said: {err.read_text()[-2000:]}") from None
         hosts = run_hosts(watch)
         run = next(p for p in hosts[0].parents()
                    if "evaltui.engine.main" in " ".join(p.cmdline()))
@@ -181,12 +192,23 @@ def test_a_cancel_ends_episodes_cancelled_not_error_and_no_env_host_stays(
     work = tmp_path / "run"
     graph = cartpole_graph(OWN, numpy_major=1, die_once_in=str(watch), step_sleep_ms=20)
     argv = eval_argv(work, graph, "--workers", "2", episodes=12)
-    cli = subprocess.Popen(argv, cwd=work, env=eval_env(), stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, start_new_session=True)
+    err = tmp_path / "eval.stderr"
+    with err.open("wb") as sink:
+        cli = subprocess.Popen(argv, cwd=work, env=eval_env(), stdout=subprocess.DEVNULL,
+                               stderr=sink, start_new_session=True)
+
+    def two_hosts() -> bool:
+        # A run that ended before its hosts showed says why, rather than a bare time-out.
+        assert cli.poll() is None, f"eval exited {cli.returncode}: {err.read_text()[-2000:]}"
+        return len(run_hosts(watch)) >= 2
+
     try:
         # The hosts of the run's workers (a host the spec check started to describe the
         # class has recorded its PID too, and is gone by then).
-        wait_until(lambda: len(run_hosts(watch)) >= 2, timeout=120, what="two env hosts")
+        try:
+            wait_until(two_hosts, timeout=120, what="two env hosts")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; eval said: {err.read_text()[-2000:]}") from None
         hosts = run_hosts(watch)
         run = next(p for p in hosts[0].parents()
                    if "evaltui.engine.main" in " ".join(p.cmdline()))
