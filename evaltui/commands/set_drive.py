@@ -17,9 +17,8 @@ from evaltui.commands import set_slurm
 from evaltui.commands.console import FAILED, error
 from evaltui.commands.set_follow import FollowPrinter
 from evaltui.commands.set_show import print_table
-from evaltui.contract.records import SUMMARY_FILENAME
 from evaltui.contract.setspec import MemberState, SetFileError, SetRecord, member_label
-from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.summaryfile import read_summary_header
 from evaltui.sets.runner import RunnerOptions, SetRunner
 from evaltui.sets.setdir import SetBusy, hold_set
 from evaltui.sets.table import member_run_dir
@@ -135,12 +134,8 @@ def exit_code(record: SetRecord, held: bool, console: Console) -> int:
         return 130
     for m in record.members:
         run_dir = member_run_dir(m, None)
-        try:
-            summary = read_json(run_dir / SUMMARY_FILENAME) if run_dir else {}
-        except (OSError, ValueError):
-            summary = {}
-        if isinstance(summary, dict) and summary.get("error_rate_exceeded"):
-            return error(f"{member_label(m.axes)}: {summary.get('error_count')} episodes "
-                         f"errored (allowed: {summary.get('max_error_rate') or 0:.0%})",
-                         FAILED)
+        summary = read_summary_header(run_dir) if run_dir else None
+        if summary is not None and summary.error_rate_exceeded:
+            return error(f"{member_label(m.axes)}: {summary.error_count} episodes "
+                         f"errored (allowed: {summary.max_error_rate or 0:.0%})", FAILED)
     return 0
