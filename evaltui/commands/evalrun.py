@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,15 +17,15 @@ from typing import Any
 
 from rich.console import Console
 
-from evaltui.commands.console import FAILED, error, note, warning
+from evaltui.commands.console import FAILED, INTERRUPTED, error, note, warning
 from evaltui.commands.eval import slurm_from_args
 from evaltui.commands.evalstart import DeferredInterrupt, RunProcess, discard, hand_over
 from evaltui.commands.runend import exit_code, print_results, summary_header
 from evaltui.commands.runfollow import read_summary
-from evaltui.commands.slurmeval import submit_and_follow, wants_submission
 from evaltui.contract.spec import SpecError
 from evaltui.contract.states import RunExit, RunState
 from evaltui.contract.views import data_label
+from evaltui.engine.executor.kinds import executor_of
 from evaltui.engine.graph.specbuild import build_spec
 from evaltui.procs.groups import terminate_group
 from evaltui.procs.spawn import spawned_ref
@@ -73,6 +74,13 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return spec
 
 
+def wants_submission(spec: dict[str, Any]) -> bool:
+    """A Slurm run asked for outside an allocation: it must be submitted. (Inside one --
+    an salloc shell, a batch script -- the run process runs here and its workers are steps
+    of that allocation.)"""
+    return executor_of(spec).batch and not os.environ.get("SLURM_JOB_ID")
+
+
 def start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInterrupt
           ) -> Started | int:
     """Build the spec and hand it over, then say what runs; or the exit code (2: the spec
@@ -90,6 +98,10 @@ def start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInterr
         return _cancelled_before_start()
     if wants_submission(spec):  # the run process runs as the batch step of a Slurm job
         discard(early)
+        # start-up: Slurm's side, and the spec check it does here, for a Slurm run only:
+        # a local run's spec is checked by the run process (this one never imports it)
+        from evaltui.commands.slurmeval import submit_and_follow
+
         return submit_and_follow(args, spec, interrupt)
     answer = hand_over(early, spec, args.outputs)
     if answer is None:
@@ -143,7 +155,7 @@ def finish(args: argparse.Namespace, started: Started, cancelled: bool) -> int:
     else:
         print_results(Console(), run_dir, state, summary, by=args.by)
     if cancelled or state is RunState.CANCELLED:
-        return 130
+        return INTERRUPTED
     if state is RunState.ABORTED:
         console.print(f"[red]aborted[/]: {status.note}", highlight=False)
     return exit_code(state, summary_header(summary), run_dir)
@@ -151,4 +163,4 @@ def finish(args: argparse.Namespace, started: Started, cancelled: bool) -> int:
 
 def _cancelled_before_start() -> int:
     Console(stderr=True).print("[yellow]cancelled[/] before the run started (no run dir)")
-    return 130
+    return INTERRUPTED

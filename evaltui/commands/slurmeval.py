@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -29,13 +28,12 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
-from evaltui.commands.console import error
+from evaltui.commands.console import INTERRUPTED, error
 from evaltui.commands.console import warning as say_warning
 from evaltui.commands.runend import exit_code, print_results, summary_header
 from evaltui.commands.runfollow import follow, read_summary
 from evaltui.contract.spec import SpecError
 from evaltui.contract.states import RunState
-from evaltui.engine.executor.kinds import executor_of
 from evaltui.engine.graph.specchecks import CheckedSpec, validate_in_workspace
 from evaltui.rundir.jsonfiles import touch_done
 from evaltui.rundir.layout import outputs_root
@@ -55,13 +53,6 @@ if TYPE_CHECKING:
     from evaltui.commands.evalstart import DeferredInterrupt
     from evaltui.slurm.jobinfo import SlurmJobInfo
     from evaltui.slurm.submit import BatchJob
-
-
-def wants_submission(spec: dict[str, Any]) -> bool:
-    """A Slurm run asked for outside an allocation: it must be submitted. (Inside one --
-    an salloc shell, a batch script -- the run process runs here and its workers are steps
-    of that allocation.)"""
-    return executor_of(spec).batch and not os.environ.get("SLURM_JOB_ID")
 
 
 class SlurmJobProcess:
@@ -163,7 +154,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
     else:
         print_results(Console(), run_dir, state, summary)
     if proc.cancelled or state is RunState.CANCELLED:
-        return 130
+        return INTERRUPTED
     if state is RunState.ABORTED and run_status.note:
         console.print(f"[red]aborted[/]: {escape(run_status.note)}", highlight=False)
     return exit_code(state, summary_header(summary), run_dir)
