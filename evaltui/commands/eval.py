@@ -7,9 +7,10 @@ answers with it or with the one-line refusal (:mod:`evaltui.commands.evalstart`)
 this command follows summary.json, prints the results and turns Ctrl-C into a clean
 cancel (SIGTERM to the run's process group).
 
-Parsing ``eval`` imports this module, console and runfollow only; the rest of the
-command (:mod:`evaltui.commands.evalrun`: pydantic, Rich, the spec builder) is imported
-once the run process is starting, and overlaps with its start (docs/performance.md).
+Parsing ``eval`` imports this module, console and runfollow only; the rest is imported in
+stages that overlap with the run process's start (docs/performance.md): the spec builder
+(:mod:`evaltui.commands.evalspec`) once it is started, Rich and the run dir's records
+(:mod:`evaltui.commands.evalrun`) once it has the spec, the result tables at the end.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def _workers(value: str) -> int | str:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "verbose", False):
         os.environ["EVALTUI_VERBOSE"] = "1"  # engine.usererrors.VERBOSE_ENV, for the run
-    # start-up: not loaded by parsing `eval`, which tests/test_cli.py pins (stdlib only)
+    # start-up: stdlib only, but not loaded by parsing `eval` (tests/test_cli.py pins it)
     from evaltui.commands.evalstart import DeferredInterrupt, start_run_process
 
     with DeferredInterrupt() as interrupt:
@@ -154,13 +155,17 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             return error(f"cannot start the run process: {exc}", FAILED)
         interrupt.watch(early.proc)
-        # start-up: the rest of the command, while the run process starts (and before
-        # Ctrl-C raises again: pydantic's core panics when interrupted in its import)
+        # start-up: the spec builder (pydantic) while the run process starts
+        from evaltui.commands import evalspec
+
+        answer = evalspec.hand_over_spec(args, early, interrupt)
+        if isinstance(answer, int):
+            return answer
+        # start-up: Rich and the run dir's records after the hand-over, while the run
+        # starts (and before Ctrl-C raises again)
         from evaltui.commands import evalrun
 
-        started = evalrun.start(args, early, interrupt)
-    if isinstance(started, int):
-        return started
+        started = evalrun.begin(early.proc, answer)
     cancelled = interrupt.seen
     if not cancelled:
         try:

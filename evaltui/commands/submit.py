@@ -22,7 +22,7 @@ from evaltui.api.client import ApiClient
 from evaltui.api.models import Run
 from evaltui.commands.console import error, warning
 from evaltui.commands.eval import add_spec_arguments
-from evaltui.commands.evalrun import spec_from_args
+from evaltui.commands.evalspec import spec_from_args
 from evaltui.commands.runs import emit_json, reachable, with_client
 from evaltui.commands.runtables import print_run, state_text
 from evaltui.contract.spec import SpecError

@@ -76,7 +76,7 @@ def test_workers_auto_takes_the_cores_the_ledger_leaves_free(
     import argparse
 
     from evaltui.commands.eval import add_spec_arguments
-    from evaltui.commands.evalrun import spec_from_args
+    from evaltui.commands.evalspec import spec_from_args
     from evaltui.contract.pidref import PidRef
     from evaltui.contract.views import LedgerEntry
 
