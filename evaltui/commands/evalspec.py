@@ -18,8 +18,8 @@ from evaltui.engine.graph.specbuild import build_spec
 
 def auto_workers() -> int:
     """``--workers auto``: K from the cores the machine-wide ledger leaves free."""
-    # start-up: the ledger (~0.3 s with its settings) only for --workers auto, before the
-    # spec is handed over
+    # start-up: the ledger and its settings only for --workers auto, not before every
+    # hand-over of the spec
     from evaltui.scheduler import procs
     from evaltui.scheduler.admission.cores import auto_workers as from_cores
     from evaltui.scheduler.admission.ledger import Ledger
