@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 
 from evaltui import __version__
 from evaltui.commands import tui as tui_cmd
+from evaltui.commands.console import error
+from evaltui.engine.processes.quickexit import exit_now
 from evaltui.rundir.errors import StateDirError
 
 # Module -> the sub-commands it adds (``add_parser``, or ``add_parsers`` for several),
@@ -104,11 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = int(args.func(args))
     except StateDirError as exc:  # a bad EVALTUI_STATE_DIR: one line, whichever command
-        print(f"error: {exc.strerror}", file=sys.stderr)
-        return 2
+        return error(exc.strerror)
     if argv is None and command in QUICK_EXIT_COMMANDS:
-        from evaltui.engine.processes.quickexit import exit_now
-
         exit_now(code)
     return code
 

@@ -28,7 +28,8 @@ _STYLE = {"error": "bold red", "warning": "yellow", "note": "dim"}
 
 def say(kind: str, message: str) -> None:
     """``kind: message`` on stderr, on one line however narrow the terminal."""
-    # Rich on first use: `evaltui eval` starts its run process before its own imports.
+    # start-up: Rich on first use: every command imports this module, and `evaltui eval`
+    # starts its run process before anything heavy is imported
     from rich.console import Console
     from rich.markup import escape
 

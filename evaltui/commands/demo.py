@@ -20,7 +20,13 @@ from typing import Any
 from evaltui.commands.console import note as say_note
 from evaltui.commands.console import warning
 from evaltui.contract.settings import settings
+from evaltui.contract.spec import SpecError
+from evaltui.engine.graph.specbuild import build_spec
 from evaltui.graphs import builtin_graph_names
+from evaltui.rundir.layout import outputs_root
+from evaltui.scheduler.admission import resources
+from evaltui.scheduler.scheduler import JobScheduler
+from evaltui.tui.embedded import EmbeddedBackend
 
 FAKE_GPU = "1x24576"
 DEMO_VRAM_MB = 14 * 1024
@@ -47,8 +53,6 @@ def demo_specs(episodes: int | None = None) -> list[dict[str, Any]]:
 
     def spec(graph: str, split: str, count: int, dataset: str = "babyai",
              **scheduling: Any) -> dict[str, Any]:
-        from evaltui.engine.graph.specbuild import build_spec
-
         built = build_spec(graph, dataset=dataset, split=split, episodes=episodes or count,
                            workers=2, workspace=workspace)
         built["scheduling"] = scheduling
@@ -68,9 +72,7 @@ def ensure_gpu() -> str | None:
     """Declare a fake GPU when there is no real one; returns a note saying so, if done."""
     if settings().fake_gpus:
         return None
-    from evaltui.scheduler.admission.resources import NvmlProbe
-
-    probe = NvmlProbe()
+    probe = resources.NvmlProbe()
     try:
         if probe.read().available:
             return None
@@ -82,11 +84,8 @@ def ensure_gpu() -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     note = ensure_gpu()
-    from evaltui.commands.tui import run_app, serve_api
-    from evaltui.contract.spec import SpecError
-    from evaltui.rundir.layout import outputs_root
-    from evaltui.scheduler.scheduler import JobScheduler
-    from evaltui.tui.embedded import EmbeddedBackend
+    # start-up: Textual (~1 s) loads once a screen opens: --help imports every command
+    from evaltui.commands.tuiapp import run_app, serve_api
 
     outputs = outputs_root(args.outputs)
     scheduler = JobScheduler(outputs)

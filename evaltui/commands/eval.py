@@ -7,37 +7,22 @@ answers with it or with the one-line refusal (:mod:`evaltui.commands.evalstart`)
 this command follows summary.json, prints the results and turns Ctrl-C into a clean
 cancel (SIGTERM to the run's process group).
 
-The progress bar, the result tables and the record models are imported after the
-hand-over, while the run starts.
+Parsing ``eval`` imports this module, console and runfollow only; the rest is imported in
+stages that overlap with the run process's start (docs/performance.md): the spec builder
+(:mod:`evaltui.commands.evalspec`) once it is started, Rich and the run dir's records
+(:mod:`evaltui.commands.evalrun`) once it has the spec, the result tables at the end.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from evaltui.commands.console import FAILED, error, note, warning
-from evaltui.commands.runfollow import (
-    exit_code,
-    follow,
-    print_results,
-    read_summary,
-    refused,
-    stderr_console,
-    summary_header,
-)
-from evaltui.contract.states import RunState
+from evaltui.commands.console import FAILED, error
+from evaltui.commands.runfollow import follow
 from evaltui.engine.executor.kinds import EXECUTORS
 from evaltui.graphs import builtin_graph_names
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-    from evaltui.commands.evalstart import DeferredInterrupt, RunProcess
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -143,6 +128,7 @@ class _SpecDefaultBudget:
     evaltui.contract.spec (pydantic) would delay every ``evaltui eval`` before its run starts."""
 
     def __str__(self) -> str:
+        # start-up: pydantic only for --help (see the docstring)
         from evaltui.contract.spec import DEFAULT_STEP_BUDGET
 
         return str(DEFAULT_STEP_BUDGET)
@@ -157,157 +143,33 @@ def _workers(value: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {value!r}") from None
 
 
-def auto_workers() -> int:
-    """``--workers auto``: K from the cores the machine-wide ledger leaves free."""
-    from evaltui.scheduler import procs
-    from evaltui.scheduler.admission.cores import auto_workers as from_cores
-    from evaltui.scheduler.admission.ledger import Ledger
-
-    held = sum(r.cpus for r in Ledger().entries()
-               if procs.alive(r.holder_pid, r.holder_create_time))
-    return from_cores(held)
-
-
-def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The JobSpec dict that ``eval``/``submit`` options describe."""
-    from evaltui.engine.graph.specbuild import build_spec
-
-    spec = build_spec(args.target, demo=args.demo, dataset=args.dataset, split=args.split,
-                      episodes=args.episodes, start=args.start, indices=args.indices,
-                      workers=auto_workers() if args.workers == "auto" else args.workers,
-                      step_budget=args.step_budget,
-                      step_timeout=args.step_timeout, max_error_rate=args.max_error_rate,
-                      executor=args.executor, ray_address=args.ray_address,
-                      slurm=slurm_from_args(args), sets=args.set, workspace=args.workspace,
-                      replicas=args.replicas, stop_when=args.stop_when,
-                      order_seed=args.order_seed, max_episodes=args.max_episodes)
-    frames = args.frames
-    graph = spec.get("graph")
-    if frames and isinstance(graph, dict) and isinstance(graph.get("loop"), dict):
-        # The loop env's ``frames`` param (Meta-World's); spec check refuses an env
-        # without one, and a bad value, in one line.
-        selectors = spec.setdefault("eval", {}).setdefault("selectors", {})
-        selectors[f"{graph['loop'].get('env')}.frames"] = frames
-    return spec
-
-
 def run(args: argparse.Namespace) -> int:
-    from evaltui.commands.evalstart import DeferredInterrupt, start_run_process
-
     if getattr(args, "verbose", False):
         os.environ["EVALTUI_VERBOSE"] = "1"  # engine.usererrors.VERBOSE_ENV, for the run
+    # start-up: stdlib only, but not loaded by parsing `eval` (tests/test_cli.py pins it)
+    from evaltui.commands.evalstart import DeferredInterrupt, start_run_process
+
     with DeferredInterrupt() as interrupt:
         try:
             early = start_run_process()  # first: its imports overlap with the rest of ours
         except OSError as exc:
             return error(f"cannot start the run process: {exc}", FAILED)
         interrupt.watch(early.proc)
-        answer = _start(args, early, interrupt)
+        # start-up: the spec builder (pydantic) while the run process starts
+        from evaltui.commands import evalspec
+
+        answer = evalspec.hand_over_spec(args, early, interrupt)
         if isinstance(answer, int):
             return answer
-        # Imported before Ctrl-C raises again; all of it overlaps with the run's start.
-        import rich.progress  # noqa: F401  (follow's)
+        # start-up: Rich and the run dir's records after the hand-over, while the run
+        # starts (and before Ctrl-C raises again)
+        from evaltui.commands import evalrun
 
-        import evaltui.contract.records  # noqa: F401  (follow's)  # noqa: F401  (follow's)
-        from evaltui.contract.states import RunExit
-        from evaltui.contract.views import data_label
-        from evaltui.rundir.status import DISK_FULL_NOTE, read_run_status
-        from evaltui.rundir.store import update_scheduler_record
-
-        proc, run_dir = early.proc, Path(answer["run_dir"])
-        console = stderr_console()
-        total = int(answer["episodes"])
-        for line in answer["warnings"]:
-            warning(line)
-        for line in answer.get("notes", ()):
-            note(line)
-        console.print(f"run [bold]{run_dir.name}[/]: {answer['graph_name']} on "
-                      f"{data_label(answer['dataset'], answer['split'])}, {total} episodes, "
-                      f"step budget {answer['step_budget']} -> {run_dir}")
+        started = evalrun.begin(early.proc, answer)
     cancelled = interrupt.seen
     if not cancelled:
         try:
-            follow(run_dir, proc, total, console)
+            follow(started.run_dir, started.proc, started.total, started.console)
         except KeyboardInterrupt:
             cancelled = True
-    if cancelled:
-        _cancel(run_dir, proc, console)
-    proc.wait()
-    try:
-        update_scheduler_record(run_dir, exit_code=proc.returncode)
-    except OSError as exc:  # a full (or read-only) disk: one line, not a traceback
-        if proc.returncode != RunExit.DISK_FULL:  # that one's line is below
-            console.print(f"[yellow]warning[/]: cannot record the exit code in "
-                          f"{run_dir / 'scheduler.json'}: {exc.strerror or exc}",
-                          highlight=False)
-    status = read_run_status(run_dir)
-    state = status.state
-    summary = read_summary(run_dir)
-    if proc.returncode == RunExit.DISK_FULL and state is not RunState.FAILED:
-        state = RunState.FAILED  # the run process said "disk full" the only way it could
-        console.print(f"[red]error[/]: {DISK_FULL_NOTE.format(run_dir=run_dir)}",
-                      highlight=False, soft_wrap=True)
-    if args.json:
-        print(json.dumps({"run_id": run_dir.name, "state": state.value, "summary": summary},
-                         indent=2))
-    else:
-        from rich.console import Console
-
-        print_results(Console(), run_dir, state, summary, by=args.by)
-    if cancelled or state is RunState.CANCELLED:
-        return 130
-    if state is RunState.ABORTED:
-        console.print(f"[red]aborted[/]: {status.note}", highlight=False)
-    return exit_code(state, summary_header(summary), console, run_dir)
-
-
-def _start(args: argparse.Namespace, early: RunProcess, interrupt: DeferredInterrupt
-           ) -> dict[str, Any] | int:
-    """Build the spec and hand it over: the run process's answer, or the exit code (2: the
-    spec was refused, here or by the run process; 130: Ctrl-C before the run existed)."""
-    from evaltui.commands.evalstart import discard, hand_over
-    from evaltui.contract.spec import SpecError
-
-    try:
-        spec = spec_from_args(args)
-    except BaseException as exc:
-        discard(early)
-        if not isinstance(exc, SpecError):
-            raise
-        return refused(str(exc))
-    if interrupt.seen:
-        discard(early)
-        return _cancelled_before_start()
-    from evaltui.commands.slurmeval import submit_and_follow, wants_submission
-
-    if wants_submission(spec):  # the run process runs as the batch step of a Slurm job
-        discard(early)
-        return submit_and_follow(args, spec, interrupt)
-    answer = hand_over(early, spec, args.outputs)
-    if answer is None:
-        code = early.proc.wait()
-        if interrupt.seen:
-            return _cancelled_before_start()
-        return error(f"the run process ended (exit code {code}) before it took the spec; "
-                     "its output is above", FAILED)
-    if "refused" in answer:
-        early.proc.wait()  # it wrote nothing and exits at once
-        return refused(answer["refused"])
-    return answer
-
-
-def _cancel(run_dir: Path, proc: subprocess.Popen[bytes], console: Console) -> None:
-    """Ctrl-C: record the cancel request, SIGTERM the run's group, SIGKILL it after a
-    grace period; the run ends ``cancelled``."""
-    from evaltui.procs.groups import terminate_group
-    from evaltui.procs.spawn import spawned_ref
-    from evaltui.rundir.store import request_cancel
-
-    console.print("[yellow]cancelling[/] (SIGTERM to the run; Ctrl-C again waits anyway)")
-    request_cancel(run_dir)
-    terminate_group(spawned_ref(proc))
-
-
-def _cancelled_before_start() -> int:
-    stderr_console().print("[yellow]cancelled[/] before the run started (no run dir)")
-    return 130
+    return evalrun.finish(args, started, cancelled)

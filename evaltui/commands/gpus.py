@@ -18,6 +18,8 @@ from typing import Any
 
 from evaltui.commands.console import error
 from evaltui.gpu.holders import GpuHolder, gpu_holders, live_run_dirs
+from evaltui.rundir.layout import outputs_root, runs_root
+from evaltui.scheduler.admission.resources import make_gpu_probe
 
 PIPED_WIDTH = 80
 
@@ -37,9 +39,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaltui.rundir.layout import outputs_root, runs_root
-    from evaltui.scheduler.admission.resources import make_gpu_probe
-
     probe = make_gpu_probe()
     try:
         reading = probe.read()

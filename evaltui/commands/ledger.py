@@ -14,11 +14,15 @@ import subprocess
 from pathlib import Path
 
 from evaltui.commands.console import error
+from evaltui.scheduler.admission.ledgerdir import (
+    DEFAULT_GROUP,
+    SHARED_LEDGER_DIR,
+    ledger_place,
+    setup_shared_dir,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from evaltui.scheduler.admission.ledgerdir import DEFAULT_GROUP, SHARED_LEDGER_DIR
-
     p = sub.add_parser("ledger", help="the machine-wide reservation ledger",
                        description="The reservation ledger shared by every user's "
                        "schedulers on this machine.")
@@ -39,8 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_setup(args: argparse.Namespace) -> int:
-    from evaltui.scheduler.admission.ledgerdir import DEFAULT_GROUP, setup_shared_dir
-
     try:
         grp.getgrnam(args.group)
     except KeyError:
@@ -59,8 +61,6 @@ def run_setup(args: argparse.Namespace) -> int:
 
 
 def run_where(args: argparse.Namespace) -> int:
-    from evaltui.scheduler.admission.ledgerdir import ledger_place
-
     place = ledger_place()
     print(f"{place.directory} ({'machine-wide' if place.shared else 'per-user'})")
     if place.note:

@@ -11,6 +11,7 @@ import argparse
 
 from evaltui.commands.console import error
 from evaltui.contract.records import EPISODES_DIRNAME, SPEC_FILENAME, SUMMARY_FILENAME
+from evaltui.results.runrows import RunDirError, resolve_run_dir
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,8 +29,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaltui.results.runrows import RunDirError, resolve_run_dir
-
     try:
         run_dir = resolve_run_dir(args.run_dir, outputs=getattr(args, "outputs", None))
     except RunDirError as exc:
@@ -38,12 +37,7 @@ def run(args: argparse.Namespace) -> int:
                for name in (SUMMARY_FILENAME, EPISODES_DIRNAME, SPEC_FILENAME)):
         return error(f"{run_dir} is not a run dir (no {SUMMARY_FILENAME}, "
                      f"{EPISODES_DIRNAME}/ or {SPEC_FILENAME})")
-    from evaltui.tui.app import make_app  # Textual only for the commands that need it
-    from evaltui.tui.themes import DEFAULT_THEME, ThemeError
+    # start-up: Textual (~1 s) loads once a screen opens: --help imports every command
+    from evaltui.commands.tuiapp import open_app
 
-    try:
-        app = make_app(run_dir=run_dir, theme=getattr(args, "theme", None) or DEFAULT_THEME)
-    except ThemeError as exc:
-        return error(str(exc))
-    app.run()
-    return 0
+    return open_app(getattr(args, "theme", None), run_dir=run_dir)

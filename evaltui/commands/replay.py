@@ -11,6 +11,7 @@ from pathlib import Path
 
 from evaltui.commands.console import error
 from evaltui.contract.records import EPISODE_FILENAME, LOG_FILENAME
+from evaltui.runview.gif import NoFramesError, animation_format, export_gif
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,23 +39,15 @@ def run(args: argparse.Namespace) -> int:
         return error(f"{ep_dir} is not an episode dir (no log.jsonl or episode.json)")
     if args.export:
         return export(ep_dir, Path(args.export).expanduser(), args.fps, args.scale)
-    from evaltui.tui.app import make_app  # Textual only for the commands that need it
-    from evaltui.tui.themes import DEFAULT_THEME, ThemeError
+    # start-up: Textual (~1 s) loads once a screen opens: --help imports every command
+    from evaltui.commands.tuiapp import open_app
 
-    try:
-        app = make_app(replay_dir=ep_dir.resolve(),
-                       theme=getattr(args, "theme", None) or DEFAULT_THEME)
-    except ThemeError as exc:
-        return error(str(exc))
-    app.run()
-    return 0
+    return open_app(getattr(args, "theme", None), replay_dir=ep_dir.resolve())
 
 
 def export(ep_dir: Path, out: Path, fps: float, scale: int | None = None) -> int:
     """``--export``: the frames as a GIF (or APNG), no TUI; exit 2 when there are none or
     the output cannot be written (checked before any frame is read)."""
-    from evaltui.runview.gif import NoFramesError, animation_format, export_gif
-
     if not fps > 0:
         return error(f"--fps must be > 0, got {fps}")
     if scale is not None and scale < 1:

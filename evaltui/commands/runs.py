@@ -32,7 +32,7 @@ from evaltui.api.client import (
 )
 from evaltui.api.models import EpisodeRow, Run, RunRef
 from evaltui.commands.console import FAILED, USAGE, error
-from evaltui.commands.runtables import (  # noqa: F401  (print_run, state_text: submit's)
+from evaltui.commands.runtables import (
     episodes_table,
     format_log_record,
     print_run,
@@ -45,6 +45,7 @@ from evaltui.results.groups import GroupByError, group_by_field, groups_json, me
 from evaltui.results.runrows import RunDirError, load_run, resolve_run_dir
 from evaltui.results.tables import FORMATS, grouped_metrics_table, grouped_table, summary_table
 from evaltui.rundir.status import read_run_status
+from evaltui.slurm.follow import follow_status, waiting_reason
 
 FOLLOW_POLL_SEC = 0.5
 """``logs --follow``: how often it asks for new lines."""
@@ -218,8 +219,6 @@ def run_show_local(args: argparse.Namespace) -> int:
         local = load_run(Path(args.run_id).resolve())
     except RunDirError as exc:
         return error(str(exc), 2)
-    from evaltui.slurm.follow import follow_status, waiting_reason
-
     status = follow_status(local.run_dir, read_run_status(local.run_dir))  # Slurm's word too
     sched = status.scheduler or {}
     run = run_view(local.run_id, local.run_dir, status.state, status.scheduler, local.summary,

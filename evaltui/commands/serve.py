@@ -16,8 +16,14 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from evaltui.api.auth import TokenError, load_or_create_token, token_path
+from evaltui.api.backend_start import start_backend
+from evaltui.api.server import is_loopback
 from evaltui.commands.console import FAILED, error
+from evaltui.commands.startchecks import start_problem
 from evaltui.rundir.layout import outputs_root
+from evaltui.scheduler.cluster.probe import ClusterUnavailable, open_cluster
+from evaltui.scheduler.scheduler import JobScheduler
 
 DEFAULT_PORT = 8000
 
@@ -46,10 +52,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaltui.api.auth import TokenError, load_or_create_token, token_path
-    from evaltui.api.server import is_loopback
-    from evaltui.commands.startchecks import start_problem
-
     problem = start_problem("--port", args.port, "0 picks a free one", args.outputs)
     if problem is not None:
         return error(problem)
@@ -76,10 +78,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, token: str, token_file: Path,
            stop: threading.Event) -> int:
-    from evaltui.api.backend_start import start_backend
-    from evaltui.scheduler.cluster.probe import ClusterUnavailable, open_cluster
-    from evaltui.scheduler.scheduler import JobScheduler
-
     try:
         probe = open_cluster(args.ray) if args.ray else None
     except ClusterUnavailable as exc:

@@ -26,10 +26,17 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaltui.commands.servequeue import ServeQueue
+from evaltui.engine.hosting.policysource import SourceError, parse_params, resolve_source
+from evaltui.engine.usererrors import NodesetConstructorError, build_nodeset
 from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.layout import outputs_root
+from evaltui.scheduler.admission.calibration import Calibration, nodeset_key
+from evaltui.wrapper.ports import parse_pool, port_pool
+from evaltui.wrapper.profiles import ProfileError, ResolvedProfile, resolve_profile
 
 if TYPE_CHECKING:
-    from evaltui.commands.servequeue import ServeQueue
+    from evaltui.engine.hosting.policyserver import PolicyServer
 
 DEFAULT_PORT = 8000
 STATS_EVERY_SEC = 2.0
@@ -97,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
     # of 5 of the shipped model cost 115 ms instead of 15 on a loaded 2-core machine.
     if args.blas_threads >= 1:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.blas_threads))
+    # start-up: numpy (policyserver's) only now, after OPENBLAS_NUM_THREADS (above)
     from evaltui.engine.hosting.policyserver import address_problem
-    from evaltui.engine.hosting.policysource import SourceError, parse_params, resolve_source
 
     if not 0 <= args.port <= 65535:
         return _fail(f"--port must be 0-65535 (0 picks a free one), got {args.port}")
@@ -149,12 +156,6 @@ def _queue(args: argparse.Namespace, source: Any) -> ServeQueue | int:
     impl and params, measured: scheduler/admission/calibration.py), else a whole GPU;
     host RAM declared (``--ram-mb``) else calibrated (runs, and earlier servers of it),
     else none; cores ``--cpus`` else the profile's."""
-    from evaltui.commands.servequeue import ServeQueue
-    from evaltui.rundir.layout import outputs_root
-    from evaltui.scheduler.admission.calibration import Calibration, nodeset_key
-    from evaltui.wrapper.ports import parse_pool, port_pool
-    from evaltui.wrapper.profiles import ProfileError, ResolvedProfile, resolve_profile
-
     try:
         profile = resolve_profile(args.profile, args.profiles)
         pool = parse_pool(args.ports, source="--ports") if args.ports else port_pool()
@@ -186,8 +187,8 @@ def _queue(args: argparse.Namespace, source: Any) -> ServeQueue | int:
 
 def _serve_admitted(args: argparse.Namespace, source: Any, api_key: str | None,
                     queue: ServeQueue | None) -> int:
+    # start-up: numpy (policyserver's) after OPENBLAS_NUM_THREADS: see run()
     from evaltui.engine.hosting.policyserver import PolicyServer
-    from evaltui.engine.usererrors import NodesetConstructorError, build_nodeset
 
     try:
         nodeset = build_nodeset(args.source, source.cls, source.params)
@@ -211,20 +212,14 @@ def _serve_admitted(args: argparse.Namespace, source: Any, api_key: str | None,
     return 0
 
 
-async def _keep_stats(server: object, path: Path) -> None:
-    from evaltui.engine.hosting.policyserver import PolicyServer
-
-    assert isinstance(server, PolicyServer)
+async def _keep_stats(server: PolicyServer, path: Path) -> None:
     while True:
         write_json_atomic(path, server.stats(), durable=False)
         await asyncio.sleep(STATS_EVERY_SEC)
 
 
-async def _serve(server: object, args: argparse.Namespace,
+async def _serve(server: PolicyServer, args: argparse.Namespace,
                  queue: ServeQueue | None) -> None:
-    from evaltui.engine.hosting.policyserver import PolicyServer
-
-    assert isinstance(server, PolicyServer)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -18,32 +18,41 @@ is submitted again on the same run dir (:mod:`evaltui.slurm.resubmit`).
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.console import Console
+from rich.markup import escape
+
+from evaltui.commands.console import INTERRUPTED, error
 from evaltui.commands.console import warning as say_warning
+from evaltui.commands.runend import exit_code, print_results, summary_header
+from evaltui.commands.runfollow import follow, read_summary
+from evaltui.contract.spec import SpecError
 from evaltui.contract.states import RunState
-from evaltui.engine.executor.kinds import executor_of
+from evaltui.engine.graph.specchecks import CheckedSpec, validate_in_workspace
+from evaltui.rundir.jsonfiles import touch_done
+from evaltui.rundir.layout import outputs_root
+from evaltui.rundir.status import read_run_status
+from evaltui.slurm.commands import SlurmError
+from evaltui.slurm.episodetime import (
+    budget_episode,
+    measured_episode,
+    signal_offset,
+    time_limit_warning,
+)
+from evaltui.slurm.follow import cancel_slurm_run, follow_status, record_slurm_end, shared_queue
+from evaltui.slurm.resubmit import MAX_RESUBMITS, resubmit_reason
+from evaltui.slurm.runsubmit import batch_job, resubmit_run, submit_run
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from evaltui.commands.evalstart import DeferredInterrupt
-    from evaltui.engine.graph.specchecks import CheckedSpec
     from evaltui.slurm.jobinfo import SlurmJobInfo
     from evaltui.slurm.submit import BatchJob
-
-
-def wants_submission(spec: dict[str, Any]) -> bool:
-    """A Slurm run asked for outside an allocation: it must be submitted. (Inside one --
-    an salloc shell, a batch script -- the run process runs here and its workers are steps
-    of that allocation.)"""
-    import os
-
-    return executor_of(spec).batch and not os.environ.get("SLURM_JOB_ID")
 
 
 class SlurmJobProcess:
@@ -61,8 +70,6 @@ class SlurmJobProcess:
         self.since = time.time()  # a queue read older than the job cannot know it
 
     def poll(self) -> int | None:
-        from evaltui.slurm.follow import cancel_slurm_run, shared_queue
-
         if self.interrupt.seen and not self.cancelled:
             self.cancelled = True
             cancel_slurm_run(self.run_dir, self.job_id)
@@ -88,23 +95,14 @@ class SlurmJobProcess:
 def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
                       interrupt: DeferredInterrupt) -> int:
     """Write the run dir, submit its job, follow it to the end; the exit code of eval."""
-
-    from evaltui.commands.runfollow import refused, stderr_console
-    from evaltui.contract.spec import SpecError
-    from evaltui.engine.graph.specchecks import validate_in_workspace
-    from evaltui.rundir.layout import outputs_root
-    from evaltui.rundir.status import read_run_status
-    from evaltui.slurm.commands import SlurmError
-    from evaltui.slurm.runsubmit import batch_job, resubmit_run, submit_run
-
     try:
         checked = validate_in_workspace(spec)  # refused: nothing written
         submitted = submit_run(checked, outputs_root(args.outputs))
     except (SpecError, SlurmError) as exc:
-        return refused(str(exc))
+        return error(str(exc))
     run_dir, job_id = submitted.run_dir, submitted.job_id
     ev, total, job = checked.spec.eval, submitted.total, batch_job(run_dir, checked)
-    console = stderr_console()
+    console = Console(stderr=True)
     for warning in [*checked.warnings, *_time_limit_warnings(checked, run_dir, job)]:
         say_warning(warning)
     console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on {ev.dataset}/"
@@ -120,21 +118,6 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
 
 def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, total: int,
             console: Console, resubmit: Callable[[], str]) -> int:
-    from rich.markup import escape
-
-    from evaltui.commands.runfollow import (
-        exit_code,
-        follow,
-        print_results,
-        read_summary,
-        summary_header,
-    )
-    from evaltui.rundir.jsonfiles import touch_done
-    from evaltui.rundir.status import read_run_status
-    from evaltui.slurm.commands import SlurmError
-    from evaltui.slurm.follow import follow_status, record_slurm_end
-    from evaltui.slurm.resubmit import MAX_RESUBMITS, resubmit_reason
-
     earlier: list[str] = []
     while True:
         _show_pending(proc, console)
@@ -166,31 +149,20 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
     state = run_status.state
     summary = read_summary(run_dir)
     if args.json:
-        import json
-
         print(json.dumps({"run_id": run_dir.name, "state": state.value, "summary": summary,
                           "slurm_job_id": proc.job_id}, indent=2))
     else:
-        from rich.console import Console
-
         print_results(Console(), run_dir, state, summary)
     if proc.cancelled or state is RunState.CANCELLED:
-        return 130
+        return INTERRUPTED
     if state is RunState.ABORTED and run_status.note:
         console.print(f"[red]aborted[/]: {escape(run_status.note)}", highlight=False)
-    return exit_code(state, summary_header(summary), console, run_dir)
+    return exit_code(state, summary_header(summary), run_dir)
 
 
 def _time_limit_warnings(checked: CheckedSpec, run_dir: Path, job: BatchJob) -> list[str]:
     """A time limit that cannot fit one episode (before the signal to stop), by an earlier
     run's longest episode, else the per-step budget x the step budget."""
-    from evaltui.slurm.episodetime import (
-        budget_episode,
-        measured_episode,
-        signal_offset,
-        time_limit_warning,
-    )
-
     ev = checked.spec.eval
     if ev.slurm.time_limit_seconds() is None:
         return []
@@ -203,8 +175,6 @@ def _time_limit_warnings(checked: CheckedSpec, run_dir: Path, job: BatchJob) -> 
 
 def _show_pending(proc: SlurmJobProcess, console: Console) -> None:
     """While the job is pending, one line each time Slurm's reason changes."""
-    from rich.markup import escape
-
     said = None
     while proc.pending():
         assert proc.info is not None

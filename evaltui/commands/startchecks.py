@@ -5,6 +5,7 @@ before anything binds a socket or takes over the screen (issue 25)."""
 from __future__ import annotations
 
 from evaltui.rundir.layout import outputs_root
+from evaltui.rundir.store import outputs_problem
 
 
 def start_problem(port_flag: str, port: int, zero_means: str, outputs: str | None) -> str | None:
@@ -14,6 +15,4 @@ def start_problem(port_flag: str, port: int, zero_means: str, outputs: str | Non
     this command (said in the message, since it differs between them)."""
     if not 0 <= port <= 65535:
         return f"{port_flag} must be 0-65535 ({zero_means}), got {port}"
-    from evaltui.rundir.store import outputs_problem
-
     return outputs_problem(outputs_root(outputs))

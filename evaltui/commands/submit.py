@@ -20,9 +20,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from evaltui.api.client import ApiClient
 from evaltui.api.models import Run
-from evaltui.commands import eval as eval_cmd
 from evaltui.commands.console import error, warning
-from evaltui.commands.runs import emit_json, print_run, reachable, state_text, with_client
+from evaltui.commands.eval import add_spec_arguments
+from evaltui.commands.evalspec import spec_from_args
+from evaltui.commands.runs import emit_json, reachable, with_client
+from evaltui.commands.runtables import print_run, state_text
 from evaltui.contract.spec import SpecError
 from evaltui.contract.states import RunExit, RunState
 from evaltui.engine.executor.kinds import executor_of
@@ -37,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Queue an eval on the backend at $BACKEND_URL. TARGET is a "
                        "graph JSON file, a JobSpec JSON file or a built-in graph name "
                        f"({', '.join(builtin_graph_names())}).")
-    eval_cmd.add_spec_arguments(p)
+    add_spec_arguments(p)
     p.add_argument("--priority", type=int, help="-100..100; higher is admitted first")
     p.add_argument("--vram-mb", type=int, help="declared VRAM need (marginal_vram_mb)")
     p.add_argument("--exclusive", action="store_true", help="exclusive_gpu")
@@ -52,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     try:
-        spec = eval_cmd.spec_from_args(args)
+        spec = spec_from_args(args)
     except SpecError as exc:
         return error(str(exc))
     kind = executor_of(spec)  # said before the backend is asked; a Slurm run is the backend

@@ -75,7 +75,8 @@ def test_workers_auto_takes_the_cores_the_ledger_leaves_free(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import argparse
 
-    from evaltui.commands.eval import add_spec_arguments, spec_from_args
+    from evaltui.commands.eval import add_spec_arguments
+    from evaltui.commands.evalspec import spec_from_args
     from evaltui.contract.pidref import PidRef
     from evaltui.contract.views import LedgerEntry
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.commands.eval import add_spec_arguments, spec_from_args
+from evaltui.commands.eval import add_spec_arguments
+from evaltui.commands.evalspec import spec_from_args
 from evaltui.contract.spec import SpecError, parse_spec
 
 

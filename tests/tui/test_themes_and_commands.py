@@ -236,7 +236,7 @@ def test_demo_declares_a_fake_gpu_without_nvml(monkeypatch: pytest.MonkeyPatch) 
 def test_the_api_is_served_beside_the_tui_when_its_port_is_free(outputs: Path) -> None:
     import httpx
 
-    from evaltui.commands.tui import serve_api
+    from evaltui.commands.tuiapp import serve_api
     from evaltui.scheduler.scheduler import JobScheduler
 
     with socket.socket() as probe:
