@@ -15,13 +15,13 @@ from typing import Any
 from rich.console import Console
 
 from evaltui.commands.console import INTERRUPTED, note, warning
-from evaltui.commands.runfollow import read_summary
 from evaltui.contract.states import RunExit, RunState
 from evaltui.contract.views import data_label
 from evaltui.procs.groups import terminate_group
 from evaltui.procs.spawn import spawned_ref
 from evaltui.rundir.status import DISK_FULL_NOTE, read_run_status
 from evaltui.rundir.store import request_cancel, update_scheduler_record
+from evaltui.rundir.summaryfile import read_summary, summary_header
 
 
 @dataclass
@@ -53,7 +53,7 @@ def finish(args: argparse.Namespace, started: Started, cancelled: bool) -> int:
     """The followed run's end (cancelled on Ctrl-C): recorded, its results printed; the
     exit code."""
     # start-up: the result tables (numpy) once the run has ended, not while it starts
-    from evaltui.commands.runend import exit_code, print_results, summary_header
+    from evaltui.commands.runend import exit_code, print_results
 
     proc, run_dir, console = started.proc, started.run_dir, started.console
     if cancelled:

@@ -9,8 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from evaltui.commands.console import FAILED, OK, error
-from evaltui.contract.recordparse import parse
-from evaltui.contract.records import SUMMARY_FILENAME, SummaryHeader
+from evaltui.contract.records import SummaryHeader
 from evaltui.contract.states import RunState
 from evaltui.results.groups import GroupByError, group_by_field, metric_groups
 from evaltui.results.tables import grouped_metrics_table, metrics_table
@@ -35,12 +34,6 @@ def exit_code(state: RunState, summary: SummaryHeader | None, run_dir: Path | No
             f"{first.episode_index if first else None}: {first.message if first else None}",
             FAILED)
     return OK
-
-
-def summary_header(summary: dict[str, Any] | None) -> SummaryHeader | None:
-    """summary.json's header as its record (None if absent or not fitting the schema)."""
-    rows_left_out = {k: v for k, v in (summary or {}).items() if k != "episodes"}
-    return parse(SummaryHeader, rows_left_out or None, SUMMARY_FILENAME)[0]
 
 
 def print_results(console: Console, run_dir: Path, state: RunState,

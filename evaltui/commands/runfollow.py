@@ -29,6 +29,8 @@ def follow(run_dir: Path, proc: Any, total: int, console: Console) -> None:
         TimeRemainingColumn,
     )
 
+    from evaltui.rundir.summaryfile import read_summary
+
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                   MofNCompleteColumn(), TextColumn("{task.fields[live]}"),
                   TimeRemainingColumn(), console=console, transient=False) as progress:
@@ -49,15 +51,3 @@ def follow(run_dir: Path, proc: Any, total: int, console: Console) -> None:
                 proc.wait(POLL_SEC)  # returns as soon as the run exits, not up to 0.25 s later
             except subprocess.TimeoutExpired:
                 pass
-
-
-def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    # start-up: (see the module's docstring)
-    from evaltui.contract.records import SUMMARY_FILENAME
-    from evaltui.rundir.jsonfiles import read_json
-
-    try:
-        data = read_json(run_dir / SUMMARY_FILENAME)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None

@@ -30,14 +30,15 @@ from rich.markup import escape
 
 from evaltui.commands.console import INTERRUPTED, error
 from evaltui.commands.console import warning as say_warning
-from evaltui.commands.runend import exit_code, print_results, summary_header
-from evaltui.commands.runfollow import follow, read_summary
+from evaltui.commands.runend import exit_code, print_results
+from evaltui.commands.runfollow import follow
 from evaltui.contract.spec import SpecError
 from evaltui.contract.states import RunState
 from evaltui.engine.graph.specchecks import CheckedSpec, validate_in_workspace
 from evaltui.rundir.jsonfiles import touch_done
 from evaltui.rundir.layout import outputs_root
 from evaltui.rundir.status import read_run_status
+from evaltui.rundir.summaryfile import read_summary, summary_header
 from evaltui.slurm.commands import SlurmError
 from evaltui.slurm.episodetime import (
     budget_episode,
