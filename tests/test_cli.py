@@ -113,3 +113,23 @@ def test_report_takes_out_as_well_as_output() -> None:
     ``--output`` ambiguous (a script's ``evaltui report RUN --out DIR`` broke)."""
     args = build_parser([MODULE_OF["report"]]).parse_args(["report", "RUN", "--out", "site"])
     assert args.output == "site"
+
+
+def test_a_command_only_argparse_finds_still_gets_its_own_parser(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--them`` (argparse's abbreviation of ``--theme``) hides ``eval`` from the quick
+    scan, so the commands are listed by name alone first; the command's own parser still
+    parses its options."""
+    assert invoked_command(["--them", "light", "eval", "--help"]) is None
+    with pytest.raises(SystemExit) as exc:
+        main(["--them", "light", "eval", "--help"])
+    assert exc.value.code == 0
+    assert "--workers" in capsys.readouterr().out
+
+
+def test_help_imports_no_command_module() -> None:
+    loaded = loaded_after("import contextlib\nfrom evaltui.cli import main\n"
+                          "with contextlib.suppress(SystemExit):\n    main(['--help'])")
+    commands = {m for m in loaded if m.startswith("evaltui.commands.")}
+    assert commands == {"evaltui.commands.tui", "evaltui.commands.console"}
+    assert heavy(loaded) == []

@@ -35,7 +35,7 @@ _FLIPS_SHOWN = 20
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="paired comparison of two runs on the same episodes",
+    p = sub.add_parser("compare",
                        description="Compare run B against run A episode by episode: per-"
                        "metric mean difference with a paired bootstrap 95%% CI, an exact "
                        "McNemar test on success and the episodes that flipped. RUN_A and "

@@ -33,7 +33,7 @@ DEMO_VRAM_MB = 14 * 1024
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="the TUI with the built-in benchmark queued (no GPU needed)",
+    p = sub.add_parser("demo",
                        description="Queue three BabyAI runs (bot, noisy bot, and the shipped "
                        "model when present) and open the TUI on them.")
     # SUPPRESS: given after `demo` they win, else the same options given before it stay.

@@ -26,7 +26,7 @@ from evaltui.graphs import builtin_graph_names
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("eval", help="run one eval in the foreground (progress bar, results)",
+    p = sub.add_parser("eval",
                        description="Score a graph on episodes of a dataset split. TARGET is a "
                        "graph JSON file, a JobSpec JSON file (a dict with a 'graph' key), or "
                        f"a built-in graph name ({', '.join(builtin_graph_names())}).")

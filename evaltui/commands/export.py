@@ -28,7 +28,7 @@ ONLY_FOR = {"logdir": "tensorboard", "tracking_uri": "mlflow", "dir": "wandb"}
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "export", help="export a run to W&B, MLflow or TensorBoard",
+        "export",
         description="Export RUN_DIR's summary metrics (mean, 95% CI, n), spec (as config), "
         "episode rows (a table), running means (series over episodes) and a few episode "
         "GIFs to a tracker. Exporting the same run again updates its tracker run.")

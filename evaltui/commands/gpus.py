@@ -25,7 +25,7 @@ PIPED_WIDTH = 80
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("gpus", help="who holds each GPU's memory: pid, user, MiB, run",
+    p = sub.add_parser("gpus",
                        description="Per GPU, the processes holding memory (pid, user, MiB) "
                        "and which run or shared nodeset each one is, read from NVML (or the "
                        "fake GPUs of EVALTUI_FAKE_GPUS). Needs no running backend.")

@@ -23,7 +23,7 @@ from evaltui.scheduler.admission.ledgerdir import (
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ledger", help="the machine-wide reservation ledger",
+    p = sub.add_parser("ledger",
                        description="The reservation ledger shared by every user's "
                        "schedulers on this machine.")
     actions = p.add_subparsers(dest="ledger_action", metavar="ACTION", required=True)

@@ -15,7 +15,7 @@ from evaltui.results.runrows import RunDirError, resolve_run_dir
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("open", help="open the run screen on a run dir (TUI, no scheduler)",
+    p = sub.add_parser("open",
                        description="Open the TUI's run screen on a run dir (or a run id "
                        "under the outputs root): metrics, episodes and replays, read from "
                        "the files; no scheduler or API is started.")

@@ -58,8 +58,7 @@ STEP_MAX_PAIRS = 500
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("race", help="two graphs on the same episodes, stopped when the "
-                       "paired difference is decided (anytime-valid)",
+    p = sub.add_parser("race",
                        description="Run graphs A and B on the same episodes in the same "
                        "random order and stop both as soon as the 95%% confidence sequence "
                        "of the mean difference B - A excludes 0. A and B are graph files, "

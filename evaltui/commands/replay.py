@@ -15,7 +15,7 @@ from evaltui.runview.gif import NoFramesError, animation_format, export_gif
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("replay", help="replay one episode dir step by step (TUI)",
+    p = sub.add_parser("replay",
                        description="Open the replay viewer on an episode dir "
                        "(outputs/eval_runs/RUN_ID/episodes/epNNNN, or a copy of one).")
     p.add_argument("ep_dir", metavar="EP_DIR", help="an episode dir with log.jsonl")

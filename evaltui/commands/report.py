@@ -22,7 +22,7 @@ from evaltui.runview.snapshot import read_snapshot
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "report", help="write a run's static report (index.html; opens from file://)",
+        "report",
         description="Write RUN_DIR as a static site in DIR: the run's header, metrics with "
         "95% CIs and n, plots, a sortable and searchable episode table, and a page per "
         "episode with its frames and firing log. No server and nothing fetched: copy DIR "

@@ -53,7 +53,7 @@ ADMIT_ID_ENV = "EVALTUI_ADMIT_ID"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a command once admitted (GPU budget, no OOM)",
+    p = sub.add_parser("run",
                        description="Wait until the machine has room for PROFILE (profiles.yaml: "
                        "marginal_vram_mb, exclusive_gpu, priority, cpus; an unknown profile "
                        "takes a whole GPU), then run CMD with BACKEND_URL exported, and "

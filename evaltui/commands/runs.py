@@ -55,13 +55,13 @@ HEALTH_TIMEOUT_SEC = 3.0
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register ls, show, cancel, resume and logs."""
-    p = sub.add_parser("ls", help="list runs of a backend", description="List runs, newest "
+    p = sub.add_parser("ls", description="List runs, newest "
                        "first.")
     p.add_argument("--state", choices=[s.value for s in RunState], help="only runs in STATE")
     p.add_argument("--limit", type=int, default=50, help="at most N runs (0: all; default 50)")
     _common(p, run_ls)
 
-    p = sub.add_parser("show", help="one run: state, record, metrics",
+    p = sub.add_parser("show",
                        description="Show a run: a run id asks the backend, a run dir is "
                        "read locally.")
     p.add_argument("run_id", metavar="RUN", help="run id, or a run dir (read locally)")
@@ -78,11 +78,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _common(p, run_show)
     p.set_defaults(func=show)
 
-    p = sub.add_parser("cancel", help="cancel queued or running runs")
+    p = sub.add_parser("cancel")
     p.add_argument("run_ids", nargs="+", metavar="RUN", help="a run id or run dir")
     _common(p, run_cancel)
 
-    p = sub.add_parser("resume", help="re-run what is not ok of finished runs")
+    p = sub.add_parser("resume")
     p.add_argument("run_ids", nargs="+", metavar="RUN", help="a run id or run dir")
     p.add_argument("--more", type=int, nargs="?", const=0, default=None, metavar="N",
                    help="a run stopped by its rule (--stop-when), or cut by --max-episodes in "
@@ -90,7 +90,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "the end); its confidence sequence stays valid")
     _common(p, run_resume)
 
-    p = sub.add_parser("logs", help="an episode's log (log.jsonl)")
+    p = sub.add_parser("logs")
     p.add_argument("run_id", metavar="RUN", help="a run id or run dir")
     p.add_argument("episode", type=int, help="episode index")
     p.add_argument("--follow", "-f", action="store_true",

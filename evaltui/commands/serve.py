@@ -29,7 +29,7 @@ DEFAULT_PORT = 8000
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="headless scheduler + HTTP API",
+    p = sub.add_parser("serve",
                        description="Run the scheduler headless and serve its HTTP API "
                        "(/api/eval/v2, OpenAPI at /openapi.json).")
     p.add_argument("--host", default="127.0.0.1",

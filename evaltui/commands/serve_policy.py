@@ -43,7 +43,7 @@ STATS_EVERY_SEC = 2.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve-policy", help="serve a model over openpi's websocket protocol",
+    p = sub.add_parser("serve-policy",
                        description="Serve one node of a nodeset (GRAPH:NODESET, e.g. "
                        "model:policy, or module:Class) over openpi's websocket dialect "
                        "(msgpack-numpy, metadata frame first, /healthz), batching requests "

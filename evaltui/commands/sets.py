@@ -32,7 +32,7 @@ from evaltui.sets.targets import TargetError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("set", help="experiment sets: a grid of runs as one unit",
+    p = sub.add_parser("set",
                        description="Run, follow and tabulate experiment sets (a set file's "
                        "matrix of graphs, splits, params, repeats and checkpoints).")
     cmds = p.add_subparsers(dest="set_command", metavar="SUBCOMMAND", required=True)

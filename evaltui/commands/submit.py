@@ -35,7 +35,7 @@ EXIT_BY_STATE = {RunState.DONE: RunExit.OK, RunState.CANCELLED: RunExit.CANCELLE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("submit", help="queue an eval on a backend (evaltui serve)",
+    p = sub.add_parser("submit",
                        description="Queue an eval on the backend at $BACKEND_URL. TARGET is a "
                        "graph JSON file, a JobSpec JSON file or a built-in graph name "
                        f"({', '.join(builtin_graph_names())}).")

@@ -21,7 +21,7 @@ from evaltui.wrapper.ports import in_use, port_lock
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("teardown", help="stop the backends `evaltui run` started",
+    p = sub.add_parser("teardown",
                        description="Stop the backends `evaltui run` started (their pid files "
                        "in the state dir); runs keep running.")
     p.add_argument("--force", action="store_true",

@@ -29,7 +29,7 @@ MISMATCHES_SHOWN = 50
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "verify", help="recompute a run's metrics from its stored trajectories",
+        "verify",
         description="Recompute every per-episode metric from each episode's trajectory.json, "
         "then the run means, 95% CIs and n, and compare them with episode.json and "
         "summary.json. Exit 0 when all agree within the tolerance, 1 when not, 2 when "
