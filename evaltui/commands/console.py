@@ -18,6 +18,10 @@ same for the same kind of mistake in every command (the table is in docs/cli.md)
 
 from __future__ import annotations
 
+import argparse
+import importlib
+from collections.abc import Callable
+
 OK = 0
 FAILED = 1
 USAGE = 2
@@ -49,3 +53,14 @@ def warning(message: str) -> None:
 
 def note(message: str) -> None:
     say("note", message)
+
+
+def handler(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """Sub-command ``name`` of ``evaltui.commands.MODULE``, that module imported when the
+    sub-command runs: a command with several sub-commands loads only the one it runs, as
+    ``evaltui`` loads only the command it runs (cli.py)."""
+
+    def run(args: argparse.Namespace) -> int:
+        return int(getattr(importlib.import_module(f"evaltui.commands.{module}"), name)(args))
+
+    return run

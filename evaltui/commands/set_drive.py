@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from evaltui.api.settarget import open_target
-from evaltui.commands import set_slurm
 from evaltui.commands.console import FAILED, error
 from evaltui.commands.set_follow import FollowPrinter
 from evaltui.commands.set_show import print_table
@@ -23,31 +22,6 @@ from evaltui.sets.runner import RunnerOptions, SetRunner
 from evaltui.sets.setdir import SetBusy, hold_set
 from evaltui.sets.table import member_run_dir
 from evaltui.sets.targets import SubmitRefused, TargetError
-
-
-def common_arguments(p: argparse.ArgumentParser) -> None:
-    """``--outputs`` and ``--url``, which every ``set`` command that finds a set takes."""
-    p.add_argument("--outputs", help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
-    p.add_argument("--url", help="backend URL (default $BACKEND_URL; unset: an embedded "
-                   "scheduler)")
-
-
-def runner_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of a command that drives a set (run, resume, watch)."""
-    common_arguments(p)
-    p.add_argument("--retries", type=int, default=0, metavar="N",
-                   help="attempts after the first for a failed or aborted member (default 0)")
-    p.add_argument("--retry-backoff", type=float, default=2.0, metavar="SEC",
-                   help="wait before a member's first retry, doubled for each further one")
-    p.add_argument("--max-error-rate", type=float, default=None, metavar="F",
-                   help="stop submitting once more than this share of the members failed")
-    p.add_argument("--max-parallel", type=int, default=None, metavar="N",
-                   help="members queued or running at once, at most (default: as many as "
-                   "the scheduler admits by memory and CPU cores)")
-    p.add_argument("--detach", action="store_true", help="submit and return at once")
-    p.add_argument("--json", action="store_true", help="print the final table as JSON")
-    p.add_argument("--metrics", help="metrics of the final table, comma separated")
-    set_slurm.add_options(p)
 
 
 def runner_options(args: argparse.Namespace) -> RunnerOptions:

@@ -11,36 +11,21 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from evaltui.commands.console import error
 from evaltui.contract.setspec import SetFileError, SetRecord
 from evaltui.sets.grouprows import group_table, set_group_field
 from evaltui.sets.render import TERMINAL_METRICS, render, rich_table
-from evaltui.sets.setdir import SetDirError, read_set, resolve_set
+from evaltui.sets.setdir import SetDirError, list_sets, read_set, resolve_set
 from evaltui.sets.table import build_table, table_json
 from evaltui.sets.textplot import metric_plots
 
 FORMATS = ("md", "latex", "csv", "json")
-
-
-def add_parser(cmds: argparse._SubParsersAction) -> None:
-    p = cmds.add_parser("show", help="the set's table (read from the run dirs, no backend)")
-    p.add_argument("set", help="set dir or set id")
-    p.add_argument("--outputs", help="outputs root (default $EVALTUI_OUTPUTS or ./outputs)")
-    p.add_argument("--pivot", metavar="AXIS", help="spread this axis over the columns")
-    p.add_argument("--baseline", nargs="?", const="", default=None, metavar="AXIS=VALUE,...",
-                   help="compare each member with the baseline (default: the set file's)")
-    p.add_argument("--format", choices=FORMATS, help="md, latex, csv or json (default: a "
-                   "table on the terminal)")
-    p.add_argument("--metrics", help="metrics to show, comma separated (default: all; on "
-                   "a terminal, as many as fit its width, the rest named under the table)")
-    p.add_argument("--digits", type=int, default=3)
-    p.add_argument("--by", metavar="FIELD", help="each member by an episode-row field, one "
-                   "more axis (default: the benchmark's, task for metaworld; none: no groups)")
-    p.set_defaults(func=show_set)
 
 
 def show_set(args: argparse.Namespace) -> int:
@@ -103,4 +88,23 @@ def print_table(record: SetRecord, args: argparse.Namespace, *, as_json: bool) -
                                  width=console.width))
         for plot in metric_plots(table, metrics or list(TERMINAL_METRICS)):
             console.print(plot, highlight=False, markup=False)
+    return 0
+
+
+def list_sets_command(args: argparse.Namespace) -> int:
+    records = list_sets(args.outputs)
+    if args.json:
+        print(json.dumps([{"set_id": r.set_id, "name": r.name, "members": len(r.members),
+                           "states": dict(Counter(m.state.value for m in r.members))}
+                          for r in records], indent=2))
+        return 0
+    console = Console()
+    if not records:
+        console.print("no sets")
+        return 0
+    for r in records:
+        counts = Counter(m.state.value for m in r.members)
+        states = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        console.print(f"[bold]{escape(r.set_id)}[/]  {len(r.members)} members  {states}",
+                      highlight=False)
     return 0

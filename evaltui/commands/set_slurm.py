@@ -13,25 +13,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from evaltui.commands.eval import add_slurm_arguments, slurm_from_args
+from evaltui.commands.eval import slurm_from_args
 from evaltui.contract.setspec import load_set_file
-from evaltui.engine.executor.kinds import EXECUTORS, executor_kind
+from evaltui.engine.executor.kinds import executor_kind
 from evaltui.sets.setdir import SetDirError, read_set, resolve_set, set_dir
-from evaltui.sets.slurmarray import DEFAULT_ARRAY_PARALLELISM
 
 _KEPT = ("executor", "slurm", "slurm_array_parallelism")
 """The ``base`` keys a set run again keeps from set.json when its file does not say."""
-
-
-def add_options(p: argparse.ArgumentParser) -> None:
-    """``--executor`` and the ``--slurm-*`` options of ``set run``/``resume``."""
-    p.add_argument("--executor", choices=[k.name for k in EXECUTORS.values() if k.batch],
-                   default=None,
-                   help="run the members as Slurm job arrays (as base.executor: slurm)")
-    add_slurm_arguments(p)
-    p.add_argument("--slurm-array-parallelism", type=int, default=None, metavar="P",
-                   help="--executor slurm: members running at once (default: "
-                   f"base.slurm_array_parallelism, else {DEFAULT_ARRAY_PARALLELISM})")
 
 
 def is_batch(data: dict[str, Any]) -> bool:

@@ -17,22 +17,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from evaltui.commands.console import error
-from evaltui.commands.set_drive import drive, runner_arguments, runner_options
+from evaltui.commands.set_drive import drive, runner_options
 from evaltui.contract.setspec import SetFileError
 from evaltui.engine.executor.kinds import executor_kind
 from evaltui.sets.plan import plan_file
 from evaltui.sets.watch import CheckpointScanner, watch_set
-
-
-def add_parser(cmds: argparse._SubParsersAction) -> None:
-    p = cmds.add_parser("watch", help="evaluate checkpoints as training writes them")
-    p.add_argument("file", help="a set file whose checkpoint axis names a directory (watch)")
-    runner_arguments(p)
-    p.add_argument("--until", type=int, metavar="N", help="end after N checkpoints")
-    p.add_argument("--settle", type=float, default=2.0, metavar="SEC",
-                   help="a checkpoint without a .done sidecar is complete once unchanged "
-                   "this long (default 2)")
-    p.set_defaults(func=watch_command)
 
 
 def watch_command(args: argparse.Namespace) -> int:

@@ -23,6 +23,9 @@ from evaltui.contract.states import RunState
 
 SETS_DIRNAME = "eval_sets"
 """Under the outputs root: one directory per set, named by its set_id."""
+DEFAULT_ARRAY_PARALLELISM = 4
+"""Members of a Slurm job array running at once unless the set says
+(``base.slurm_array_parallelism``; ``%4``)."""
 SET_FILENAME = "set.json"
 """The set dir's record (:class:`SetRecord`)."""
 STOP_FILENAME = "STOP"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.contract.records import SPEC_FILENAME
+from evaltui.contract.setspec import DEFAULT_ARRAY_PARALLELISM
 from evaltui.contract.states import RunState
 from evaltui.contract.views import Run, run_view
 from evaltui.engine.graph.specchecks import validate_spec
@@ -35,7 +36,6 @@ from evaltui.rundir.store import reset_for_rerun, update_scheduler_record, write
 from evaltui.sets.memberruns import member_runs
 from evaltui.sets.plan import SetPlan
 from evaltui.sets.slurmarray import (
-    DEFAULT_ARRAY_PARALLELISM,
     LOG_DIRNAME,
     ArrayManifest,
     ArrayTask,

@@ -26,8 +26,6 @@ ARRAY_FILENAME = "slurm_array.json"
 """In the set dir: task id -> run dir and array job (:class:`ArrayManifest`)."""
 LOG_DIRNAME = "slurm"
 """In the set dir: each task's Slurm output before its run takes over (``%A_%a.log``)."""
-DEFAULT_ARRAY_PARALLELISM = 4
-"""Members of an array running at once unless the set says (``%4``)."""
 
 
 @dataclass
