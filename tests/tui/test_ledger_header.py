@@ -59,3 +59,22 @@ async def test_header_and_resources_say_the_ledger_is_per_user(
         await wait_for(lambda: "per-user ledger" in str(header.content),
                        what="the per-user note")
         assert "other users cannot see these reservations" in str(header.content)
+
+
+async def test_the_api_address_stays_on_screen_beside_the_per_user_note_at_120_columns(
+    app_factory, make_backend, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API's address is what a second terminal needs to attach; the per-user note
+    (its full reason in ``evaltui ledger where``) comes after it and is what an ellipsis
+    cuts at 120 columns."""
+    monkeypatch.setenv("EVALTUI_LEDGER_DIR", str(tmp_path / "not-set-up"))
+    backend = make_backend()
+    backend.api_note = "demo: fake GPU · API: http://127.0.0.1:48123 (docs /docs)"
+    app = app_factory(backend)
+    async with app.run_test(size=(120, 36)) as pilot:
+        header = app.screen.query_one(SchedulerHeader)
+        await wait_for(lambda: "per-user ledger" in str(header.content),
+                       what="the per-user note")
+        await pilot.pause()
+        shown = "".join(s.text for s in header.render_line(0))
+        assert "API: http://127.0.0.1:48123" in shown, shown

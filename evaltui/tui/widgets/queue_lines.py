@@ -74,11 +74,11 @@ class SchedulerHeader(Static):
             if info.ledger_error:  # before the API note: it is why the queue does not move
                 header.append(f"  ⚠ {info.ledger_error}",
                               style=theme_style(app, "error", bold=True))
-            elif info.ledger_note:  # the full reason is in /resources and `ledger where`
-                header.append("  ⚠ per-user ledger: other users cannot see these "
-                              "reservations", style=theme_style(app, "warning"))
             if info.api_note:
                 header.append(f"   {info.api_note}", style=muted)
+            if info.ledger_note and not info.ledger_error:  # the full reason: `ledger where`
+                header.append("  ⚠ per-user ledger: other users cannot see these "
+                              "reservations", style=theme_style(app, "warning"))
         return header
 
 
