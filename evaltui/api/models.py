@@ -82,6 +82,8 @@ class SubmitRef(RunRef):
 
     warnings: list[str] = Field(default_factory=list)
     """A step budget below the env's own limit, episodes without reference data, ..."""
+    notes: list[str] = Field(default_factory=list)
+    """What the nodesets' own checks found (e.g. the renderer a benchmark probed)."""
 
 
 class PriorityRequest(BaseModel):

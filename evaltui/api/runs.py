@@ -42,7 +42,7 @@ def submit(spec: JobSpec, ctx: Ctx) -> SubmitRef:
         raise ApiFailure(507, f"disk full: cannot write a run dir under {ctx.scheduler.outputs}"
                          f" ({exc.strerror or exc}); nothing was queued") from None
     return SubmitRef(run_id=submitted.run_id, state=submitted.state,
-                     warnings=list(submitted.warnings))
+                     warnings=list(submitted.warnings), notes=list(submitted.notes))
 
 
 @router.get("/runs", response_model=list[Run], responses=errors())

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from evaltui.api.client import ApiClient
 from evaltui.api.models import Run
-from evaltui.commands.console import error, warning
+from evaltui.commands.console import error, note, warning
 from evaltui.commands.eval import add_spec_arguments
 from evaltui.commands.evalspec import spec_from_args
 from evaltui.commands.runs import emit_json, reachable, with_client
@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     ref = client.submit(spec)
     for line in ref.warnings:
         warning(line)
+    for line in ref.notes:
+        note(line)
     if not args.wait:
         if args.json:
             emit_json(ref.model_dump(mode="json"))

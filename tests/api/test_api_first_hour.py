@@ -109,3 +109,23 @@ def test_logs_follow_waits_for_an_episode_that_has_not_begun(backend: Backend, p
     assert proc.returncode == 0, err
     events = [json.loads(line)["event"] for line in out.splitlines()]
     assert events[0] == "episode_start" and events[-1] == "episode_end"
+
+
+def test_submit_prints_the_notes_of_the_nodesets_own_checks(
+        cli, backend: Backend, tmp_path: Path) -> None:
+    """What a nodeset's ``check_params`` found (Meta-World's renderer probe says which
+    backend works and what a frame costs) reaches ``submit`` as ``eval`` prints it."""
+    (tmp_path / "noted.py").write_text(
+        "from evaltui.benchmarks.babyai.bot import BabyAIBotPolicy\n\n\n"
+        "class NotedBot(BabyAIBotPolicy):\n"
+        "    @classmethod\n"
+        "    def check_params(cls, params):\n"
+        "        return 'the probe found a working renderer'\n")
+    spec = bot_spec(1)
+    spec["graph"]["nodesets"]["policy"]["impl"] = "noted:NotedBot"
+    spec["active_workspace_dir"] = str(tmp_path)
+    assert backend.client().submit(spec).notes == ["the probe found a working renderer"]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    code, _, err = cli("submit", str(tmp_path / "spec.json"))
+    assert code == 0
+    assert "note: the probe found a working renderer" in err

@@ -81,7 +81,7 @@ class Lifecycle:
             "warnings": list(checked.warnings)})  # shown by submit (API, CLI, TUI)
         run_dir = write_run(checked, c.outputs, record=record)
         job = self._queue_written(run_dir, record, checked.spec, estimate, None)
-        return Submitted(job.run_id, RunState.QUEUED, checked.warnings)
+        return Submitted(job.run_id, RunState.QUEUED, checked.warnings, checked.notes)
 
     def cancel(self, run_id: str) -> RunState:
         """Cancel a queued or running run; see JobScheduler.cancel."""
@@ -269,14 +269,16 @@ def estimate_fields(estimate: Estimate) -> dict[str, Any]:
 
 class Submitted(tuple[str, RunState]):
     """What submit returns: ``(run_id, state)`` (it unpacks as that pair), and the
-    ``warnings`` validation gave (also in scheduler.json), so no caller reads them back."""
+    ``warnings`` validation gave (also in scheduler.json) and the ``notes`` the nodesets'
+    own checks gave (a benchmark's renderer), so no caller reads them back."""
 
     warnings: tuple[str, ...]
+    notes: tuple[str, ...]
 
-    def __new__(cls, run_id: str, state: RunState, warnings: Sequence[str] = ()
-                ) -> Submitted:
+    def __new__(cls, run_id: str, state: RunState, warnings: Sequence[str] = (),
+                notes: Sequence[str] = ()) -> Submitted:
         self = super().__new__(cls, (run_id, state))
-        self.warnings = tuple(warnings)
+        self.warnings, self.notes = tuple(warnings), tuple(notes)
         return self
 
     @property
@@ -318,7 +320,7 @@ def _submit_to_slurm(spec: JobSpec | Mapping[str, Any], outputs: Path) -> Submit
         if sep and field.startswith("eval."):
             raise SpecError(field, message) from None
         raise SpecError("eval.executor", str(exc)) from None
-    return Submitted(submitted.run_dir.name, RunState.QUEUED, checked.warnings)
+    return Submitted(submitted.run_dir.name, RunState.QUEUED, checked.warnings, checked.notes)
 
 
 def _resumable(run_dir: Path, state: RunState, build: bool = True) -> tuple[Any, list[int]]:
