@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 import uuid
@@ -112,7 +113,6 @@ class ClusterProbe:
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             # Ray replaces SIGTERM/SIGINT handlers on init; serve's own are put back.
-            import signal
             saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
             ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
                      logging_level=logging.WARNING)

@@ -14,6 +14,7 @@ its memory reserved there already and asks for nothing more.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -103,8 +104,6 @@ def node_placement(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     The actors then go to that node only (hard affinity: its memory was reserved there)
     and see that GPU alone.
     """
-    import os
-
     env = os.environ if env is None else env  # set per run by its scheduler, not a setting
     node_id, gpu = env.get(NODE_ID_ENV), env.get(NODE_GPU_ENV, "")
     if not node_id or not gpu.isdigit():
