@@ -102,6 +102,7 @@ class ClusterProbe:
     def __init__(self, address: str, *, timeout_sec: float = 0.0, first_timeout_sec: float
                  = 20.0, stale_sec: float = 5.0, lease_sec: float = LEASE_SEC,
                  scheduler_id: str | None = None) -> None:
+        # optional: ray (the ray extra)
         import ray
 
         self.address = address
@@ -331,6 +332,7 @@ class ClusterProbe:
         return GpuReading(True, None, fake, tuple(gpus))
 
     def _spawn(self, node_id: str) -> Any:
+        # optional: ray (the ray extra)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         return self._ray.remote(NodeProbe).options(
@@ -360,6 +362,7 @@ def open_cluster(address: str) -> ClusterProbe:
     """The probe of ``evaltui serve --ray`` / ``evaltui --ray``; ClusterUnavailable with
     the one line to print otherwise."""
     try:
+        # optional: ray (the ray extra)
         import ray  # noqa: F401
     except ImportError:
         raise ClusterUnavailable("--ray needs ray: install evaltui[ray]") from None
