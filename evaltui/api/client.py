@@ -10,6 +10,7 @@ scheduler's machinery beyond the models.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -185,9 +186,7 @@ class ApiClient:
                 ) -> dict[str, Any]:
         """The set's members and table (``set show --format json`` plus ``running``,
         ``held``, ``set_dir``); ``baseline=True`` compares with the set file's baseline."""
-        import json as _json
-
-        raw = "" if baseline is True else (_json.dumps(baseline) if baseline else None)
+        raw = "" if baseline is True else (json.dumps(baseline) if baseline else None)
         return self._call("GET", f"/sets/{_seg(set_id)}", dict[str, Any],
                           params=_params(baseline=raw))
 

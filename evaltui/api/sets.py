@@ -18,7 +18,9 @@ from collections import Counter
 from pathlib import Path as FsPath
 from typing import Annotated, Any
 
+import yaml
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.setdrivers import SetBusyHere, SetDrivers
@@ -60,8 +62,6 @@ async def create(request: Request, ctx: Ctx,
     base = _base_dir(base_dir)
     options = RunnerOptions(retries=retries, max_error_rate=max_error_rate,
                             backoff_sec=retry_backoff, max_parallel=max_parallel)
-    from starlette.concurrency import run_in_threadpool
-
     # Checking imports the graphs' nodesets and the first step submits: off the loop.
     return await run_in_threadpool(_create, ctx, data, base, options)
 
@@ -178,8 +178,6 @@ def _parse_body(body: bytes, content_type: str) -> Any:
             return json.loads(text)
         except ValueError as exc:
             raise ApiFailure(422, f"<set file>: not valid JSON ({exc})", "<set file>") from None
-    import yaml
-
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

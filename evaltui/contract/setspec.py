@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evaltui.contract.slurmoptions import SlurmOptions
@@ -310,8 +311,6 @@ def load_set_file(path: Path) -> tuple[SetFile, dict[str, Any]]:
         except ValueError as exc:
             raise SetFileError("<set file>", f"{path}: not valid JSON ({exc})") from None
     else:
-        import yaml  # only for YAML files
-
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:

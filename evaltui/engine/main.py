@@ -4,13 +4,15 @@ Spawned detached (its own session) by the scheduler or ``evaltui eval``; it owns
 dir until ``_DONE``. It checks the spec, then forks its workers' zygote from itself (the
 check has imported what the workers need). SIGTERM or SIGINT asks it to stop: the
 episode in flight ends ``cancelled`` at its next step boundary, the summary says
-``cancelled``, and it exits.
+``cancelled``, and it exits. (One during its imports, before the handlers are set, ends
+it at once; whoever sent it reads the run as cancelled all the same.)
 
 ``--spec-from-stdin --reply-fd N`` (what ``evaltui eval`` starts, before it has built its
-spec): import the runner first, then read the spec from stdin, check it, write the run
-dir and answer on fd N (:mod:`evaltui.engine.run.intake`); from the run dir on, it is the same
-run process, its output in ``run.log``, and its workers' zygote a fork of it. The spec is
-checked once, here: the CLI never imports the nodeset modules.
+spec): import the runner first (this module's imports, ~1 s, while the CLI builds the
+spec), then read the spec from stdin, check it, write the run dir and answer on fd N
+(:mod:`evaltui.engine.run.intake`); from the run dir on, it is the same run process, its
+output in ``run.log``, and its workers' zygote a fork of it. The spec is checked once,
+here: the CLI never imports the nodeset modules.
 """
 
 from __future__ import annotations
@@ -22,17 +24,20 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evaltui.contract.spec import parse_spec
 from evaltui.contract.states import RunExit
 from evaltui.engine.executor.kinds import executor_of
 from evaltui.engine.executor.local.zygote import WorkerZygote, preload_modules
+from evaltui.engine.graph.specchecks import CheckedSpec, check_spec
 from evaltui.engine.processes.pdeathsig import arm_pdeathsig
 from evaltui.engine.processes.quickexit import exit_now
+from evaltui.engine.run.allocgpus import adopt_slurm_gpus
+from evaltui.engine.run.intake import read_request, take_spec
 from evaltui.engine.run.preemption import is_slurm_batch, requeue_on_signal, requeue_self, restarted
-
-if TYPE_CHECKING:
-    from evaltui.engine.graph.specchecks import CheckedSpec
+from evaltui.engine.run.runner import BatchEvalRunner
+from evaltui.slurm.runsubmit import record_placement
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,17 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     stop = stop_on_signals()
     requeue = None
     if is_slurm_batch(spec):  # USR1 before the time limit or a preemption: requeue
-        from evaltui.engine.run.allocgpus import adopt_slurm_gpus
-
         adopt_slurm_gpus()  # the fake GPU index follows the GPUs Slurm gave, not sbatch's shell
-        from evaltui.slurm.runsubmit import record_placement
-
         record_placement(run_dir)  # where it runs, for readers on the login node
         requeue = requeue_on_signal(stop)
         restarted(run_dir)
-    from evaltui.contract.spec import parse_spec
-    from evaltui.engine.graph.specchecks import check_spec
-
     try:
         checked: CheckedSpec | None = check_spec(parse_spec(spec))
     except Exception:  # noqa: BLE001  (whatever it is, the runner's own check reports it)
@@ -85,10 +83,6 @@ def main(argv: list[str] | None = None) -> int:
 def run_from_stdin(reply_fd: int) -> int:
     """``evaltui eval``'s run process: the spec from stdin, checked here, then the run."""
     stop = stop_on_signals()
-    # Imported while the CLI builds the spec (the runner for the run after the answer).
-    import evaltui.engine.run.runner  # noqa: F401
-    from evaltui.engine.run.intake import read_request, take_spec
-
     request = read_request(sys.stdin.buffer)
     if request is None:
         return 0
@@ -111,8 +105,6 @@ def run_checked(run_dir: Path, spec: Any, checked: CheckedSpec | None,
     the workers' zygote is a fork of this process (no thread yet), not a cold interpreter
     doing the same imports on the same cores.
     """
-    from evaltui.engine.run.runner import BatchEvalRunner
-
     # workers not this process's children (actors, job steps): a zygote would only take CPU
     zygote = None if checked is None or executor_of(spec).workers_elsewhere \
         else WorkerZygote(preload_modules(spec)).start_by_fork()

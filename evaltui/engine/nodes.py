@@ -17,7 +17,7 @@ A node returns a dict with exactly its declared outputs. ``batched=True`` with
 stacked inputs (DESIGN §5). The same can be declared once for the whole nodeset, as
 class variables::
 
-    class Policy(NodeSet):
+    class BatchedPolicy(NodeSet):
         batched: ClassVar[bool] = True
         batch_dim: ClassVar[str] = "obs"
 
@@ -36,6 +36,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
+
+from evaltui.engine.usererrors import one_line, report_traceback
 
 Parallelism = Literal["replicated", "shared", "inline"]
 
@@ -226,10 +228,6 @@ def import_impl(impl: str) -> type[NodeSet]:
 
 def _import_failed(impl: str, module_name: str, exc: BaseException) -> ImplError:
     """One line: where in the user's module it failed, the exception and its message."""
-    # Imported here, not at the top: a nodeset's own environment (engine/foreign) is sent
-    # this module's source before usererrors'.
-    from evaltui.engine.usererrors import one_line, report_traceback
-
     report_traceback(exc)
     return ImplError(f"impl {impl!r}: cannot import module {module_name!r}: {one_line(exc)} "
                      "(--verbose prints the traceback)")

@@ -2,6 +2,6 @@
 
 ``cudadriver`` loads ``libcuda.so.1`` and holds N MiB on one device; ``hold`` is a tiny
 process around it (``python -m evaltui.gpu.hold``) for checks that need a GPU process to
-point at. Nothing here is imported by the engine or the scheduler: the scheduler measures
-GPUs through NVML (evaltui.scheduler.admission.resources); this package makes real usage to measure.
+point at; ``nvml`` is ``pynvml``, imported once without its deprecation warning, through
+which the scheduler (evaltui.scheduler.admission.resources) and the run process measure GPUs.
 """

@@ -24,7 +24,7 @@ import numpy as np
 from evaltui.benchmarks.metaworld.env import MetaWorldEnv
 from evaltui.contract.records import LOG_FILENAME, TRAJECTORY_FILENAME
 from evaltui.engine.episode.metrics import episode_metrics
-from evaltui.results.replaycheck import Divergence, LoggedStep, logged_steps, same_reward
+from evaltui.results.replaysteps import Divergence, LoggedStep, logged_steps, same_reward
 from evaltui.results.verify import StoredEpisode
 
 

@@ -6,13 +6,13 @@ step's reward and done flag must equal the logged ``outputs.reward`` / ``outputs
 and the agent positions (appended when they change, start first) must equal
 trajectory.json's ``positions``. The built-in BabyAI env is replayed here; Meta-World's
 by ``mwreplay.py``, which also recomputes the row's metrics. Other envs are not known to
-be deterministic or resettable outside the run.
+be deterministic or resettable outside the run. Both read the log and say where the replay
+diverges through ``replaysteps.py``.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,21 +25,13 @@ from evaltui.contract.records import (
     TRAJECTORY_FILENAME,
 )
 from evaltui.engine.graph.datasets import DatasetError, load_episodes, resolve_dataset
+from evaltui.results.mwreplay import replay_episode as replay_metaworld
+from evaltui.results.replaysteps import Divergence, logged_steps, same_reward
 from evaltui.results.verify import AGGREGATED, StoredEpisode, VerifyInputError
-from evaltui.rundir.logread import iter_log
-from evaltui.rundir.safeopen import LeavesRoot, open_inside, read_json_inside
+from evaltui.rundir.safeopen import read_json_inside
 
 BABYAI_ENV_IMPL = "evaltui.benchmarks.babyai.env:BabyAIEnv"
 METAWORLD_ENV_IMPL = "evaltui.benchmarks.metaworld.env:MetaWorldEnv"
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """The first step at which the replay disagrees with the episode's records."""
-
-    episode: str
-    step: int
-    what: str
 
 
 @dataclass
@@ -57,16 +49,6 @@ class ReplayReport:
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
-
-
-@dataclass(frozen=True)
-class LoggedStep:
-    """One fire of the env step node: the action it took and what the env answered."""
-
-    step: int
-    action: Any
-    reward: Any
-    done: Any
 
 
 def run_loop(run_dir: Path) -> tuple[str, str, str]:
@@ -112,32 +94,12 @@ def dataset_rows(run_dir: Path) -> list[dict[str, Any]]:
         raise VerifyInputError(f"cannot read the run's dataset: {exc}") from None
 
 
-def logged_steps(log_path: Path, step_node: str) -> Iterator[LoggedStep]:
-    """The fires of ``step_node`` in log order (``log_path``: ``RUN/episodes/epNNNN/log.jsonl``,
-    opened without following a symlink out of RUN)."""
-    try:
-        run = log_path.parents[2]
-        log = open_inside(run, log_path.relative_to(run))
-    except LeavesRoot:
-        raise VerifyInputError(f"{log_path} is a symlink that leaves the run dir; not read"
-                               ) from None
-    with log:
-        for _offset, rec in iter_log(log):
-            if rec.get("event") == "fire" and rec.get("node") == step_node:
-                inputs, outputs = rec.get("inputs") or {}, rec.get("outputs") or {}
-                yield LoggedStep(int(rec.get("step", -1)), inputs.get("action"),
-                                 outputs.get("reward"), outputs.get("done"))
-
-
 def replay_run(run_dir: Path, episodes: list[StoredEpisode],
                tolerance: float = 0.0) -> ReplayReport:
     """Replay every aggregated episode of ``run_dir``; BabyAI runs only."""
     report = ReplayReport()
     impl, env_name, step_node = run_loop(run_dir)
     if impl == METAWORLD_ENV_IMPL:
-        # Here: mwreplay imports this module's helpers (and Meta-World's env module).
-        from evaltui.results.mwreplay import replay_episode as replay_metaworld
-
         params = env_params(run_dir, env_name)
 
         def replay(ep: StoredEpisode, row: Mapping[str, Any], node: str,
@@ -228,13 +190,6 @@ def replay_episode(ep: StoredEpisode, row: Mapping[str, Any], step_node: str,
         return count, None
     finally:
         env.close()
-
-
-def same_reward(logged: Any, replayed: float, tolerance: float) -> bool:
-    if isinstance(logged, bool) or not isinstance(logged, int | float):
-        return False
-    return logged == replayed or abs(float(logged) - replayed) <= tolerance or (
-        math.isnan(logged) and math.isnan(replayed))
 
 
 def _pos(sim: Any) -> tuple[int, int]:

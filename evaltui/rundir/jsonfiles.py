@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,6 @@ def sync_files(paths: Iterable[Path]) -> None:
         for path in paths:
             _fsync_file(path)
         return
-    from concurrent.futures import ThreadPoolExecutor  # 5 ms of imports: the CLI's too
-
     with ThreadPoolExecutor(min(SYNC_THREADS, len(paths)),
                             thread_name_prefix="fsync") as pool:
         list(pool.map(_fsync_file, paths))  # re-raises a failed fsync

@@ -34,7 +34,7 @@ def video_frame(path: Path, at: int) -> np.ndarray:
 @lru_cache(maxsize=2)
 def _decoded(path: str, _size: int, _mtime_ns: int) -> tuple[np.ndarray, ...]:
     try:
-        # Lazy: PyAV is optional; only episodes with video frames need it.
+        # optional: av (PyAV, the metaworld extra): only episodes with video frames need it
         import av
     except ImportError as exc:
         raise OSError(f"reading {Path(path).name} needs PyAV: pip install av ({exc})") from None

@@ -8,13 +8,15 @@ episode in common with the baseline (another split), gets a note instead of numb
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaltui.contract.setspec import SetFileError
 from evaltui.results.runrows import RunDirError, load_run
 from evaltui.sets.expansion import same_value
 from evaltui.sets.stats import baseline_diffs
-from evaltui.sets.table import MemberRow, SetTable
+
+if TYPE_CHECKING:
+    from evaltui.sets.table import MemberRow, SetTable
 
 
 def find_baseline(table: SetTable, entry: dict[str, Any]) -> MemberRow:

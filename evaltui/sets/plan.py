@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.contract.setspec import SetFile, SetRecord, load_set_file, parse_set_file
+from evaltui.sets.checking import check_members
 from evaltui.sets.expansion import Expansion, expand
 from evaltui.sets.setdir import set_dir
 
@@ -63,7 +64,5 @@ def _plan(setfile: SetFile, data: Any, base_dir: Path, outputs: str | os.PathLik
     expansion = expand(setfile, base_dir, set_id=set_id, checkpoints=checkpoints)
     warnings: list[str] = []
     if check:
-        from evaltui.sets.checking import check_members  # imports the engine
-
         warnings = check_members(expansion)
     return SetPlan(set_id, set_dir(set_id, outputs), dict(data), expansion, warnings)

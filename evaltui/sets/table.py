@@ -21,6 +21,7 @@ from evaltui.results.compare import ordered_metrics  # numpy: after the command 
 from evaltui.rundir.layout import outputs_root, runs_root
 from evaltui.rundir.status import read_run_status
 from evaltui.rundir.summaryfile import read_summary_header
+from evaltui.sets.baseline import attach_baseline
 from evaltui.sets.stats import BaselineDiff
 
 LOWER_IS_BETTER = frozenset({"steps", "path_length", "nav_error"})
@@ -86,8 +87,6 @@ def build_table(record: SetRecord, outputs: str | os.PathLike[str] | None = None
     table = SetTable(record.set_id, record.name, axes, metrics, rows, race=record.race)
     table.best = _best(rows, metrics)
     if baseline is not None:
-        from evaltui.sets.baseline import attach_baseline  # loads episode rows
-
         attach_baseline(table, baseline)
     return table
 

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import watchfiles
+
 from evaltui.contract.setspec import STOP_FILENAME
 from evaltui.rundir.pollfiles import POLL_DELAY_MS, should_poll
 from evaltui.sets.expansion import Member, checkpoint_step, inside
@@ -72,8 +74,6 @@ def watch_set(runner: SetRunner, scanner: CheckpointScanner,
               stop: threading.Event | None = None) -> None:
     """Watch until ``until`` checkpoints are in the set, a stop file, ``stop`` or Ctrl-C;
     then follow the queued members to their end (``runner.run``)."""
-    import watchfiles
-
     stop = stop or threading.Event()
     stop_files = (set_dir / STOP_FILENAME, scanner.directory / STOP_FILENAME)
 

@@ -9,6 +9,7 @@ and a Slurm run's resources are the allocation Slurm gives its job.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -101,9 +102,6 @@ def record_placement(run_dir: Path, environ: Mapping[str, str] | None = None) ->
     """The batch step's word on where the run runs, merged into scheduler.json: its job,
     cluster and node (``SLURM_JOB_ID``, ``SLURM_CLUSTER_NAME``, ``SLURMD_NODENAME``). A
     run dir that cannot take it (a full disk) runs all the same."""
-    import os
-
-
     env = os.environ if environ is None else environ
     fields = {key: env.get(var) for key, var in (
         ("slurm_cluster", "SLURM_CLUSTER_NAME"), ("slurm_batch_host", "SLURMD_NODENAME"))}

@@ -23,8 +23,10 @@ from evaltui.tui.backend import Backend
 from evaltui.tui.keys import QUIT_ACTIONS, key_text
 from evaltui.tui.palette import RunsProvider, action_commands
 from evaltui.tui.screens.help import HelpScreen
+from evaltui.tui.screens.queue import QueueScreen
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.screens.run import WATCH_DEBOUNCE_MS, RunScreen
+from evaltui.tui.screens.set_screen import SetScreen
 from evaltui.tui.themes import DEFAULT_THEME, install_themes, resolve_theme_name
 
 Clock = Callable[[], datetime]
@@ -89,8 +91,6 @@ class EvalApp(App[None]):
             return ReplayScreen(self.replay_dir, standalone=True)
         if self.run_dir is not None:
             return RunScreen(self.run_dir, standalone=True, debounce_ms=self.watch_debounce_ms)
-        from evaltui.tui.screens.queue import QueueScreen
-
         assert self.backend is not None
         return QueueScreen(self.backend, poll_interval=self.poll_interval)
 
@@ -101,8 +101,6 @@ class EvalApp(App[None]):
 
     def open_set(self, set_dir: Path) -> None:
         """Push the set screen of ``set_dir`` (``outputs/eval_sets/{set_id}``)."""
-        from evaltui.tui.screens.set_screen import SetScreen
-
         self.push_screen(SetScreen(set_dir))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:

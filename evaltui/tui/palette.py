@@ -17,24 +17,23 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 
 from evaltui.rundir.layout import episode_dir
+from evaltui.tui.screens.ask_number import AskNumberScreen
+from evaltui.tui.screens.queue import QueueScreen
+from evaltui.tui.screens.replay import ReplayScreen
+from evaltui.tui.screens.run import RunScreen
+from evaltui.tui.widgets.runs_table import RunsTable
 
 if TYPE_CHECKING:
     from evaltui.tui.app import EvalApp
-    from evaltui.tui.screens.queue import QueueScreen
 
 
 def queue_screen(app: EvalApp) -> QueueScreen | None:
     """The queue screen in the app's stack (under a run screen, say), if any."""
-    from evaltui.tui.screens.queue import QueueScreen
-
     return next((s for s in app.screen_stack if isinstance(s, QueueScreen)), None)
 
 
 def action_commands(app: EvalApp, screen: Screen[object]) -> Iterator[SystemCommand]:
     """The evaltui commands that act on ``screen``."""
-    from evaltui.tui.screens.queue import QueueScreen
-    from evaltui.tui.screens.run import RunScreen
-
     if isinstance(screen, QueueScreen):
         yield SystemCommand("Submit a run", "open the submit form (s)", screen.action_submit)
         yield SystemCommand("Cancel the selected run", "SIGTERM a running run, drop a "
@@ -56,9 +55,6 @@ def action_commands(app: EvalApp, screen: Screen[object]) -> Iterator[SystemComm
 
 def ask_episode(app: EvalApp, screen: Screen[object]) -> None:
     """Ask for an episode index, then open its replay in the run screen's run."""
-    from evaltui.tui.screens.ask_number import AskNumberScreen
-    from evaltui.tui.screens.replay import ReplayScreen
-
     run_dir = screen.run_dir  # type: ignore[attr-defined]
 
     def chosen(index: int | None) -> None:
@@ -82,8 +78,6 @@ class RunsProvider(Provider):
         queue = queue_screen(app)
         if queue is None:
             return []
-        from evaltui.tui.widgets.runs_table import RunsTable
-
         table = queue.query_one(RunsTable)
         found = []
         for run in table.all_runs:
@@ -99,8 +93,6 @@ class RunsProvider(Provider):
         queue = queue_screen(app)
         if queue is None:
             return
-        from evaltui.tui.widgets.runs_table import RunsTable
-
         run = queue.query_one(RunsTable).run(run_id)
         if run is None or run.run_dir is None:
             app.notify(f"run {run_id} is no longer listed", severity="warning")

@@ -31,7 +31,8 @@ def metaworld_modules(gl: str | None = None) -> Any:
         if gl == "osmesa":
             os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
     try:
-        # Lazy: metaworld imports mujoco (~0.5 s and a GL backend choice); only workers do.
+        # optional: metaworld, mujoco (the metaworld extra); they also cost ~0.5 s and a GL
+        # backend choice, which only workers make.
         import mujoco
         from metaworld.env_dict import ALL_V3_ENVIRONMENTS_GOAL_OBSERVABLE
         from metaworld.policies import ENV_POLICY_MAP

@@ -52,7 +52,7 @@ class VideoWriter:
         arr = np.ascontiguousarray(pixels)
         if self._out is None:
             self._open(arr.shape)
-        import av  # lazy (see _open); already loaded by then
+        import av  # optional: av (PyAV, the metaworld extra); _open loaded it
 
         frame = av.VideoFrame.from_ndarray(arr, format="rgb24")
         frame.pts = self._count
@@ -62,7 +62,7 @@ class VideoWriter:
         return self._count - 1
 
     def _open(self, shape: tuple[int, ...]) -> None:
-        # Lazy: PyAV is an optional dependency, needed only by envs that emit video frames.
+        # optional: av (PyAV, the metaworld extra): only envs that emit video frames need it
         import av
 
         self.path.parent.mkdir(exist_ok=True)

@@ -52,8 +52,9 @@ sys.exit(sys.modules["evaltui.engine.foreign.envhost"].main(_fd_in, _fd_out, _bo
 '''
 """Python 3.8 syntax (a test parses it so); stdlib only."""
 
-SHIPPED = (nodes, usererrors, envwire, envhost)
-"""The modules the other environment gets, as their source files (one owner each)."""
+SHIPPED = (usererrors, nodes, envwire, envhost)
+"""The modules the other environment gets, as their source files (one owner each), in the
+order the bootstrap runs them: each after the shipped modules it imports."""
 
 
 def _module_list() -> list[list[Any]]:

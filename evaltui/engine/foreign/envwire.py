@@ -40,7 +40,7 @@ class WireClosed(EOFError):
 
 
 def _numpy():
-    import numpy  # lazily: the other environment may have no numpy at all
+    import numpy  # boot: a nodeset's own environment (engine/foreign) may have no numpy
 
     return numpy
 

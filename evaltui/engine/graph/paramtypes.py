@@ -25,6 +25,8 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
+from evaltui.engine.usererrors import one_line
+
 
 class ParamTypeError(ValueError):
     """A param value does not fit its annotation; ``param`` names it."""
@@ -81,8 +83,6 @@ def check_declared_params(cls: type, params: Mapping[str, Any]) -> list[str]:
             raise ParamTypeError(name, rest) from None
         raise ParamTypeError("", message) from None
     except Exception as exc:  # a bug in the check itself: still one line, naming it
-        from evaltui.engine.usererrors import one_line
-
         raise ParamTypeError("", f"{cls.__name__}.check_params failed: {one_line(exc)}"
                              ) from None
     if said is None:

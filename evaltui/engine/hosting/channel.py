@@ -32,6 +32,8 @@ from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from evaltui.rundir.layout import state_dir
+
 UNIX_SCHEME = "evaltui+unix"
 TCP_SCHEME = "evaltui+tcp"
 HOST_SECRET_FILENAME = "hosting.key"
@@ -203,8 +205,6 @@ def host_secret(state: Path | None = None, *, create: bool = False) -> bytes:
     hard-linked into place, which fails if it exists), so racing processes agree on one.
     """
     if state is None:
-        from evaltui.rundir.layout import state_dir
-
         state = state_dir()
     path = Path(state) / HOST_SECRET_FILENAME
     if create and not path.exists():

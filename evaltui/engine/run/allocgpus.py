@@ -18,7 +18,6 @@ admission (most free memory first). Replicas (one host per GPU) are
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -26,6 +25,7 @@ from evaltui.contract.settings import reset_settings
 from evaltui.engine.executor.kinds import executor_kind
 from evaltui.gpu.env import gpu_env
 from evaltui.gpu.fakegpu import FAKE_GPU_INDEX_ENV, charges_dir, fake_gpus, parse_charge_filename
+from evaltui.gpu.nvml import pynvml
 from evaltui.rundir.jsonfiles import read_json
 
 if TYPE_CHECKING:
@@ -114,9 +114,6 @@ def _fake_charged_mb(gpu: int) -> int:
 
 def _nvml_free_mb(gpu: str) -> int | None:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            import pynvml
         pynvml.nvmlInit()
     except Exception:  # no library or no driver: nothing measured, first GPU wins
         return None

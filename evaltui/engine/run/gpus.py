@@ -9,12 +9,12 @@ scheduler's probe: a device count is all this needs, read through NVML directly.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 from evaltui.contract.settings import settings
 from evaltui.gpu.env import gpu_env
 from evaltui.gpu.fakegpu import fake_gpus
+from evaltui.gpu.nvml import pynvml
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,6 @@ def _split(value: str | None) -> list[str] | None:
 def _nvml_count() -> int:
     """NVML's device count; 0 without NVML or a driver (a CPU-only machine)."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            import pynvml
         pynvml.nvmlInit()
     except Exception:  # no library, no driver: no GPU (said by the caller, once)
         return 0

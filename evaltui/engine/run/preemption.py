@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.records import DONE_FILENAME
 from evaltui.engine.executor.kinds import executor_of
 from evaltui.slurm.commands import SlurmError
 from evaltui.slurm.control import requeue
@@ -44,8 +45,6 @@ def restarted(run_dir: Path, environ: Mapping[str, str] = os.environ) -> bool:
     except ValueError:
         count = 0
     if count >= 1:
-        from evaltui.contract.records import DONE_FILENAME  # here: main's imports stay light
-
         (run_dir / DONE_FILENAME).unlink(missing_ok=True)
         print(f"evaltui: Slurm restarted this run (restart {count}): the episodes not yet "
               "ok run again", file=sys.stderr, flush=True)

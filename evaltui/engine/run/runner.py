@@ -46,6 +46,7 @@ from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
 from evaltui.engine.executor.local.pool import EnvWorkerPool
 from evaltui.engine.executor.local.zygote import WorkerZygote
 from evaltui.engine.executor.protocol import EpisodeExecutor, EpisodeResult
+from evaltui.engine.executor.ray.executor import RayExecutor
 from evaltui.engine.executor.slurm.executor import SlurmExecutor, listen_host
 from evaltui.engine.executor.workerloop import WorkerConfig
 from evaltui.engine.graph.datasets import load_episodes
@@ -240,8 +241,6 @@ class BatchEvalRunner:
                       workers: int, sockets: SocketDir, hosts: list[HostProcess]
                       ) -> EpisodeExecutor:
         """K actors on a Ray cluster."""
-        from evaltui.engine.executor.ray.executor import RayExecutor  # ray is an optional extra
-
         ray_executor = RayExecutor(
             checked, episodes, workers,
             address=checked.spec.eval.ray_address or settings().ray_address,

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Protocol
 
 import orjson
@@ -22,6 +20,7 @@ import psutil
 
 from evaltui.contract.settings import settings
 from evaltui.gpu import fakegpu
+from evaltui.gpu.nvml import pynvml
 from evaltui.scheduler import procs
 from evaltui.scheduler.admission.cores import machine_cores
 from evaltui.scheduler.admission.gpukey import GpuKey
@@ -106,15 +105,6 @@ class GpuProbe(Protocol):
 # --- NVML ------------------------------------------------------------------------------------
 
 
-def import_pynvml() -> ModuleType:
-    """``pynvml`` (from nvidia-ml-py) without the deprecation shim's FutureWarning."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        import pynvml
-
-    return pynvml
-
-
 class NvmlProbe:
     """Real GPUs through NVML; re-tries a failed init once a minute (a driver may load late)."""
 
@@ -155,7 +145,7 @@ class NvmlProbe:
         self._next_try = now + _NVML_RETRY_SEC
         try:
             if self._nvml is None:
-                self._nvml = import_pynvml()
+                self._nvml = pynvml
             self._nvml.nvmlInit()
         except Exception as exc:  # no library, no driver, no permission: all "unavailable"
             self._reason = f"NVML unavailable: {exc or type(exc).__name__}"

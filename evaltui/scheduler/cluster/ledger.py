@@ -186,6 +186,7 @@ def connect(ray: Any) -> Any:
 
 
 def _on_head(ray: Any) -> dict[str, Any]:
+    # optional: ray (the ray extra)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     try:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 import uuid
@@ -101,6 +102,7 @@ class ClusterProbe:
     def __init__(self, address: str, *, timeout_sec: float = 0.0, first_timeout_sec: float
                  = 20.0, stale_sec: float = 5.0, lease_sec: float = LEASE_SEC,
                  scheduler_id: str | None = None) -> None:
+        # optional: ray (the ray extra)
         import ray
 
         self.address = address
@@ -112,7 +114,6 @@ class ClusterProbe:
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             # Ray replaces SIGTERM/SIGINT handlers on init; serve's own are put back.
-            import signal
             saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
             ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
                      logging_level=logging.WARNING)
@@ -331,6 +332,7 @@ class ClusterProbe:
         return GpuReading(True, None, fake, tuple(gpus))
 
     def _spawn(self, node_id: str) -> Any:
+        # optional: ray (the ray extra)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         return self._ray.remote(NodeProbe).options(
@@ -360,6 +362,7 @@ def open_cluster(address: str) -> ClusterProbe:
     """The probe of ``evaltui serve --ray`` / ``evaltui --ray``; ClusterUnavailable with
     the one line to print otherwise."""
     try:
+        # optional: ray (the ray extra)
         import ray  # noqa: F401
     except ImportError:
         raise ClusterUnavailable("--ray needs ray: install evaltui[ray]") from None

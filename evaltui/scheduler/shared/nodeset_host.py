@@ -23,6 +23,8 @@ import threading
 import time
 import traceback
 
+from evaltui.engine.hosting.channel import host_secret
+from evaltui.engine.hosting.host import serve_nodeset
 from evaltui.scheduler.shared.hostfiles import WATCH_INTERVAL_SEC, HolderWatch
 from evaltui.scheduler.shared.launcher import hosts_dir
 
@@ -41,9 +43,6 @@ def main() -> int:
                          daemon=True).start()
 
     try:
-        from evaltui.engine.hosting.channel import host_secret
-        from evaltui.engine.hosting.host import serve_nodeset
-
         serve_nodeset(config["impl"], config.get("params", {}), config["url"],
                       host_secret(create=True), stop=stop, on_ready=ready)
     except Exception:

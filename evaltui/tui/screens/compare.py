@@ -25,6 +25,7 @@ from evaltui.results.compare import CompareError, Comparison, EpisodeSetMismatch
 from evaltui.results.runrows import RunDirError, RunRows, load_run
 from evaltui.rundir.layout import episode_dir
 from evaltui.tui.messages import CompareDone
+from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.bars import theme_style
 from evaltui.tui.widgets.keys_footer import KeysFooter
 from evaltui.tui.widgets.row_table import RowTable
@@ -222,8 +223,6 @@ class CompareScreen(Screen[None]):
             self.notify(f"{ep_dir} is not there (a copied summary without its ep dirs?)",
                         severity="warning", timeout=6)
             return
-        from evaltui.tui.screens.replay import ReplayScreen
-
         self.app.push_screen(ReplayScreen(ep_dir))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

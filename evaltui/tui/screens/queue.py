@@ -24,6 +24,7 @@ from evaltui.contract.states import RunState
 from evaltui.gpu.holders import GpuHolder, gpu_holders
 from evaltui.tui.backend import Backend, BackendError, QueueSnapshot, RunInfo, readable_dir
 from evaltui.tui.messages import ActionDone, BackendChanged, BackendFailed, QueuePolled
+from evaltui.tui.screens.compare import CompareScreen
 from evaltui.tui.screens.queue_actions import BackendActions
 from evaltui.tui.screens.submit import SubmitScreen
 from evaltui.tui.widgets.keys_footer import KeysFooter
@@ -321,8 +322,6 @@ class QueueScreen(BackendActions, Screen[None]):
             self.notify("a marked run's directory is not readable on this machine",
                         severity="warning", timeout=6)
             return
-        from evaltui.tui.screens.compare import CompareScreen
-
         self.app.push_screen(CompareScreen(dirs[0], dirs[1]))
 
     def action_filter(self) -> None:

@@ -39,6 +39,7 @@ from evaltui.sets.setdir import SetDirError, read_set
 from evaltui.sets.table import build_table
 from evaltui.sets.textplot import plot_series
 from evaltui.tui.backend import readable_dir
+from evaltui.tui.screens.compare import CompareScreen
 from evaltui.tui.widgets.keys_footer import KeysFooter
 from evaltui.tui.widgets.set_plot import SetPlot
 
@@ -232,8 +233,6 @@ class SetScreen(Screen[None]):
             self.notify("the member or the baseline has no readable run dir yet",
                         severity="warning", timeout=5)
             return
-        from evaltui.tui.screens.compare import CompareScreen
-
         self.app.push_screen(CompareScreen(dirs[0], dirs[1]))
 
     def action_pivot(self) -> None:

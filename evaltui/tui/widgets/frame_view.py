@@ -26,6 +26,7 @@ def graphics_requested() -> bool:
     if (settings().frames or "").lower() != "graphics":
         return False
     try:
+        # optional: textual_image (the textual-image package; no extra)
         import textual_image.widget  # noqa: F401
     except ImportError:
         return False
@@ -71,12 +72,14 @@ class GraphicsFrameView(Vertical):
     caption: reactive[str] = reactive("")
 
     def compose(self) -> ComposeResult:
-        from textual_image.widget import Image  # optional: see graphics_requested()
+        # optional: textual_image (the textual-image package; no extra)
+        from textual_image.widget import Image
 
         yield Image(None)
         yield Static("")
 
     def watch_path(self, path: FrameRef | None) -> None:
+        # optional: textual_image (the textual-image package; no extra)
         from textual_image.widget import Image
 
         # textual-image takes a file name or a PIL image (a tiled frame is not a file).

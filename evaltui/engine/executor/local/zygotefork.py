@@ -21,6 +21,7 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
+from evaltui.engine.executor.local.zygoteproc import serve_forked
 from evaltui.engine.processes.quickexit import exit_forked
 
 
@@ -35,8 +36,6 @@ def fork_zygote() -> tuple[int, Connection]:
         code = 1
         try:
             ours.close()
-            from evaltui.engine.executor.local.zygoteproc import serve_forked
-
             code = serve_forked(theirs.detach(), parent)
         except BaseException:
             traceback.print_exc()

@@ -30,6 +30,7 @@ from typing import Any
 from evaltui.engine.episode.loop import EpisodeOutcome
 from evaltui.engine.episode.session import WorkerSession
 from evaltui.engine.executor.ray.fateshare import follow_raylet
+from evaltui.engine.executor.ray.replicas import RayReplicaClient
 from evaltui.engine.hosting.batching import BatchedInferenceServer
 from evaltui.engine.hosting.proxy import RemoteNodeset
 from evaltui.engine.nodes import import_impl
@@ -64,8 +65,8 @@ class EpisodeWorkerActor:
         The CheckedSpec comes pickled (its nodeset classes by reference) and is unpickled
         only once the workspace is on ``sys.path``, so user nodesets import.
         """
+        # optional: ray (the ray extra)
         import ray
-
 
         if workspace and workspace not in sys.path:
             sys.path.insert(0, workspace)  # user nodesets, if the node has that dir
@@ -74,8 +75,6 @@ class EpisodeWorkerActor:
             if kind == "ray":
                 self.shared[name] = RayNodeset(where, self.slot, call_timeout)
             elif kind == "rays":  # replicas, one per GPU
-                from evaltui.engine.executor.ray.replicas import RayReplicaClient
-
                 self.shared[name] = RayReplicaClient(
                     [RayNodeset(a, self.slot, call_timeout) for a in where], self.slot)
             else:  # a URL the backend gave (reachable from this node: tcp)
@@ -137,6 +136,7 @@ class EpisodeWorkerActor:
 def _node_temp_dir() -> str | None:
     """This Ray node's own temp dir (``ray start --temp-dir``), else the system's."""
     try:
+        # optional: ray (the ray extra)
         import ray._private.worker as ray_worker
 
         node = ray_worker._global_node
@@ -171,6 +171,7 @@ class NodesetActor:
             callers=lambda: len(self._callers)).start()
 
     def ping(self) -> dict[str, Any]:
+        # optional: ray (the ray extra)
         import ray
 
         return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
@@ -203,6 +204,7 @@ class RayNodeset:
         self.actor, self.caller, self.timeout = actor, caller, timeout
 
     def _get(self, ref: Any) -> Any:
+        # optional: ray (the ray extra)
         import ray
 
         # Ray's own deadline sits past the server's, which fails a queued request first.

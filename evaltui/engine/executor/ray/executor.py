@@ -88,6 +88,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
 
     # ---- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> RayExecutor:
+        # optional: ray (the ray extra)
         import ray
 
         # Ray's core worker installs its own fatal-signal handlers (SIGTERM included),
@@ -116,6 +117,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # optional: ray (the ray extra)
         import ray
 
         actors = [s.actor for s in self.slots if s.actor is not None]
@@ -135,6 +137,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
     def start_worker(self, slot: RaySlot) -> None:
         """Start the slot's actor, unless the run's node left and it was not moved yet
         (the slot stays parked: :meth:`_start_parked` tries again)."""
+        # optional: ray (the ray extra)
         import ray
 
         if not self.where.usable():
@@ -156,6 +159,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
         slot.deal(index, attempt, self.episodes[index], self.episode_log(index))
 
     def wait_events(self, timeout: float, cancelling: bool) -> list[SlotEvent]:
+        # optional: ray (the ray extra)
         import ray
 
         self._check_placement()
@@ -216,6 +220,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
                 self.start_worker(slot)
 
     def _kill(self, slot: RaySlot) -> None:
+        # optional: ray (the ray extra)
         import ray
 
         if slot.actor is not None:
@@ -230,6 +235,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
                 raise unplaceable(f"worker actor {slot.worker_id}", WORKER_RESOURCES, timeout)
 
     def _on_setup(self, slot: RaySlot) -> SlotEvent:
+        # optional: ray (the ray extra)
         import ray
 
         try:
@@ -248,6 +254,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
         return Ready(slot)
 
     def _on_run(self, slot: RaySlot) -> SlotEvent:
+        # optional: ray (the ray extra)
         import ray
 
         assert slot.index is not None and slot.sink is not None

@@ -120,6 +120,7 @@ class RayHosts:
     def _start_actor(self, name: str, asks: dict[str, Any], where: ActorPlacement,
                      replica: bool = False, label: str | None = None,
                      options: dict[str, Any] | None = None) -> Any:
+        # optional: ray (the ray extra)
         import ray
 
         ns = self.checked.graph.nodesets[name]
@@ -155,6 +156,7 @@ class RayHosts:
         self.start(where)
 
     def kill(self) -> None:
+        # optional: ray (the ray extra)
         import ray
 
         self.notes.stop()  # their last requests count, before they go
@@ -170,7 +172,7 @@ class RayHosts:
 def ray_served(replica: BookedReplica) -> int:
     """The requests a replica actor has served, for the run's replica book (summary.json's
     ``replicas``); ReplicaGone once its actor died."""
-    import ray  # the optional ray extra
+    import ray  # optional: ray (the ray extra)
 
     try:
         return int(ray.get(replica.handle.stats.remote(), timeout=2.0).get("requests", 0))

@@ -147,6 +147,7 @@ class NodeLiveness:
                 node.failed, node.why = True, why
 
     def _refresh_nodes(self, now: float) -> None:
+        # optional: grpc, ray (grpcio and ray, the ray extra)
         import grpc
         import ray
 
@@ -173,6 +174,7 @@ def _stub(channel: Any) -> Any:
 
 def _outcome(future: Any) -> tuple[bool, str]:
     """(the raylet answered, why not) of a finished health check."""
+    # optional: grpc (grpcio, the ray extra)
     import grpc
 
     try:

@@ -39,6 +39,7 @@ ASK_EVERY_SEC = 0.25
 
 def alive_nodes() -> set[str] | None:
     """Ids of the nodes Ray lists alive; None when the GCS does not answer."""
+    # optional: ray (the ray extra)
     import ray
 
     try:
@@ -137,6 +138,7 @@ class ActorPlacement:
         """(node id, GPU, node name) the ledger holds for this run, if any."""
         if not self.run_id:
             return None
+        # optional: ray (the ray extra)
         import ray
 
         try:

@@ -34,7 +34,7 @@ SETUP_PING_SEC = 10.0
 
 def replica_count(name: str, ns: NodesetDef) -> int:
     """How many replica actors of ``ns`` to start on this cluster (the book's rule)."""
-    import ray  # the optional ray extra: imported where a Ray run needs it
+    import ray  # optional: ray (the ray extra)
 
     gpus = int(ray.cluster_resources().get("GPU", 0))
     if gpus == 0:
@@ -55,7 +55,7 @@ class RayReplicaClient(ReplicaCalls):
     the replicas' one client, its targets the actors still up when the worker starts."""
 
     def __init__(self, handles: list[Any], slot: int) -> None:
-        import ray  # the optional ray extra
+        import ray  # optional: ray (the ray extra)
 
         up = []
         for handle in handles:  # the replicas still up when this worker starts

@@ -14,6 +14,7 @@ its memory reserved there already and asks for nothing more.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,6 +58,7 @@ def asked_text(options: Mapping[str, Any]) -> str:
 
 def unplaceable(what: str, options: Mapping[str, Any], timeout: float) -> ExecutorError:
     """The run error for an actor no node could take within ``timeout``."""
+    # optional: ray (the ray extra)
     import ray
 
     total = ray.cluster_resources()
@@ -73,6 +75,7 @@ def unplaceable(what: str, options: Mapping[str, Any], timeout: float) -> Execut
 
 def _largest(key: str) -> float:
     """The most of resource ``key`` any one alive node has (0 if none declares it)."""
+    # optional: ray (the ray extra)
     import ray
 
     return max((node["Resources"].get(key, 0) for node in ray.nodes() if node["Alive"]),
@@ -103,8 +106,6 @@ def node_placement(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     The actors then go to that node only (hard affinity: its memory was reserved there)
     and see that GPU alone.
     """
-    import os
-
     env = os.environ if env is None else env  # set per run by its scheduler, not a setting
     node_id, gpu = env.get(NODE_ID_ENV), env.get(NODE_GPU_ENV, "")
     if not node_id or not gpu.isdigit():
@@ -115,6 +116,7 @@ def node_placement(env: Mapping[str, str] | None = None) -> dict[str, Any]:
 def pinned_to(node_id: str, gpu: int, run_id: str | None) -> dict[str, Any]:
     """Actor options: on node ``node_id`` only, seeing its GPU ``gpu`` alone, with the
     run's id in their environment (the node's probe attributes their GPU memory by it)."""
+    # optional: ray (the ray extra)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 

@@ -53,6 +53,7 @@ class RaySlot(Slot):
 
     def on_pull(self) -> None:
         """Apply the answered pull, unless the sink moved on since it was asked."""
+        # optional: ray (the ray extra)
         import ray
 
         ref, self.pull_ref = self.pull_ref, None
@@ -65,6 +66,7 @@ class RaySlot(Slot):
 
     def pull_rest(self) -> None:
         """Everything the ended episode wrote that is not here yet, then its assets."""
+        # optional: ray (the ray extra)
         import ray
 
         assert self.sink is not None
