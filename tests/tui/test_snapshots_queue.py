@@ -8,15 +8,12 @@ at the SVGs.
 
 from __future__ import annotations
 
-from collections import deque
-
 import pytest
 from comparefixtures import FLIPPED_ID, flipped_run
 from textual.pilot import Pilot
-from tuihelpers import wait_for
+from tuihelpers import meters_settled, wait_for
 
 from evaltui.tui.screens.compare import CompareScreen
-from evaltui.tui.widgets.meters import ResourceMeters
 from evaltui.tui.widgets.runs_table import RunsTable
 
 SIZES = [(80, 24), (120, 36), (200, 50)]
@@ -26,14 +23,7 @@ ALL_RUNS = 9
 async def queue_ready(pilot: Pilot[None], rows: int = ALL_RUNS) -> None:
     await wait_for(lambda: pilot.app.screen.query_one(RunsTable).row_count == rows,
                    what="all runs listed")
-    meters = pilot.app.screen.query_one(ResourceMeters)
-    await wait_for(lambda: bool(meters.history), what="a GPU reading")
-    # The history (tall screens) keeps its last reading only: how many readings came in
-    # before the shot is timing (a loaded CI took two), not layout.
-    for key, samples in meters.history.items():
-        meters.history[key] = deque(samples, maxlen=1)
-    meters.refresh()
-    await pilot.pause()
+    await meters_settled(pilot)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from setfixtures import build_grid_set, build_long_set, build_set
 from textual.pilot import Pilot
-from tuihelpers import wait_for
+from tuihelpers import meters_settled, wait_for
 
 from evaltui.tui.screens.set_screen import SetScreen
 from evaltui.tui.widgets.runs_table import RunsTable
@@ -36,7 +36,7 @@ def test_queue_with_a_set(size, snap_compare, runs, outputs, make_backend,
                        and "20/20" in str(groups.root.children[0].children[0].label),
                        # the queue's poll and the set read run on a loaded machine too
                        timeout=30, what="runs and set listed")
-        await pilot.pause()
+        await meters_settled(pilot)
 
     assert snap_compare(app_factory(make_backend()), terminal_size=size, run_before=listed)
 

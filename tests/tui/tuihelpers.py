@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from textual.pilot import Pilot
 from evaltui.tui.screens.queue import QueueScreen
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.screens.submit import SubmitScreen
+from evaltui.tui.widgets.meters import ResourceMeters
 from evaltui.tui.widgets.runs_table import RunsTable
 
 SIZE = (120, 36)
@@ -65,3 +67,14 @@ async def replay_opened(app: App[Any]) -> ReplayScreen:
     assert isinstance(screen, ReplayScreen)
     await wait_for(lambda: screen.indexed and bool(screen.firings), what="the first step")
     return screen
+
+
+async def meters_settled(pilot: Pilot[Any]) -> None:
+    """Wait for a GPU reading, then keep each meter's last one only: how many readings came
+    in before a snapshot is timing (a loaded machine takes two), not layout."""
+    meters = pilot.app.screen.query_one(ResourceMeters)
+    await wait_for(lambda: bool(meters.history), what="a GPU reading")
+    for key, samples in meters.history.items():
+        meters.history[key] = deque(samples, maxlen=1)
+    meters.refresh()
+    await pilot.pause()
