@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.jsonfiles import read_json, read_json_object, write_json_atomic
 from evaltui.rundir.layout import now_iso
 
 DIR = "policy_server"
@@ -95,8 +95,4 @@ def read_latency(run_dir: Path) -> dict[str, Any] | None:
 
 
 def read_metadata(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        data = read_json(run_dir / DIR / METADATA)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_json_object(run_dir / DIR / METADATA)
