@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from evaltui.contract.records import SPEC_FILENAME
 from evaltui.rundir.jsonfiles import read_json, read_json_object, write_json_atomic
 from evaltui.rundir.layout import now_iso
 
@@ -33,7 +34,7 @@ MAX_SAMPLES = 20_000
 def record_dir() -> Path | None:
     """The run dir's ``policy_server/`` when this process runs inside a run dir."""
     cwd = Path.cwd()
-    return cwd / DIR if (cwd / "spec.json").is_file() else None
+    return cwd / DIR if (cwd / SPEC_FILENAME).is_file() else None
 
 
 def _plain(value: Any) -> Any:

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evaltui.contract.records import ASSETS_DIRNAME
+from evaltui.contract.records import ASSETS_DIRNAME, LOG_FILENAME
 from evaltui.engine.episode.loop import EpisodeOutcome
 from evaltui.engine.episode.session import WorkerSession
 from evaltui.engine.executor.ray.fateshare import follow_raylet
@@ -39,7 +39,7 @@ from evaltui.engine.usererrors import build_nodeset
 
 CHUNK_MAX_BYTES = 8 << 20
 """At most this much of one file per pull (a pull is a Ray object)."""
-PULLED_FILES = ("log.jsonl", "frames.bin")
+PULLED_FILES = (LOG_FILENAME, "frames.bin")
 """Files the run process appends while the episode runs; ``assets/`` come at its end."""
 
 
