@@ -39,6 +39,7 @@ from evaltui.rundir.safeopen import (
     Root,
     kind_inside,
     list_dir_inside,
+    object_inside_or_none,
     open_file_fd,
     read_json_inside,
 )
@@ -116,11 +117,8 @@ class RunFiles:
         route says."""
         self.run_dir(run_id)
         rows: dict[int, dict[str, Any]] = {}
-        try:
-            summary = read_json_inside(self.root, f"{run_id}/{SUMMARY_FILENAME}")
-        except (OSError, ValueError):
-            summary = None
-        if isinstance(summary, dict):
+        summary = object_inside_or_none(self.root, f"{run_id}/{SUMMARY_FILENAME}")
+        if summary is not None:
             for row in summary.get("episodes") or ():
                 if isinstance(row, dict) and _index(row) is not None:
                     rows[_index(row)] = row  # type: ignore[index]

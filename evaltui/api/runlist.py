@@ -21,7 +21,7 @@ from evaltui.api.runfiles import run_refusal
 from evaltui.contract.records import DONE_FILENAME, SCHEDULER_FILENAME, SUMMARY_FILENAME
 from evaltui.contract.states import RunState
 from evaltui.contract.views import Run
-from evaltui.rundir.layout import is_run_id
+from evaltui.rundir.layout import is_run_id, run_id_order
 from evaltui.rundir.safeopen import Root
 from evaltui.scheduler import procs
 from evaltui.scheduler.core import RunNotFound
@@ -88,7 +88,7 @@ class RunList:
                 return names
         with os.scandir(self.root) as entries:
             names = [e.name for e in entries if is_run_id(e.name) and e.is_dir()]
-        names.sort(key=_order, reverse=True)
+        names.sort(key=run_id_order, reverse=True)
         with self._lock:
             self._ids = (mtime, now, names)
         return names
@@ -118,9 +118,3 @@ def _still(entry: dict[str, Any]) -> bool:
     record = entry.get("scheduler") or {}
     pid, ctime = record.get("pid"), record.get("pid_create_time")
     return isinstance(pid, int) and isinstance(ctime, int | float) and procs.alive(pid, ctime)
-
-
-def _order(run_id: str) -> tuple[str, int]:
-    """Newest first: the timestamp, then the collision suffix (``_2`` after the plain id)."""
-    suffix = run_id[16:]
-    return (run_id[:15], int(suffix) if suffix.isdigit() else 1)

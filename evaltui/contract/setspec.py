@@ -50,23 +50,18 @@ class SetFileError(ValueError):
         self.message = message
 
 
-class MemberState(StrEnum):
-    """A member's state in set.json: its run's state, or ``pending`` before it has one."""
-
-    PENDING = "pending"
-    """Not submitted yet (new to the file, or held back by ``--max-error-rate``)."""
-    QUEUED = "queued"
-    STARTING = "starting"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    ABORTED = "aborted"
-
+class _MemberStateFinished:
     @property
     def finished(self) -> bool:
         """Its run has ended: one of the run's terminal states (:attr:`RunState.terminal`)."""
-        return self is not MemberState.PENDING and RunState(self.value).terminal
+        return self is not MemberState.PENDING and RunState(self).terminal
+
+
+MemberState = StrEnum("MemberState", [("PENDING", "pending"), *((s.name, s.value)
+                                                               for s in RunState)],
+                      module=__name__, type=_MemberStateFinished)
+"""A member's state in set.json: its run's state (:class:`RunState`'s values), or ``pending``
+before it has one (new to the file, or held back by ``--max-error-rate``)."""
 
 
 class BaseOptions(BaseModel):

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
 import psutil
 
 from evaltui.contract.pidref import PidRef
-from evaltui.contract.records import DONE_FILENAME, SCHEDULER_FILENAME
+from evaltui.contract.records import DONE_FILENAME
+from evaltui.rundir.jsonfiles import read_json_object
 from evaltui.rundir.layout import state_dir
+from evaltui.rundir.store import read_record
 
 
 class ProcessMemory(Protocol):
@@ -177,14 +178,6 @@ def _same(proc: psutil.Process, ref: PidRef) -> bool:
         return False
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _ref(data: Mapping[str, Any]) -> PidRef | None:
     try:
         return PidRef(int(data["pid"]), float(data["pid_create_time"]))
@@ -195,7 +188,7 @@ def _ref(data: Mapping[str, Any]) -> PidRef | None:
 def _run_owners(run_dirs: Iterable[Path]) -> list[_Owner]:
     owners = []
     for run_dir in run_dirs:
-        record = _read(Path(run_dir) / SCHEDULER_FILENAME)
+        record = read_record(Path(run_dir))
         ref = _ref(record) if record else None
         if ref is not None:
             owners.append(_Owner(ref, run_id=Path(run_dir).name))
@@ -210,7 +203,7 @@ def _admit_owners(directory: Path) -> list[_Owner]:
     except OSError:
         return []
     for path in paths:
-        data = _read(path)
+        data = read_json_object(path)
         if data is None or data.get("state") != "admitted":
             continue
         try:
@@ -229,7 +222,7 @@ def _host_owners(hosts_dir: Path) -> list[_Owner]:
     except OSError:
         return []
     for path in paths:
-        data = _read(path)
+        data = read_json_object(path)
         ref = _ref(data) if data else None
         if data is not None and ref is not None:
             holders = tuple(str(h) for h in data.get("holders") or ())

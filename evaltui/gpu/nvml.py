@@ -9,9 +9,32 @@ opened by ``nvmlInit``, which each reader calls (and which fails without a drive
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
     import pynvml
 
-__all__ = ["pynvml"]
+__all__ = ["nvml_ask", "pynvml"]
+
+T = TypeVar("T")
+
+
+def nvml_ask(question: Callable[[Any], T], default: T) -> T:
+    """``question(pynvml)`` between ``nvmlInit`` and ``nvmlShutdown``; ``default`` without
+    the library or a driver, or where the driver cannot answer (a bad state, a device it
+    does not know)."""
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # no library, no driver
+        return default
+    try:
+        return question(pynvml)
+    except Exception:  # a driver in a bad state, a device it does not know
+        return default
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # shutting down a half-initialised NVML: nothing left to free
+            pass

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.contract.records import SPEC_FILENAME
+from evaltui.rundir.jsonfiles import read_json, read_json_object, write_json_atomic
 from evaltui.rundir.layout import now_iso
 
 DIR = "policy_server"
@@ -33,7 +34,7 @@ MAX_SAMPLES = 20_000
 def record_dir() -> Path | None:
     """The run dir's ``policy_server/`` when this process runs inside a run dir."""
     cwd = Path.cwd()
-    return cwd / DIR if (cwd / "spec.json").is_file() else None
+    return cwd / DIR if (cwd / SPEC_FILENAME).is_file() else None
 
 
 def _plain(value: Any) -> Any:
@@ -95,8 +96,4 @@ def read_latency(run_dir: Path) -> dict[str, Any] | None:
 
 
 def read_metadata(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        data = read_json(run_dir / DIR / METADATA)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_json_object(run_dir / DIR / METADATA)

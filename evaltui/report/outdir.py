@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from evaltui import __version__
+from evaltui.rundir.jsonfiles import read_json_object
 
 MARKER = ".evaltui-report"
 """A file at the root of every report: what tells a report from any other directory."""
@@ -59,11 +60,7 @@ def check_output(out: Path, *, force: bool, sources: Sequence[Path],
 
 def _report_of(out: Path) -> str | None:
     """What the report at ``out`` is of (None: a report from before the marker said)."""
-    try:
-        data = json.loads((out / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    of = data.get("of") if isinstance(data, dict) else None
+    of = (read_json_object(out / MARKER) or {}).get("of")
     return of if isinstance(of, str) else None
 
 

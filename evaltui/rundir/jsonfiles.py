@@ -4,10 +4,12 @@ run's durable ``_DONE``.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +98,28 @@ def _fsync_file(path: Path) -> None:
 def read_json(path: Path) -> Any:
     """Parse a JSON file (raises ``orjson.JSONDecodeError``, a ValueError, if invalid)."""
     return orjson.loads(Path(path).read_bytes())
+
+
+@contextmanager
+def flocked(path: Path, flags: int = os.O_RDWR | os.O_CREAT, mode: int = 0o600
+            ) -> Iterator[None]:
+    """``flock`` (exclusive) on ``path`` for the duration; by default a lock file, created
+    ``mode`` if missing (a directory: ``os.O_RDONLY | os.O_DIRECTORY``)."""
+    fd = os.open(path, flags | os.O_CLOEXEC, mode)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A JSON file's object, or None if it is missing, unreadable or not an object."""
+    try:
+        data = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def touch_done(run_dir: Path) -> Path:

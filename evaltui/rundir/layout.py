@@ -105,6 +105,13 @@ def is_run_id(name: str) -> bool:
     return isinstance(name, str) and RUN_ID_RE.fullmatch(name) is not None
 
 
+def run_id_order(run_id: str) -> tuple[str, int]:
+    """Sort key of run ids: the timestamp, then the collision suffix (``_2`` after the
+    plain id)."""
+    suffix = run_id[16:]
+    return (run_id[:15], int(suffix) if suffix.isdigit() else 1)
+
+
 def allocate_run_dir(outputs: Path, now: datetime | None = None) -> Path:
     """Create and return a fresh ``eval_runs/{run_id}`` dir.
 

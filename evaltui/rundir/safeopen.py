@@ -207,6 +207,15 @@ def read_object_inside(root: StrPath, rel: StrPath) -> dict[str, Any]:
     return obj
 
 
+def object_inside_or_none(root: StrPath, rel: StrPath) -> dict[str, Any] | None:
+    """:func:`read_object_inside`, or None where it raises (absent, a symlink out, no
+    JSON object, unreadable)."""
+    try:
+        return read_object_inside(root, rel)
+    except (OSError, ValueError):
+        return None
+
+
 def kind_or_outside(root: StrPath, rel: StrPath) -> str | None:
     """:func:`kind_inside`, with ``"outside"`` for a symlink out of ``root`` (present but
     unusable) and None for anything that cannot be looked at."""

@@ -5,7 +5,6 @@ through this module.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import secrets
 import shutil
@@ -29,7 +28,7 @@ from evaltui.contract.records import (
 )
 from evaltui.contract.spec import JobSpec
 from evaltui.contract.states import RunState
-from evaltui.rundir.jsonfiles import read_json, write_json_atomic
+from evaltui.rundir.jsonfiles import flocked, read_json, read_json_object, write_json_atomic
 from evaltui.rundir.layout import allocate_run_dir, now_iso, runs_root
 
 
@@ -159,12 +158,8 @@ def scheduler_record_lock(run_dir: Path) -> Iterator[None]:
     (schedulers, ``evaltui eval``, a cancel from another backend) takes it, so that no
     update is lost between two of them.
     """
-    fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with flocked(run_dir, os.O_RDONLY | os.O_DIRECTORY):
         yield
-    finally:
-        os.close(fd)  # drops the lock
 
 
 def settle_summary(run_dir: Path, state: str, error: str | None) -> None:
@@ -198,11 +193,7 @@ def read_record(run_dir: Path) -> dict[str, Any] | None:
     """A run's scheduler.json as JSON, or None if missing or unreadable. Kept raw: its
     readers check it tolerantly, and a merge writes back fields this version does not
     know."""
-    try:
-        record = read_json(run_dir / SCHEDULER_FILENAME)
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
+    return read_json_object(run_dir / SCHEDULER_FILENAME)
 
 
 def _write_raw(run_dir: Path, record: Mapping[str, Any]) -> None:

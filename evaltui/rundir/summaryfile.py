@@ -15,16 +15,12 @@ from typing import Any
 
 from evaltui.contract.recordparse import parse_lenient
 from evaltui.contract.records import SUMMARY_FILENAME, SummaryHeader
-from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.jsonfiles import read_json_object
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     """summary.json as written (its ``episodes`` rows included), or None."""
-    try:
-        data = read_json(Path(run_dir) / SUMMARY_FILENAME)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_json_object(Path(run_dir) / SUMMARY_FILENAME)
 
 
 def summary_header(data: dict[str, Any] | None) -> SummaryHeader | None:

@@ -12,34 +12,19 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from evaltui.engine.episode.metrics import row_values
-from evaltui.engine.episode.student_t import t_quantile_975
-
-Z_975 = 1.959963984540054
-
-
-@lru_cache(maxsize=64)
-def _t_small(df: int) -> float:
-    return t_quantile_975(df)
+from evaltui.engine.episode.student_t import cornish_fisher_975, t_quantile_975
 
 
 def t_975(df: int) -> float:
     """The Student-t 0.975 quantile: exact below 30 degrees of freedom (cached), the
     Cornish-Fisher series above (within 1e-7 there, far below a plot's resolution; the
     exact solver costs a millisecond a call and a plot asks for hundreds of dfs)."""
-    if df < 30:
-        return _t_small(df)
-    z, v = Z_975, float(df)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-    return z + g1 / v + g2 / v**2 + g3 / v**3 + g4 / v**4
+    return t_quantile_975(df) if df < 30 else cornish_fisher_975(df)
 
 
 @dataclass(frozen=True)

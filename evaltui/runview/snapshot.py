@@ -13,7 +13,6 @@ any newer episode.json), never from a reader of our own.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from evaltui.engine.episode.metrics import METRIC_RANGES
 from evaltui.results.rebuild import rebuild_summary
 from evaltui.results.runrows import load_run
 from evaltui.results.stopnote import stop_line
-from evaltui.rundir.safeopen import read_json_inside
+from evaltui.rundir.safeopen import object_inside_or_none
 from evaltui.rundir.status import read_run_status
 from evaltui.runview.running_mean import RunningMeans, Series
 
@@ -190,11 +189,7 @@ _NUMBER_KEYS = frozenset({
 
 
 def _spec(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        spec = read_json_inside(run_dir, SPEC_FILENAME)
-    except (OSError, ValueError):
-        return None
-    return spec if isinstance(spec, Mapping) else None
+    return object_inside_or_none(run_dir, SPEC_FILENAME)
 
 
 def _finite(value: Any) -> bool:

@@ -7,7 +7,6 @@ forever. The holder refreshes it by acquiring again with the same owner.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.jsonfiles import flocked, write_json_atomic
 from evaltui.rundir.layout import PRIVATE_MODE, state_dir
 from evaltui.scheduler.admission.decision import format_clock
 
@@ -105,9 +104,5 @@ class InteractiveLock:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._guard, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with flocked(self._guard):
             yield
-        finally:
-            os.close(fd)

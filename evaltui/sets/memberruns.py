@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from evaltui.contract.records import SCHEDULER_FILENAME, SPEC_FILENAME
-from evaltui.rundir.jsonfiles import read_json
+from evaltui.rundir.jsonfiles import read_json_object
 from evaltui.rundir.layout import runs_root
 from evaltui.rundir.store import reap_cut_short
 
@@ -27,11 +27,8 @@ def member_runs(outputs: str | os.PathLike[str], set_id: str) -> dict[str, str]:
     reap_cut_short(Path(outputs))
     found: dict[str, str] = {}
     for run_dir in sorted(root.iterdir()) if root.is_dir() else ():
-        try:
-            spec = read_json(run_dir / SPEC_FILENAME)
-        except (OSError, ValueError):
-            continue  # not a run dir, or not this set's to judge
-        scheduling = spec.get("scheduling") if isinstance(spec, dict) else None
+        spec = read_json_object(run_dir / SPEC_FILENAME)  # None: not a run dir
+        scheduling = spec.get("scheduling") if spec is not None else None
         if not isinstance(scheduling, dict) or scheduling.get("set_id") != set_id:
             continue
         token = scheduling.get("set_member")

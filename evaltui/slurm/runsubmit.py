@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from evaltui.contract.records import RUN_LOG_FILENAME
 from evaltui.rundir.store import SpecToWrite, reset_for_rerun, update_scheduler_record, write_run
 from evaltui.slurm.commands import SlurmError, run_slurm
 from evaltui.slurm.submit import BatchJob, submit
@@ -46,7 +47,7 @@ def batch_job(run_dir: Path, checked: SubmittableSpec) -> BatchJob:
     ev = checked.spec.eval
     total = len(checked.episode_indices)
     return BatchJob(command=[sys.executable, "-m", "evaltui.engine.main", str(run_dir)],
-                    job_name=f"evaltui-{run_dir.name}", output=run_dir / "run.log",
+                    job_name=f"evaltui-{run_dir.name}", output=run_dir / RUN_LOG_FILENAME,
                     tasks=max(1, min(ev.worker_count, total)), chdir=run_dir)
 
 

@@ -21,24 +21,25 @@ if TYPE_CHECKING:
     from evaltui.results.compare import Comparison
 
 
+class Latest(Message):
+    """A message that a newer one of its class replaces, so that a burst coalesces."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, type(self))
+
+
 @dataclass
-class QueuePolled(Message):
+class QueuePolled(Latest):
     """A fresh snapshot of the backend (handler: ``on_queue_polled``)."""
 
     snapshot: QueueSnapshot
     holders: dict[int, list[GpuHolder] | None] = field(default_factory=dict)
     """Per local GPU, the processes holding its memory and whose they are."""
 
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, QueuePolled)
 
-
-class BackendChanged(Message):
+class BackendChanged(Latest):
     """The backend reported a run state change: poll now (handler:
     ``on_backend_changed``; coalesces)."""
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, BackendChanged)
 
 
 @dataclass
@@ -61,15 +62,12 @@ class ActionDone(Message):
     detail: str
 
 
-class RunChanged(Message):
+class RunChanged(Latest):
     """The run dir being shown changed; drain its RunModel (handler: ``on_run_changed``)."""
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, RunChanged)
 
 
 @dataclass
-class LogIndexed(Message):
+class LogIndexed(Latest):
     """More of an episode's log.jsonl is indexed (handler: ``on_log_indexed``)."""
 
     lines: int
@@ -78,21 +76,15 @@ class LogIndexed(Message):
     last_step: int
     error_steps: frozenset[int]
 
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, LogIndexed)
-
 
 @dataclass
-class StepLoaded(Message):
+class StepLoaded(Latest):
     """The records and frame of one replay step were read (handler: ``on_step_loaded``)."""
 
     step: int
     firings: list[Firing]
     total: int
     frame: FrameRef | None
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, StepLoaded)
 
 
 @dataclass

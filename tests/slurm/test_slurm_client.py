@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from scontrol import queue, show_job
 from slurmcluster import (
     CPUS_PER_NODE,
     GPUS_PER_NODE,
@@ -23,7 +24,7 @@ from evaltui.contract.states import RunState
 from evaltui.slurm.commands import run_slurm
 from evaltui.slurm.control import RequeueRefused, cancel, requeue
 from evaltui.slurm.jobid import SlurmJobId
-from evaltui.slurm.jobinfo import SQUEUE_FORMAT, SlurmJobInfo, parse_squeue_line, queue, show_job
+from evaltui.slurm.jobinfo import SQUEUE_FORMAT, SlurmJobInfo, parse_squeue_line
 from evaltui.slurm.jobstate import SlurmJobState
 from evaltui.slurm.submit import BatchJob, SlurmRefused, check_submittable, submit
 

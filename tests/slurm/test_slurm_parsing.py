@@ -10,16 +10,13 @@ import pytest
 from evaltui.contract.states import RunState
 from evaltui.slurm.commands import error_line
 from evaltui.slurm.jobid import SlurmJobId, own_job_id, parse_parsable
-from evaltui.slurm.jobinfo import parse_scontrol_fields, parse_scontrol_job, parse_squeue_line
+from evaltui.slurm.jobinfo import parse_squeue_line
 from evaltui.slurm.jobstate import RUN_STATE_OF, SlurmJobState
 
 CAPTURED = Path(__file__).resolve().parent / "captured"
 WAITING_FOR_CPUS = ("Resources", "Priority")
 """A job asking for more CPUs than are free: Resources if it is first in line, else
 Priority (which one a capture shows depends on the order Slurm looked at them)."""
-YEAR_S = 365 * 86400
-"""The limit backfill gives a job without one when it starts it (scontrol shows
-``365-00:00:00`` instead of ``UNLIMITED``)."""
 
 
 def out(name: str) -> str:
@@ -77,66 +74,6 @@ def test_squeue_lines_of_a_mixed_queue() -> None:
     assert infos[str(gres)].nodes == "n[1-2]"
 
 
-def test_scontrol_fields_keep_values_with_spaces_and_equals() -> None:
-    fields = parse_scontrol_fields(out("scontrol_pending_resources"))
-    assert fields["JobName"] == "name with spaces"
-    assert fields["CPUs/Task"] == "1"
-    assert fields["AllocNode:Sid"].startswith("localhost:")
-    gres = parse_scontrol_fields(out("scontrol_gres"))
-    assert gres["TRES"] == "cpu=2,mem=200M,node=2,billing=2"
-    assert gres["TresPerNode"] == "gres:gpu:2"
-
-
-def test_scontrol_running_job() -> None:
-    info = parse_scontrol_job(out("scontrol_running"))
-    assert info.job_id == SlurmJobId(job("sbatch_plain"))
-    assert (info.state, info.reason, info.nodes, info.batch_host) == (
-        SlurmJobState.RUNNING, None, "n1", "n1")
-    assert info.restarts == 0 and info.time_limit_s in (None, YEAR_S)
-    assert info.run_state() == (RunState.RUNNING, f"Slurm job {info.job_id}: RUNNING")
-
-
-def test_scontrol_array_records() -> None:
-    array = job("sbatch_array")
-    task = parse_scontrol_job(out("scontrol_array_task"))
-    assert task.job_id == SlurmJobId(array, task=1)  # not its own JobId
-    records = [parse_scontrol_job(ln) for ln in out("scontrol_array_all").splitlines()]
-    assert {str(r.job_id) for r in records} == {f"{array}_[2-5%2]", f"{array}_1",
-                                                  f"{array}_0"}
-
-
-@pytest.mark.parametrize(("capture", "state", "reason"), [
-    ("scontrol_pending_priority", RunState.QUEUED, "PENDING (Priority)"),
-    ("scontrol_requeued", RunState.QUEUED, "PENDING (BeginTime, requeued 1x)"),
-    ("scontrol_completed", RunState.DONE, "COMPLETED"),
-    ("scontrol_failed", RunState.FAILED, "FAILED (NonZeroExitCode, exit 3)"),
-    ("scontrol_timeout", RunState.ABORTED, "TIMEOUT (TimeLimit)"),
-])
-def test_run_state_and_reason_in_slurms_words(capture: str, state: RunState,
-                                              reason: str) -> None:
-    info = parse_scontrol_job(out(capture))
-    assert info.run_state() == (state, f"Slurm job {info.job_id}: {reason}")
-
-
-def test_job_waiting_for_cpus_reads_queued() -> None:
-    info = parse_scontrol_job(out("scontrol_pending_resources"))
-    assert info.reason in WAITING_FOR_CPUS
-    assert info.run_state() == (RunState.QUEUED,
-                                f"Slurm job {info.job_id}: PENDING ({info.reason})")
-
-
-def test_cancelled_job_reads_cancelled() -> None:
-    info = parse_scontrol_job(out("scontrol_cancelled"))
-    assert info.state is SlurmJobState.CANCELLED
-    assert info.run_state()[0] is RunState.CANCELLED
-
-
-def test_timeout_job_knows_its_limit_and_run_time() -> None:
-    info = parse_scontrol_job(out("scontrol_timeout"))
-    assert info.time_limit_s == 60
-    assert info.run_time_s is not None and info.run_time_s >= 60
-
-
 @pytest.mark.parametrize(("word", "state"), [
     ("PREEMPTED", RunState.ABORTED), ("NODE_FAIL", RunState.ABORTED),
     ("OUT_OF_MEMORY", RunState.FAILED), ("CANCELLED by 0", RunState.CANCELLED),
@@ -153,8 +90,8 @@ def test_every_slurm_state_means_a_run_state() -> None:
 
 
 def test_a_state_evaltui_does_not_know_is_said_not_guessed() -> None:
-    line = out("scontrol_running").replace("JobState=RUNNING", "JobState=NEWSTATE")
-    info = parse_scontrol_job(line)
+    line = out("squeue_mixed").splitlines()[-1].replace("|RUNNING|", "|NEWSTATE|")
+    info = parse_squeue_line(line)
     assert info.state is None
     state, reason = info.run_state()
     assert state is RunState.RUNNING and "NEWSTATE" in reason and "does not know" in reason

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from evaltui.contract.records import LOG_FILENAME
+from evaltui.contract.records import ASSETS_DIRNAME, LOG_FILENAME
 from evaltui.engine.episode.logflush import FLUSH_INTERVAL_SEC, StepWriter
 from evaltui.engine.episode.logsummary import summarise
 from evaltui.engine.episode.pngwriter import PngWriter
@@ -47,7 +47,7 @@ class ExecutionLogger:
 
     def __init__(self, ep_dir: Path, *, flush_interval_sec: float = FLUSH_INTERVAL_SEC) -> None:
         self.ep_dir = ep_dir
-        self.assets = ep_dir / "assets"
+        self.assets = ep_dir / ASSETS_DIRNAME
         self._tiled = FrameFileWriter(ep_dir)
         self._log: StepWriter | None = StepWriter(_open_log(ep_dir), flush_interval_sec,
                                                   before_write=self._tiled.flush)

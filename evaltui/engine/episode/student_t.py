@@ -22,7 +22,7 @@ Z975 = 1.959963984540054  # the standard normal 0.975 quantile
 _SERIES_BELOW_DF = 1000
 
 
-def _cornish_fisher(df: int) -> float:
+def cornish_fisher_975(df: int) -> float:
     """The t quantile from the normal one, to 1/df^4 (A&S 26.7.5)."""
     z = Z975
     g1 = (z**3 + z) / 4
@@ -60,8 +60,8 @@ def t_quantile_975(df: int) -> float:
     if df < 1:
         raise ValueError(f"df must be >= 1, got {df}")
     if df >= _SERIES_BELOW_DF:
-        return _cornish_fisher(df)
-    t = _cornish_fisher(df) if df > 2 else (12.7 if df == 1 else 4.3)
+        return cornish_fisher_975(df)
+    t = cornish_fisher_975(df) if df > 2 else (12.7 if df == 1 else 4.3)
     for _ in range(100):
         step = (central_probability(t, df) - 0.95) / (2.0 * _density(t, df))
         t -= step

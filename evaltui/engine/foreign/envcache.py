@@ -137,10 +137,6 @@ def is_built(env: NodesetEnvironment) -> bool:
     return not env.built or (cache_root() / environment_key(env) / MARKER).exists()
 
 
-def build_log(env: NodesetEnvironment) -> Path:
-    return cache_root() / f"{environment_key(env)}.log"
-
-
 def ensure_built(env: NodesetEnvironment, label: str, say: Say = say_on_stderr) -> Path:
     """The interpreter of ``env``'s environment, built first if the cache lacks it."""
     root = cache_root()

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evaltui.contract.settings import reset_settings
 from evaltui.engine.executor.kinds import executor_kind
 from evaltui.gpu.env import gpu_env
 from evaltui.gpu.fakegpu import FAKE_GPU_INDEX_ENV, charges_dir, fake_gpus, parse_charge_filename
-from evaltui.gpu.nvml import pynvml
+from evaltui.gpu.nvml import nvml_ask
 from evaltui.rundir.jsonfiles import read_json
 
 if TYPE_CHECKING:
@@ -113,21 +113,13 @@ def _fake_charged_mb(gpu: int) -> int:
 
 
 def _nvml_free_mb(gpu: str) -> int | None:
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # no library or no driver: nothing measured, first GPU wins
-        return None
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByUUID(gpu) if not gpu.isdigit() else \
-            pynvml.nvmlDeviceGetHandleByIndex(int(gpu))
-        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).free) // (1 << 20)
-    except Exception:  # a device NVML does not know or cannot read: unmeasured
-        return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # shutting down a half-initialised NVML: nothing left to free
-            pass
+    """None unmeasured (no NVML: the first GPU wins)."""
+    def free_mb(nvml: Any) -> int:
+        handle = nvml.nvmlDeviceGetHandleByUUID(gpu) if not gpu.isdigit() else \
+            nvml.nvmlDeviceGetHandleByIndex(int(gpu))
+        return int(nvml.nvmlDeviceGetMemoryInfo(handle).free) // (1 << 20)
+
+    return nvml_ask(free_mb, None)
 
 
 def _split(value: str | None) -> list[str]:

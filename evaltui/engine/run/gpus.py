@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from evaltui.contract.settings import settings
 from evaltui.gpu.env import gpu_env
 from evaltui.gpu.fakegpu import fake_gpus
-from evaltui.gpu.nvml import pynvml
+from evaltui.gpu.nvml import nvml_ask
 
 
 @dataclass(frozen=True)
@@ -65,16 +65,4 @@ def _split(value: str | None) -> list[str] | None:
 
 def _nvml_count() -> int:
     """NVML's device count; 0 without NVML or a driver (a CPU-only machine)."""
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # no library, no driver: no GPU (said by the caller, once)
-        return 0
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    except Exception:  # a driver in a bad state counts as no GPU, as above
-        return 0
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # shutting down a half-initialised NVML: nothing left to free
-            pass
+    return nvml_ask(lambda nvml: int(nvml.nvmlDeviceGetCount()), 0)

@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from evaltui.engine.episode.student_t import Z975 as Z_975
 from evaltui.engine.stats.betting import BettingCS
 from evaltui.engine.stats.step import StepDecider
 
-Z_975 = 1.959963984540054
 Z_80 = 0.8416212335729143
 
 

@@ -15,10 +15,8 @@ so one lucky short run does not shrink it.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
-import os
 import time
 from collections.abc import Container, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,7 +28,7 @@ import orjson
 
 from evaltui.contract.spec import JobSpec
 from evaltui.engine.graph.definition import GraphDefinition, GraphError
-from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.jsonfiles import flocked, read_json_object, write_json_atomic
 from evaltui.rundir.layout import PRIVATE_MODE, state_dir
 from evaltui.scheduler.admission.cores import run_cores
 
@@ -210,9 +208,7 @@ class Calibration:
     @contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:
         self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with flocked(self.lock_path):
             data = self._read()
             yield data
             try:
@@ -226,15 +222,9 @@ class Calibration:
                 return
             self._data, self._mtime_ns = data, self._stat_mtime()
             self.version += 1
-        finally:
-            os.close(fd)
 
     def _read(self) -> dict[str, Any]:
-        try:
-            raw = orjson.loads(self.path.read_bytes())
-        except (OSError, ValueError):
-            return {}
-        nodesets = raw.get("nodesets") if isinstance(raw, dict) else None
+        nodesets = (read_json_object(self.path) or {}).get("nodesets")
         return nodesets if isinstance(nodesets, dict) else {}
 
     def _stat_mtime(self) -> int:

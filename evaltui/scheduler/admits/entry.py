@@ -13,13 +13,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from evaltui.contract.pidref import PidRef
 from evaltui.contract.states import AdmitState
 from evaltui.contract.views import Admit
 from evaltui.gpu.env import gpu_env
-from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.jsonfiles import read_json_object, write_json_atomic
 from evaltui.rundir.layout import state_dir
 from evaltui.scheduler.admission.decision import Candidate, Wait
 
@@ -127,11 +125,8 @@ class AdmitStore:
         """Every readable entry file (a torn or foreign file is skipped)."""
         out = []
         for path in sorted(self.dir.glob("*.json")) if self.dir.is_dir() else ():
-            try:
-                data = orjson.loads(path.read_bytes())
-            except (OSError, ValueError):
-                continue
-            if isinstance(data, dict) and data.get("admit_id") == path.stem:
+            data = read_json_object(path)
+            if data is not None and data.get("admit_id") == path.stem:
                 out.append(data)
         return out
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from evaltui.contract.records import EPISODE_FILENAME, EPISODES_DIRNAME
 from evaltui.contract.states import EpisodeStatus
 from evaltui.rundir.layout import episode_index_from_dirname
-from evaltui.rundir.safeopen import read_json_inside
+from evaltui.rundir.safeopen import object_inside_or_none
 from evaltui.scheduler.events import EpisodeFinished
 
 
@@ -105,9 +105,6 @@ class EpisodeWatcher:
 
 
 def _status(path: Path) -> str | None:
-    try:  # never through a symlink out of the run dir (DESIGN §11): it would reach /events
-        row = read_json_inside(path.parents[2], path.absolute())
-    except (OSError, ValueError):
-        return None
-    status = row.get("status") if isinstance(row, dict) else None
+    # never through a symlink out of the run dir (DESIGN §11): it would reach /events
+    status = (object_inside_or_none(path.parents[2], path.absolute()) or {}).get("status")
     return str(status) if status is not None else None

@@ -21,9 +21,9 @@ from evaltui.contract.records import (
 from evaltui.contract.states import RunState
 from evaltui.contract.views import Run, SpecBrief, run_view
 from evaltui.results.rebuild import rebuild_summary
-from evaltui.rundir.layout import is_run_id
+from evaltui.rundir.layout import is_run_id, run_id_order
 from evaltui.rundir.runguard import leaving
-from evaltui.rundir.safeopen import read_json_inside
+from evaltui.rundir.safeopen import object_inside_or_none
 from evaltui.rundir.status import read_run_status
 from evaltui.slurm.follow import follow_status, waiting_reason
 
@@ -45,7 +45,7 @@ class RunIndex:
             names = [e.name for e in os.scandir(self.runs_root) if e.is_dir()]
         except FileNotFoundError:
             return []
-        return sorted((n for n in names if is_run_id(n)), key=_order, reverse=True)
+        return sorted((n for n in names if is_run_id(n)), key=run_id_order, reverse=True)
 
     def read(self, run_id: str) -> Run | None:
         """The run's view from disk, or None if there is no such run dir."""
@@ -82,22 +82,13 @@ class RunIndex:
             cached = self._briefs.get(run_id)
         if cached is not None:
             return cached
-        try:
-            spec = read_json_inside(self.runs_root, f"{run_id}/{SPEC_FILENAME}")
-        except (OSError, ValueError):
-            return None
-        if not isinstance(spec, dict):
+        spec = object_inside_or_none(self.runs_root, f"{run_id}/{SPEC_FILENAME}")
+        if spec is None:
             return None
         brief = SpecBrief.of(spec)
         with self._lock:
             self._briefs[run_id] = brief
         return brief
-
-
-def _order(run_id: str) -> tuple[str, int]:
-    """Sort key: the timestamp, then the collision suffix (``_2`` after the plain one)."""
-    suffix = run_id[16:]
-    return (run_id[:15], int(suffix) if suffix.isdigit() else 1)
 
 
 def _stat_key(run_dir: Path) -> _Key | None:

@@ -17,7 +17,6 @@ lock, so an exiting host is never handed to a new run.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from collections.abc import Iterator
@@ -25,10 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from evaltui.contract.pidref import PidRef
-from evaltui.rundir.jsonfiles import write_json_atomic
+from evaltui.rundir.jsonfiles import flocked, read_json_object, write_json_atomic
 from evaltui.rundir.layout import PRIVATE_MODE
 from evaltui.rundir.store import read_record
 
@@ -46,22 +43,8 @@ def host_file(hosts_dir: Path, pid: int) -> Path:
 def locked(path: Path) -> Iterator[None]:
     """flock ``{path}.lock`` (created 0600) for the duration."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                 PRIVATE_MODE)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with flocked(path.with_suffix(".lock"), mode=PRIVATE_MODE):
         yield
-    finally:
-        os.close(fd)
-
-
-def read(path: Path) -> dict[str, Any] | None:
-    """A host file, or None if it is missing or unusable."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def write(path: Path, data: dict[str, Any], *, create: bool) -> bool:
@@ -109,7 +92,7 @@ def adoptable(hosts_dir: Path, runs_root: str | None, me: PidRef
             continue
         path = Path(hosts_dir) / name
         with locked(path):
-            data = read(path)
+            data = read_json_object(path)
             if data is None or data.get("runs_root") != runs_root:
                 continue
             host = _ref({"pid": data.get("pid"), "create_time": data.get("pid_create_time")})
@@ -165,7 +148,7 @@ class HolderWatch:
         """None to keep hosting, else why to exit (the file is then removed, under its
         lock, so no scheduler adopts a host on its way out)."""
         with locked(self.path):
-            data = read(self.path)
+            data = read_json_object(self.path)
             if data is not None and not _same_process(data, self.me):
                 data = None  # a file of an earlier process with this PID
             if data is None:

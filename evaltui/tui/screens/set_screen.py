@@ -22,7 +22,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
@@ -39,6 +38,7 @@ from evaltui.sets.setdir import SetDirError, read_set
 from evaltui.sets.table import build_table
 from evaltui.sets.textplot import plot_series
 from evaltui.tui.backend import readable_dir
+from evaltui.tui.messages import Latest
 from evaltui.tui.screens.compare import CompareScreen
 from evaltui.tui.widgets.keys_footer import KeysFooter
 from evaltui.tui.widgets.set_plot import SetPlot
@@ -47,7 +47,7 @@ BEST_MARK = " ▲"
 FINISHED = frozenset({"done", "failed", "aborted", "cancelled"})
 
 
-class SetTableLoaded(Message):
+class SetTableLoaded(Latest):
     """A fresh read of the set (``table`` None: ``error`` says why)."""
 
     def __init__(self, table: Any, baseline: dict[str, Any] | None, error: str | None) -> None:
@@ -55,9 +55,6 @@ class SetTableLoaded(Message):
         self.table = table
         self.baseline = baseline
         self.error = error
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SetTableLoaded)
 
 
 class SetScreen(Screen[None]):

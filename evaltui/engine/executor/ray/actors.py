@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evaltui.contract.records import ASSETS_DIRNAME, LOG_FILENAME
 from evaltui.engine.episode.loop import EpisodeOutcome
 from evaltui.engine.episode.session import WorkerSession
 from evaltui.engine.executor.ray.fateshare import follow_raylet
@@ -38,7 +39,7 @@ from evaltui.engine.usererrors import build_nodeset
 
 CHUNK_MAX_BYTES = 8 << 20
 """At most this much of one file per pull (a pull is a Ray object)."""
-PULLED_FILES = ("log.jsonl", "frames.bin")
+PULLED_FILES = (LOG_FILENAME, "frames.bin")
 """Files the run process appends while the episode runs; ``assets/`` come at its end."""
 
 
@@ -115,7 +116,7 @@ class EpisodeWorkerActor:
         """The episode's ``assets/`` files (PNG frames), once it has ended."""
         if self.current != (index, attempt) or self.ep_dir is None:
             return {}
-        root = self.ep_dir / "assets"
+        root = self.ep_dir / ASSETS_DIRNAME
         if not root.is_dir():
             return {}
         return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}

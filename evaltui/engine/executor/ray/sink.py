@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from evaltui.contract.records import ASSETS_DIRNAME
 from evaltui.engine.executor.ray.actors import PULLED_FILES
 
 
@@ -33,7 +34,7 @@ class EpisodeSink:
             self.offsets[name] += len(data)
 
     def write_assets(self, files: Mapping[str, bytes]) -> None:
-        assets = self.ep_dir / "assets"
+        assets = self.ep_dir / ASSETS_DIRNAME
         assets.mkdir(exist_ok=True)
         for name, data in files.items():
             (assets / Path(name).name).write_bytes(data)
