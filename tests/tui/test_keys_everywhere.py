@@ -150,3 +150,22 @@ async def test_the_cursor_row_stays_on_screen_when_the_table_is_rebuilt(runs, ap
         await pilot.pause()
         assert table.cursor_row == 19
         await wait_for(table.cursor_on_screen, timeout=15, what="the last row on screen again")
+
+
+async def test_the_cursor_row_stays_on_screen_when_the_table_gets_shorter(runs, app_factory
+                                                                          ) -> None:
+    """A table made shorter after ``end`` (a smaller terminal; under load, a line that
+    appeared beside it after the key) still shows the cursor row: the scroll ``end`` made
+    was reckoned for the old height."""
+    app = app_factory(run_dir=runs["done"])
+    async with app.run_test(size=(80, 30)) as pilot:
+        table = app.screen.query_one(EpisodesTable)
+        await wait_for(lambda: table.row_count == 20, what="episode rows")
+        await pilot.press("end")
+        await wait_for(table.cursor_on_screen, timeout=15, what="end: the last row on screen")
+        height = table.size.height
+        await pilot.resize_terminal(80, 24)
+        await wait_for(lambda: table.size.height < height, what="a shorter table")
+        await pilot.pause()
+        assert table.cursor_row == 19
+        await wait_for(table.cursor_on_screen, what="the last row on screen still")

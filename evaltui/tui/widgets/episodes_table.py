@@ -147,6 +147,13 @@ class EpisodesTable(RowTable):
 
     def on_resize(self) -> None:
         self._fit(self.size.width)
+        # A table made shorter (a line appeared above or below it) keeps its cursor row in
+        # view: the scroll that brought it there was reckoned for the old height.
+        self.call_after_refresh(self._cursor_into_view)
+
+    def _cursor_into_view(self) -> None:
+        if self.row_count and not self.cursor_on_screen():
+            self.move_cursor(row=self.cursor_row, scroll=True)
 
     @property
     def visible_columns(self) -> list[str]:
