@@ -38,14 +38,18 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session")
-def ray_cluster() -> Iterator[Any]:
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The two-node local Ray cluster (tests/ray/raycluster.py), once a session for every
-    folder that asks (tests/ray, tests/executors); skipped, one line, without ray."""
+    folder that asks (tests/ray, tests/executors); skipped, one line, without ray. Each
+    node has its own cache of built environments (``env_caches``: its raylet's
+    EVALTUI_ENV_CACHE, named as the node's temp dir), for tests/ray/test_ray_own_env.py."""
     pytest.importorskip("ray", reason="ray is not installed (pip install 'evaltui[ray]')")
     sys.path.insert(0, str(Path(__file__).resolve().parent / "ray"))
     from raycluster import two_node_cluster
 
-    with teardown_on_sigterm(), two_node_cluster() as cluster:
+    root = tmp_path_factory.mktemp("nodecaches")
+    caches = [{"EVALTUI_ENV_CACHE": str(root / name)} for name in ("head", "node2")]
+    with teardown_on_sigterm(), two_node_cluster(caches) as cluster:
         yield cluster
 
 

@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
@@ -30,6 +30,8 @@ class RayCluster:
     temp_root: Path
     node_dirs: list[Path]
     cluster: object
+    env_caches: list[Path] = field(default_factory=list)
+    """The nodes' own ``EVALTUI_ENV_CACHE`` (head's, second node's), where one was set."""
 
     def env(self) -> dict[str, str]:
         """What a run subprocess needs to reach this cluster."""
@@ -108,7 +110,9 @@ def two_node_cluster(node_env: Sequence[Mapping[str, str]] = ({}, {})
         with _env(node_env[1]):
             cluster.add_node(num_cpus=2, object_store_memory=OBJECT_STORE_BYTES,
                              temp_dir=str(nodes[1]))
-        yield RayCluster(cluster.address, temp_root, nodes, cluster)
+        caches = [Path(env["EVALTUI_ENV_CACHE"]) for env in node_env
+                  if "EVALTUI_ENV_CACHE" in env]
+        yield RayCluster(cluster.address, temp_root, nodes, cluster, caches)
     finally:
         if cluster is not None:
             cluster.shutdown()

@@ -87,6 +87,19 @@ def kill_frozen(pids: set[int]) -> None:
             pass
 
 
+def thaw_and_remove(cluster: Any, node: Any, pids: set[int]) -> None:
+    """After the test: the frozen node's processes continued, then the node removed
+    gracefully (its raylet tells the GCS it leaves, at once; SIGKILLed, the node would be
+    listed alive for Ray's ~15 s more, which ``third_node`` waits out), then by PID
+    whatever of it is still there."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    if node in cluster.worker_nodes:
+        cluster.remove_node(node)
+    kill_frozen(pids)
+
+
 @pytest.mark.parametrize("how", ["removed", "frozen"])
 def test_a_lost_node_s_episode_is_retried_elsewhere_within_seconds(
         ray_cluster: RayCluster, third_node: Any, tmp_path: Path, how: str) -> None:
@@ -96,7 +109,8 @@ def test_a_lost_node_s_episode_is_retried_elsewhere_within_seconds(
     frozen: set[int] = set()
     with running(spec, tmp_path / "out") as (run_dir, proc), \
             contextlib.ExitStack() as cleanup:
-        cleanup.callback(lambda: kill_frozen(frozen))
+        cleanup.callback(lambda: thaw_and_remove(ray_cluster.cluster, third_node, frozen)
+                         if frozen else None)
 
         def all_busy_one_on_the_lost_node() -> bool:
             lines = actor_lines(run_dir) if (run_dir / "run.log").exists() else []

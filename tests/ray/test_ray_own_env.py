@@ -1,17 +1,17 @@
 """A nodeset in its own Python environment on the Ray executor: each node builds the
 environment into its own cache (its raylet's EVALTUI_ENV_CACHE) and starts the env hosts
 of its worker actors there; a shared nodeset in its own environment is hosted by its Ray
-actor the same way. A two-node local cluster whose nodes have caches of their own."""
+actor the same way. The session's two-node local cluster, whose nodes have caches of
+their own."""
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from raycluster import RayCluster, two_node_cluster
+from raycluster import RayCluster
 
 FOREIGN_TESTS = Path(__file__).resolve().parents[1] / "engine" / "foreign"
 sys.path.insert(0, str(FOREIGN_TESTS))
@@ -22,13 +22,12 @@ from evaltui.engine.foreign.envcache import MARKER  # noqa: E402
 OWN = {"requirements": NUMPY1}
 
 
-@pytest.fixture(scope="module")
-def own_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RayCluster, list[Path]]]:
-    pytest.importorskip("ray", reason="ray is not installed (pip install 'evaltui[ray]')")
-    root = tmp_path_factory.mktemp("nodecaches")
-    caches = [root / "head", root / "node2"]
-    with two_node_cluster([{"EVALTUI_ENV_CACHE": str(c)} for c in caches]) as cluster:
-        yield cluster, caches
+@pytest.fixture
+def own_caches(ray_cluster: RayCluster) -> tuple[RayCluster, list[Path]]:
+    """The session cluster and its nodes' own caches (tests/conftest.py: no cluster of
+    this module's own to start)."""
+    assert [c.name for c in ray_cluster.env_caches] == ["head", "node2"]
+    return ray_cluster, ray_cluster.env_caches
 
 
 def test_each_node_builds_the_environment_and_runs_its_hosts_there(
