@@ -46,7 +46,6 @@ from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
 from evaltui.engine.executor.local.pool import EnvWorkerPool
 from evaltui.engine.executor.local.zygote import WorkerZygote
 from evaltui.engine.executor.protocol import EpisodeExecutor, EpisodeResult
-from evaltui.engine.executor.ray.executor import RayExecutor
 from evaltui.engine.executor.slurm.executor import SlurmExecutor, listen_host
 from evaltui.engine.executor.workerloop import WorkerConfig
 from evaltui.engine.graph.datasets import load_episodes
@@ -241,6 +240,10 @@ class BatchEvalRunner:
                       workers: int, sockets: SocketDir, hosts: list[HostProcess]
                       ) -> EpisodeExecutor:
         """K actors on a Ray cluster."""
+        # optional: ray (the ray extra): the Ray executor's package, ~25 ms a run process
+        # that runs locally would pay
+        from evaltui.engine.executor.ray.executor import RayExecutor
+
         ray_executor = RayExecutor(
             checked, episodes, workers,
             address=checked.spec.eval.ray_address or settings().ray_address,
