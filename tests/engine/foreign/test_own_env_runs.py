@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -137,14 +138,11 @@ def run_hosts(watch: Path) -> list[psutil.Process]:
     return found
 
 
-def test_killing_the_run_leaves_no_env_host_alive(env_cache: Path, tmp_path: Path) -> None:
-    watch = tmp_path / "watch"
-    watch.mkdir()
-    (watch / "killed").write_text("0")  # hosts record their PIDs here, and none kills itself
-    work = tmp_path / "run"
-    graph = cartpole_graph(OWN, numpy_major=1, die_once_in=str(watch), max_steps=100000)
-    argv = eval_argv(work, graph, "--workers", "2", episodes=4)
-    err = tmp_path / "eval.stderr"
+@contextlib.contextmanager
+def eval_with_two_hosts(argv: list[str], work: Path, watch: Path, err: Path
+                        ) -> Iterator[tuple[list[psutil.Process], psutil.Process]]:
+    """``evaltui eval`` started in its own group until two env hosts of its run show:
+    those hosts and the run process. The group is SIGKILLed on the way out."""
     with err.open("wb") as sink:
         cli = subprocess.Popen(argv, cwd=work, env=eval_env(), stdout=subprocess.DEVNULL,
                                stderr=sink, start_new_session=True)
@@ -162,14 +160,24 @@ def test_killing_the_run_leaves_no_env_host_alive(env_cache: Path, tmp_path: Pat
         except AssertionError as exc:
             raise AssertionError(f"{exc}; eval said: {err.read_text()[-2000:]}") from None
         hosts = run_hosts(watch)
-        run = next(p for p in hosts[0].parents()
-                   if "evaltui.engine.main" in " ".join(p.cmdline()))
-        os.kill(run.pid, signal.SIGKILL)  # the run alone, not its process group
-        wait_until(lambda: not alive(hosts), timeout=20, what="the env hosts to die")
+        yield hosts, next(p for p in hosts[0].parents()
+                          if "evaltui.engine.main" in " ".join(p.cmdline()))
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(cli.pid, signal.SIGKILL)
         cli.wait(timeout=30)
+
+
+def test_killing_the_run_leaves_no_env_host_alive(env_cache: Path, tmp_path: Path) -> None:
+    watch = tmp_path / "watch"
+    watch.mkdir()
+    (watch / "killed").write_text("0")  # hosts record their PIDs here, and none kills itself
+    work = tmp_path / "run"
+    graph = cartpole_graph(OWN, numpy_major=1, die_once_in=str(watch), max_steps=100000)
+    argv = eval_argv(work, graph, "--workers", "2", episodes=4)
+    with eval_with_two_hosts(argv, work, watch, tmp_path / "eval.stderr") as (hosts, run):
+        os.kill(run.pid, signal.SIGKILL)  # the run alone, not its process group
+        wait_until(lambda: not alive(hosts), timeout=20, what="the env hosts to die")
 
 
 def test_requirements_that_cannot_be_resolved_fail_the_submit_naming_the_build_log(
@@ -192,26 +200,7 @@ def test_a_cancel_ends_episodes_cancelled_not_error_and_no_env_host_stays(
     work = tmp_path / "run"
     graph = cartpole_graph(OWN, numpy_major=1, die_once_in=str(watch), step_sleep_ms=20)
     argv = eval_argv(work, graph, "--workers", "2", episodes=12)
-    err = tmp_path / "eval.stderr"
-    with err.open("wb") as sink:
-        cli = subprocess.Popen(argv, cwd=work, env=eval_env(), stdout=subprocess.DEVNULL,
-                               stderr=sink, start_new_session=True)
-
-    def two_hosts() -> bool:
-        # A run that ended before its hosts showed says why, rather than a bare time-out.
-        assert cli.poll() is None, f"eval exited {cli.returncode}: {err.read_text()[-2000:]}"
-        return len(run_hosts(watch)) >= 2
-
-    try:
-        # The hosts of the run's workers (a host the spec check started to describe the
-        # class has recorded its PID too, and is gone by then).
-        try:
-            wait_until(two_hosts, timeout=120, what="two env hosts")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; eval said: {err.read_text()[-2000:]}") from None
-        hosts = run_hosts(watch)
-        run = next(p for p in hosts[0].parents()
-                   if "evaltui.engine.main" in " ".join(p.cmdline()))
+    with eval_with_two_hosts(argv, work, watch, tmp_path / "eval.stderr") as (hosts, run):
         run_dir = run_dir_of(work)
         wait_until(lambda: any(p.stat().st_size for p in
                                (run_dir / "episodes").glob("ep*/log.jsonl")),
@@ -219,10 +208,6 @@ def test_a_cancel_ends_episodes_cancelled_not_error_and_no_env_host_stays(
         os.killpg(os.getpgid(run.pid), signal.SIGTERM)  # the whole group, env hosts too
         wait_until(lambda: (run_dir / "_DONE").exists(), timeout=60, what="the run to end")
         wait_until(lambda: not alive(hosts), timeout=20, what="the env hosts to exit")
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(cli.pid, signal.SIGKILL)
-        cli.wait(timeout=30)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "cancelled"
     got = rows(run_dir)
