@@ -8,6 +8,7 @@ opened by ``nvmlInit``, which each reader calls (and which fails without a drive
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -34,7 +35,6 @@ def nvml_ask(question: Callable[[Any], T], default: T) -> T:
     except Exception:  # a driver in a bad state, a device it does not know
         return default
     finally:
-        try:
+        # shutting down a half-initialised NVML: nothing left to free
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:  # shutting down a half-initialised NVML: nothing left to free
-            pass
