@@ -50,11 +50,13 @@ class WalkEnv(EnvNodeSet):
         slow: episode id -> seconds its first step sleeps.
         step_sleep_ms: sleep at every step (a slow simulator).
         init_error: if set, the constructor raises with it (a worker that cannot start).
+        together: set_episode waits (up to 60 s) until this many processes have started an
+            episode, so that every one of that many workers runs one however late it starts.
     """
 
     def __init__(self, trace_dir: str = "", raise_on: tuple[str, ...] = (),
                  hang_once: tuple[str, ...] = (), slow: Mapping[str, float] | None = None,
-                 step_sleep_ms: float = 0.0, init_error: str = "") -> None:
+                 step_sleep_ms: float = 0.0, init_error: str = "", together: int = 0) -> None:
         if init_error:
             raise RuntimeError(init_error)
         self.trace_dir = trace_dir
@@ -62,6 +64,7 @@ class WalkEnv(EnvNodeSet):
         self.hang_once = set(hang_once)
         self.slow = dict(slow or {})
         self.step_sleep_ms = step_sleep_ms
+        self.together = together
         self._episode: Mapping[str, Any] = {}
         self._x = 0
         self._steps = 0
@@ -72,6 +75,10 @@ class WalkEnv(EnvNodeSet):
         self._x, self._steps = 0, 0
         self._positions = [(0.0, 0.0)]
         _trace(self.trace_dir, "start", episode["episode_id"])
+        deadline = time.monotonic() + 60
+        while self.together and time.monotonic() < deadline and self.together > len(
+                {p.name.split(".")[2] for p in Path(self.trace_dir).glob("start.*")}):
+            time.sleep(0.05)
         return {"obs": np.array([0.0, float(episode["length"])])}
 
     @node(inputs=("action",), outputs=("obs", "done"))

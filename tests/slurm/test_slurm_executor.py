@@ -60,14 +60,23 @@ def test_bot_rows_are_the_local_pools_with_workers_on_both_nodes(
     assert [comparable(r) | {"worker_count": 0} for r in rows_slurm] == \
         [comparable(r) | {"worker_count": 0} for r in rows_local]
     assert {r["node"] for r in rows_local} == {None}
-    # the run's workers were on both nodes (the allocation has two tasks on each); a
-    # row's node is the node of the worker that ran it (which ones ran what is timing)
-    node_of = dict(re.findall(r"worker (\d+) is step \S+, pid \d+ on node (\w+)",
-                              (slurm / "run.log").read_text()))
-    assert set(node_of.values()) == {"n1", "n2"}
-    assert all(r["node"] == node_of[str(r["worker_id"])] for r in rows_slurm)
     assert read_json(slurm / "summary.json")["metrics"] == \
         read_json(local / "summary.json")["metrics"]
+    # the run's workers are on both nodes (the allocation has two tasks on each); the
+    # bot's episodes are too quick for that to be sure (under load one worker, started
+    # first, can run all six before the others dial in), so a walk whose every episode
+    # waits until all three workers have started one shows it; a row's node is the node
+    # of the worker that ran it
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    walk = run_to_end(walk_spec(tmp_path, [3] * 6, walk_graph(
+        {"trace_dir": str(trace), "together": 3}), worker_count=3, executor="slurm"),
+        tmp_path / "walk")
+    rows_slurm = episode_rows(walk)
+    node_of = dict(re.findall(r"worker (\d+) is step \S+, pid \d+ on node (\w+)",
+                              (walk / "run.log").read_text()))
+    assert set(node_of.values()) == {"n1", "n2"}
+    assert all(r["node"] == node_of[str(r["worker_id"])] for r in rows_slurm)
     wait_until(lambda: not run_leftovers(slurm_session), timeout=15,
                what="no process of the run left on either node")
 
