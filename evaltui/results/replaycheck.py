@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltui.benchmarks.babyai.grid import agent_cell
 from evaltui.benchmarks.babyai.minigrid_import import make_env, quiet_stdout
 from evaltui.contract.records import (
     GRAPH_FILENAME,
@@ -146,7 +147,7 @@ def replay_episode(ep: StoredEpisode, row: Mapping[str, Any], step_node: str,
         with quiet_stdout():
             env.reset(seed=int(row["seed"]))
         sim = env.unwrapped
-        replayed = [_pos(sim)]
+        replayed = [agent_cell(sim)]
 
         def position_divergence(step: int) -> Divergence | None:
             k = len(replayed) - 1
@@ -178,7 +179,7 @@ def replay_episode(ep: StoredEpisode, row: Mapping[str, Any], step_node: str,
             if logged.done is not done:
                 return count, Divergence(ep.label, logged.step, f"done: replay {done}, "
                                          f"log {logged.done!r} (action {action})")
-            pos = _pos(sim)
+            pos = agent_cell(sim)
             if pos != replayed[-1]:
                 replayed.append(pos)
                 if (d := position_divergence(logged.step)) is not None:
@@ -190,7 +191,3 @@ def replay_episode(ep: StoredEpisode, row: Mapping[str, Any], step_node: str,
         return count, None
     finally:
         env.close()
-
-
-def _pos(sim: Any) -> tuple[int, int]:
-    return (int(sim.agent_pos[0]), int(sim.agent_pos[1]))

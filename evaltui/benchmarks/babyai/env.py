@@ -23,7 +23,7 @@ from evaltui.engine.episode.tiles import TiledFrame
 from evaltui.engine.nodes import EnvNodeSet, Trajectory, node
 
 from .frames import GridFrames
-from .grid import Cell, geodesic_distance, goal_cells
+from .grid import Cell, agent_cell, geodesic_distance, goal_cells
 from .minigrid_import import MINIGRID_VERSION, make_env, quiet_stdout
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class BabyAIEnv(EnvNodeSet):
         sim = self._env.unwrapped
         if self.check_mission:
             self._check(episode, sim)
-        self._positions = [self._pos(sim)]
+        self._positions = [agent_cell(sim)]
         self._steps = 0
         self._success = False
         self._done = False
@@ -108,9 +108,9 @@ class BabyAIEnv(EnvNodeSet):
             raise ValueError(f"{where}: seed {episode['seed']} has max_steps {sim.max_steps}, "
                              f"manifest says {limit}")
         start = episode.get("start")
-        if start is not None and list(self._pos(sim)) != [int(v) for v in start]:
+        if start is not None and list(agent_cell(sim)) != [int(v) for v in start]:
             raise ValueError(f"{where}: seed {episode['seed']} starts at "
-                             f"{list(self._pos(sim))}, manifest says {list(start)}")
+                             f"{list(agent_cell(sim))}, manifest says {list(start)}")
 
     @node(inputs=("action",), outputs=("obs", "sim", "frame", "done", "reward"))
     def step(self, action: Any) -> dict[str, Any]:
@@ -131,7 +131,7 @@ class BabyAIEnv(EnvNodeSet):
         obs, reward, terminated, truncated, _ = self._env.step(act)
         sim = self._env.unwrapped
         self._steps += 1
-        pos = self._pos(sim)
+        pos = agent_cell(sim)
         if pos != self._positions[-1]:
             self._positions.append(pos)
         self._success = bool(terminated and reward > 0)
@@ -162,10 +162,6 @@ class BabyAIEnv(EnvNodeSet):
             env.close()
         self._envs.clear()
         self._env = None
-
-    @staticmethod
-    def _pos(sim: Any) -> Cell:
-        return (int(sim.agent_pos[0]), int(sim.agent_pos[1]))
 
     @staticmethod
     def _obs(obs: Mapping[str, Any]) -> dict[str, Any]:

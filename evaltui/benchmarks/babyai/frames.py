@@ -29,6 +29,7 @@ import numpy as np
 from evaltui.engine.episode.tiles import TileAtlas, TiledFrame
 
 from . import tilecache
+from .grid import agent_cell
 from .minigrid_import import Grid, WorldObj
 
 EMPTY = (1, 0, 0)
@@ -72,7 +73,7 @@ class GridFrames:
                     self._keys[flat] = key
                     self._base.flat[flat] = self._tile(key, obj, NO_AGENT)
         index = self._base.copy()
-        x, y = int(sim.agent_pos[0]), int(sim.agent_pos[1])
+        x, y = agent_cell(sim)
         flat = y * grid.width + x
         index[y, x] = self._tile(self._keys[flat], cells[flat], int(sim.agent_dir))
         return TiledFrame(self.atlas, index)

@@ -21,6 +21,11 @@ Cell = tuple[int, int]
 _NEIGHBOURS: tuple[Cell, ...] = ((1, 0), (0, 1), (-1, 0), (0, -1))
 
 
+def agent_cell(env: Any) -> Cell:
+    """The cell the agent of ``env`` (an unwrapped minigrid env) stands on."""
+    return (int(env.agent_pos[0]), int(env.agent_pos[1]))
+
+
 def passable(env: Any, x: int, y: int) -> bool:
     """Whether the agent can stand on cell (x, y) of ``env``'s current grid.
 

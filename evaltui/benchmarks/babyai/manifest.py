@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from . import DATA_DIR, SPLITS
-from .grid import Cell, geodesic_distance, goal_cells, shortest_path
+from .grid import Cell, agent_cell, geodesic_distance, goal_cells, shortest_path
 from .minigrid_import import BabyAIBot, make_env, quiet_stdout
 
 
@@ -36,10 +36,10 @@ def expert_path(env: Any) -> tuple[list[Cell], bool]:
     """Run the noise-free expert bot on a freshly reset env: (cell path, success)."""
     unwrapped = env.unwrapped
     bot = BabyAIBot(env)
-    path: list[Cell] = [(int(unwrapped.agent_pos[0]), int(unwrapped.agent_pos[1]))]
+    path: list[Cell] = [agent_cell(unwrapped)]
     while True:
         _, reward, terminated, truncated, _ = env.step(bot.replan())
-        pos = (int(unwrapped.agent_pos[0]), int(unwrapped.agent_pos[1]))
+        pos = agent_cell(unwrapped)
         if pos != path[-1]:
             path.append(pos)
         if terminated or truncated:
@@ -56,7 +56,7 @@ def make_episode(env: Any, split: str, index: int) -> tuple[dict[str, Any], str]
     with quiet_stdout():
         env.reset(seed=index)
     unwrapped = env.unwrapped
-    start: Cell = (int(unwrapped.agent_pos[0]), int(unwrapped.agent_pos[1]))
+    start: Cell = agent_cell(unwrapped)
     goals = goal_cells(unwrapped)
     record: dict[str, Any] = {
         "episode_id": f"{split}-{index:04d}",

@@ -30,7 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, TypedDict, TypeVar
 
 from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.episode.loop import EpisodeOutcome
@@ -51,6 +51,17 @@ from evaltui.engine.executor.watchdog import LogWatch
 from evaltui.rundir.diskfull import DISK
 
 S = TypeVar("S", bound=Slot)
+
+
+class DealingOptions(TypedDict, total=False):
+    """The dealing core's keyword arguments, as an executor passes them on."""
+
+    max_episode_retries: int
+    stop: threading.Event | None
+    cancel_grace_sec: float
+    hung_step_sec: float | None
+    hung_reset_sec: float | None
+    episode_log: Callable[[int], Path] | None
 
 
 class SlotExecutor(ABC, Generic[S]):

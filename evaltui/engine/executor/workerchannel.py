@@ -10,6 +10,7 @@ started (it was told to stop first).
 
 from __future__ import annotations
 
+from contextlib import suppress
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -21,10 +22,8 @@ def send(conn: Connection | None, *message: Any) -> None:
     left to report itself on the next wait."""
     if conn is None:
         return
-    try:
+    with suppress(OSError):
         conn.send(message)
-    except OSError:
-        pass
 
 
 def decode(slot: Slot, message: tuple[Any, ...]) -> SlotEvent | None:

@@ -29,6 +29,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -105,13 +106,11 @@ def run_worker(conn: Connection, config: WorkerConfig, stop: threading.Event) ->
 
 def _skip_dealt(conn: Connection) -> None:
     """Report the episodes dealt ahead, still in the pipe, as never started."""
-    try:
+    with suppress(EOFError, OSError):  # the run is gone: nobody to tell
         while conn.poll(0):
             message = conn.recv()
             if message[0] == "episode":
                 conn.send(("skipped", message[1]))
-    except (EOFError, OSError):
-        pass  # the run is gone: nobody to tell
 
 
 def _close(session: WorkerSession | None,

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from contextlib import suppress
 from typing import Any
 
 from evaltui.engine.foreign.boot import BOOTSTRAP, boot_message
@@ -67,11 +68,9 @@ class ForeignHost:
             raise ForeignHostError(f"cannot start {self.label}'s interpreter "
                                    f"{self.argv[0]!r}: {exc.strerror or exc}") from None
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
+        with suppress(OSError):  # it died at once: the read below says how
             self.proc.stdin.write(boot_message(mode, self.impl, params=params,
                                                episodes=episodes))
-        except OSError:
-            pass  # it died at once: the read below says how
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         if not ready:
             self.stop()
@@ -120,11 +119,9 @@ class ForeignHost:
         if proc is None:
             return
         for pipe in (proc.stdin, proc.stdout):
-            try:
+            with suppress(OSError):
                 if pipe is not None:
                     pipe.close()
-            except OSError:
-                pass
         try:
             proc.wait(timeout=grace_sec)
         except subprocess.TimeoutExpired:

@@ -26,6 +26,7 @@ import hmac
 import os
 import secrets
 import stat
+from contextlib import suppress
 from dataclasses import dataclass, field
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
@@ -213,10 +214,8 @@ def host_secret(state: Path | None = None, *, create: bool = False) -> bytes:
         try:
             with os.fdopen(fd, "w") as fh:
                 fh.write(new_secret().hex())
-            try:
+            with suppress(FileExistsError):  # another process won the race: use its key
                 os.link(tmp, path)
-            except FileExistsError:
-                pass  # another process won the race: use its key
         finally:
             tmp.unlink(missing_ok=True)
     try:

@@ -23,6 +23,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from functools import partial
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection
@@ -125,10 +126,8 @@ class NodesetServer:
         # accept() does not return when its socket is closed from another thread; a
         # throw-away connection wakes it so it can see the closed flag.
         addr = parse_url(self.url)
-        try:
+        with suppress(OSError):  # the listener is gone already: accept() has returned
             Client(addr.address, addr.family).close()
-        except OSError:
-            pass  # the listener is gone already: accept() has returned
 
     def _accept_loop(self) -> None:
         while not self._closed.is_set():
@@ -204,11 +203,9 @@ class NodesetServer:
                 return
 
     def _take_admitted(self, epoll: select.epoll, by_fd: dict[int, FrameSocket]) -> None:
-        try:
+        with suppress(BlockingIOError):  # drained
             while os.read(self._wake_r, 4096):
                 continue
-        except BlockingIOError:
-            pass  # drained
         with self._conns_lock:
             admitted, self._admitted = self._admitted, []
         for conn in admitted:
@@ -222,17 +219,15 @@ class NodesetServer:
         except (TypeError, ValueError):
             reply(False, ValueError("malformed request: expected (kind, name, payload, timeout)"))
             return
-        if kind == "call" and isinstance(payload, Packed):
+        if kind == "call" and isinstance(payload, (Packed, Mapping)):
             self._callers.add(conn)
-            if name not in self.server.batched:  # a batched node stacks the raw bytes
+            # A batched node stacks a packed request's raw bytes; the others get a dict.
+            if isinstance(payload, Packed) and name not in self.server.batched:
                 try:
                     payload = payload.unpack()
                 except Exception as exc:
                     reply(False, exc)
                     return
-            self.server.submit(name, payload, reply, timeout=timeout)
-        elif kind == "call" and isinstance(payload, Mapping):
-            self._callers.add(conn)
             self.server.submit(name, payload, reply, timeout=timeout)
         elif kind == "method" and isinstance(payload, tuple):
             self.server.submit(name, payload, reply, timeout=timeout, is_method=True)

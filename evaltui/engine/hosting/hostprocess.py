@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 import traceback
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -162,10 +163,8 @@ def main() -> int:
         print(exc.detail if build else "".join(traceback.format_exception(exc)).rstrip(),
               file=sys.stderr, flush=True)
         line = str(exc) if build else one_line(exc)
-        try:
+        with suppress(OSError):  # the parent is gone; nobody to tell
             conn.send(("failed", f"{line}; its traceback is in run.log"))
-        except OSError:
-            pass  # the parent is gone; nobody to tell
         return 1
     return 0
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Hashable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,6 @@ _STACKS_BY_BYTES = frozenset("biufc")
 _PACKABLE_ARRAY_KINDS = frozenset("biufcUS")
 _FIXED = {"i": ("<i8", 8), "f": ("<f8", 8), "b": ("|b1", 1)}
 _CACHE_LIMIT = 4096
-_array_tokens: dict[tuple[np.dtype, tuple[int, ...]], str] = {}
 
 
 def pack(value: Mapping[str, Any]) -> tuple[bytes, bytes] | None:
@@ -67,13 +67,7 @@ def _pack_leaf(item: Any, layout: list[str], data: list[bytes]) -> bool:
         if (dtype.kind not in _PACKABLE_ARRAY_KINDS or not dtype.itemsize
                 or not item.flags.c_contiguous):
             return False
-        key = (dtype, item.shape)
-        token = _array_tokens.get(key)
-        if token is None:
-            if len(_array_tokens) >= _CACHE_LIMIT:
-                _array_tokens.clear()
-            token = _array_tokens[key] = f"a{dtype.str},{'x'.join(map(str, item.shape))};"
-        layout.append(token)
+        layout.append(_array_token(dtype, item.shape))
         data.append(item.tobytes())
     elif isinstance(item, np.generic):
         if item.dtype.kind not in _PACKABLE_ARRAY_KINDS or not item.dtype.itemsize:
@@ -102,6 +96,11 @@ def _pack_leaf(item: Any, layout: list[str], data: list[bytes]) -> bool:
     else:
         return False
     return True
+
+
+@lru_cache(maxsize=_CACHE_LIMIT)
+def _array_token(dtype: np.dtype, shape: tuple[int, ...]) -> str:
+    return f"a{dtype.str},{'x'.join(map(str, shape))};"
 
 
 # ---- layouts -------------------------------------------------------------------------------
@@ -155,22 +154,15 @@ class Leaf:
 Plan = dict[str, Any]
 """A parsed dict layout: key -> Leaf or nested Plan, in the packed order."""
 
-_plans: dict[bytes, tuple[Plan, int]] = {}
-_port_signatures: dict[tuple[bytes, str], Hashable] = {}
 
-
+@lru_cache(maxsize=_CACHE_LIMIT)
 def parse_layout(layout: bytes) -> tuple[Plan, int]:
     """The plan of a layout and the number of data bytes it describes (cached)."""
-    found = _plans.get(layout)
-    if found is None:
-        text = layout.decode("ascii")
-        plan, end, size = _parse_dict(text, 0, 0)
-        if end != len(text):
-            raise ValueError(f"malformed layout: trailing {text[end:]!r}")
-        if len(_plans) >= _CACHE_LIMIT:
-            _plans.clear()
-        found = _plans[layout] = (plan, size)
-    return found
+    text = layout.decode("ascii")
+    plan, end, size = _parse_dict(text, 0, 0)
+    if end != len(text):
+        raise ValueError(f"malformed layout: trailing {text[end:]!r}")
+    return plan, size
 
 
 def _parse_dict(text: str, i: int, offset: int) -> tuple[Plan, int, int]:
@@ -234,13 +226,7 @@ class Packed:
 
     def port_signature(self, name: str) -> Hashable:
         """The stacking signature of one port's value (cached per layout)."""
-        key = (self.layout, name)
-        sig = _port_signatures.get(key)
-        if sig is None:
-            if len(_port_signatures) >= _CACHE_LIMIT:
-                _port_signatures.clear()
-            sig = _port_signatures[key] = _signature(self.plan[name])
-        return sig
+        return _port_signature(self.layout, name)
 
     def unpack(self) -> dict[str, Any]:
         return _unpack(self.plan, self.data)
@@ -273,6 +259,11 @@ class PackedValue:
 def _unpack(plan: Plan, data: bytearray | memoryview) -> dict[str, Any]:
     return {k: v.value(data) if isinstance(v, Leaf) else _unpack(v, data)
             for k, v in plan.items()}
+
+
+@lru_cache(maxsize=_CACHE_LIMIT)
+def _port_signature(layout: bytes, name: str) -> Hashable:
+    return _signature(parse_layout(layout)[0][name])
 
 
 def _signature(node: Leaf | Plan) -> Hashable:

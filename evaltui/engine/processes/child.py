@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -62,10 +63,8 @@ class Child:
 
     def send_signal(self, sig: int) -> None:
         if self.proc.poll() is None:
-            try:
+            with suppress(ProcessLookupError):
                 self.proc.send_signal(sig)
-            except ProcessLookupError:
-                pass
 
     def end(self, grace_sec: float = 2.0) -> None:
         """Close the pipe, SIGTERM, and SIGKILL after ``grace_sec``; always reaps."""
@@ -97,11 +96,9 @@ def spawn_child(module: str, config: Any, *, name: str, args: Sequence[str] = ()
     finally:
         theirs.close()
     conn = Connection(ours.detach())
-    try:
+    with suppress(OSError):  # the child died at once; the caller sees EOF on the connection
         conn.send(list(sys.path))
         conn.send(config)
-    except OSError:
-        pass  # the child died at once; the caller sees EOF on the connection
     return Child(name=name, proc=proc, conn=conn)
 
 

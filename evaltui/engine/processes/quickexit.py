@@ -19,6 +19,7 @@ import atexit
 import os
 import sys
 import threading
+from contextlib import suppress
 from typing import NoReturn
 
 
@@ -38,8 +39,6 @@ def exit_forked(code: int) -> NoReturn:
     """Flush stdio and ``os._exit``: how a forked child (the zygote, a worker) ends, which
     must not run the ``atexit`` handlers it inherited from its parent."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(Exception):  # a closed or broken stream must not keep the process alive
             stream.flush()
-        except Exception:
-            pass  # a closed or broken stream must not keep the process alive
     os._exit(code)

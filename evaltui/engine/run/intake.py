@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import threading
+from contextlib import suppress
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -103,8 +104,6 @@ def settle_in(run_dir: Path, checked: CheckedSpec) -> None:
 
 def answer(reply_fd: int, message: dict[str, Any]) -> None:
     """One JSON line on the reply pipe, which is closed then (the CLI may be gone)."""
-    try:
-        with os.fdopen(reply_fd, "wb") as reply:
-            reply.write(json.dumps(message).encode() + b"\n")
-    except OSError:
-        pass  # a run dir with its run process and no CLI: the run goes on, like any run
+    # An OSError: a run dir with its run process and no CLI; the run goes on, like any run.
+    with suppress(OSError), os.fdopen(reply_fd, "wb") as reply:
+        reply.write(json.dumps(message).encode() + b"\n")

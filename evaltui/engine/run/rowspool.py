@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +67,8 @@ class RowSpool:
                 while done < len(data):
                     done += os.pwrite(self._fd, memoryview(data)[done:], self._size + done)
             except OSError:
-                try:
+                with suppress(OSError):
                     os.ftruncate(self._fd, self._size)  # no half line for the next append
-                except OSError:
-                    pass
                 raise
             offset = self._size
             for index, line in self._pending.items():

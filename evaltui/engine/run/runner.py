@@ -22,6 +22,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from evaltui.engine.episode.trajrecord import (
     trajectory_json,
     trajectory_record,
 )
+from evaltui.engine.executor.dealing import DealingOptions
 from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
 from evaltui.engine.executor.local.pool import EnvWorkerPool
 from evaltui.engine.executor.local.zygote import WorkerZygote
@@ -111,17 +113,13 @@ class BatchEvalRunner:
             return self._disk_full(exc)
 
     def _disk_full(self, exc: DiskFull) -> int:
-        try:  # stderr may be run.log on the same full disk
+        with suppress(OSError):  # stderr may be run.log on the same full disk
             print(f"evaltui: run {self.run_id} failed: {exc} (resume it once there is room)",
                   file=sys.stderr, flush=True)
-        except OSError:
-            pass
-        try:
+        with suppress(OSError):  # still full: the exit code and the line above say it
             if self._summary is not None:
                 self._summary.finish(SummaryStatus.FAILED, str(exc), wait_for_room=False)
             touch_done(self.run_dir)
-        except OSError:
-            pass  # still full: the exit code and the line above say it
         return RunExit.DISK_FULL
 
     def _run(self) -> int:
@@ -277,7 +275,7 @@ class BatchEvalRunner:
                        call_timeout=checked.spec.eval.per_step_budget_sec)
         return lambda slot: make(slot=slot)
 
-    def _dealing(self, checked: CheckedSpec) -> dict[str, Any]:
+    def _dealing(self, checked: CheckedSpec) -> DealingOptions:
         """What every executor's dealing core is given: retries, stop, the hung budgets."""
         ev = checked.spec.eval
         return {"max_episode_retries": ev.max_episode_retries, "stop": self.stop,

@@ -16,14 +16,12 @@ zygote (a dead zygote is replaced), on the same wait.
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
-from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from evaltui.engine.executor.dealing import SlotExecutor
+from evaltui.engine.executor.dealing import DealingOptions, SlotExecutor
 from evaltui.engine.executor.errors import NodesetBuildError
 from evaltui.engine.executor.hostwatch import HostLost, check_host, host_conns
 from evaltui.engine.executor.local.slot import WorkerSlot
@@ -41,19 +39,11 @@ class EnvWorkerPool(SlotExecutor[WorkerSlot]):
     deal_ahead = True
 
     def __init__(self, make_config: Callable[[int], WorkerConfig], worker_count: int, *,
-                 max_episode_retries: int = 0, stop: threading.Event | None = None,
-                 cancel_grace_sec: float = 5.0, hosts: Sequence[HostProcess] = (),
-                 hung_step_sec: float | None = None,
-                 hung_reset_sec: float | None = None,
-                 episode_log: Callable[[int], Path] | None = None,
-                 zygote: WorkerZygote | None = None,
-                 host_lost: HostLost | None = None) -> None:
+                 hosts: Sequence[HostProcess] = (), zygote: WorkerZygote | None = None,
+                 host_lost: HostLost | None = None, **dealing: Unpack[DealingOptions]) -> None:
         if worker_count < 1:
             raise ValueError(f"worker_count must be >= 1, got {worker_count}")
-        super().__init__([WorkerSlot(i) for i in range(worker_count)],
-                         max_episode_retries=max_episode_retries, stop=stop,
-                         cancel_grace_sec=cancel_grace_sec, hung_step_sec=hung_step_sec,
-                         hung_reset_sec=hung_reset_sec, episode_log=episode_log)
+        super().__init__([WorkerSlot(i) for i in range(worker_count)], **dealing)
         self.make_config = make_config
         self.hosts = list(hosts)
         self.host_lost = host_lost

@@ -32,7 +32,8 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, cast
@@ -118,12 +119,7 @@ class WorkerZygote:
 
     def wait_ready(self, timeout: float) -> bool:
         """Wait until the zygote has done its imports (forks may be asked for before)."""
-        deadline = time.monotonic() + timeout
-        while not self.ready and self.child is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            self.pump(left)
+        self._pump_until(lambda: self.ready, timeout)
         return self.ready
 
     def alive(self) -> bool:
@@ -198,6 +194,16 @@ class WorkerZygote:
             timeout = 0.0
             deadline = time.monotonic()
 
+    def _pump_until(self, done: Callable[[], bool], timeout: float) -> None:
+        """Read the zygote's reports until ``done()``, its death, or ``timeout`` (at least
+        once: what it reported already is read even with no time left)."""
+        deadline = time.monotonic() + timeout
+        while not done() and self.child is not None:
+            left = deadline - time.monotonic()
+            self.pump(max(left, 0.0))
+            if left <= 0:
+                break
+
     def _on_zygote_death(self) -> None:
         child, self.child = self.child, None
         if child is None:
@@ -220,21 +226,11 @@ class WorkerZygote:
     def fork_result(self, token: int, timeout: float = PID_TIMEOUT_SEC
                     ) -> tuple[bool, int | None]:
         """(known, pid) of a fork request: pid None if it was never forked."""
-        deadline = time.monotonic() + timeout
-        while token not in self._pids and self.child is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            self.pump(left)
+        self._pump_until(lambda: token in self._pids, timeout)
         return token in self._pids, self._pids.get(token)
 
     def exit_code(self, pid: int, wait_sec: float) -> int | None:
-        deadline = time.monotonic() + wait_sec
-        while pid not in self._exits and self.child is not None:
-            left = deadline - time.monotonic()
-            self.pump(max(left, 0.0))
-            if left <= 0:
-                break
+        self._pump_until(lambda: pid in self._exits, wait_sec)
         return self._exits.get(pid)
 
     def killed_with_zygote(self, pid: int) -> bool:
@@ -297,10 +293,8 @@ class ForkedChild:
         pid = self.pid
         # An unreaped worker's PID is ours; after a reported exit there is nobody to signal.
         if pid is not None and self.zygote.exit_code(pid, 0.0) is None:
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
 
     def end(self, grace_sec: float = 2.0) -> None:
         """Close the pipe, SIGTERM, SIGKILL after ``grace_sec``; then let the zygote reap."""

@@ -37,6 +37,7 @@ import socket
 import sys
 import threading
 import traceback
+from contextlib import suppress
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
@@ -57,11 +58,9 @@ class ZygoteConfig:
 
 def preload(modules: tuple[str, ...]) -> None:
     for name in (*BASE_PRELOAD, *modules):
-        try:
+        # The worker that needs it reports the import error with its config.
+        with suppress(Exception):
             importlib.import_module(name)
-        except Exception:
-            # The worker that needs it reports the import error with its config.
-            pass
 
 
 class Zygote:
@@ -153,10 +152,8 @@ class Zygote:
                 continue
             killed = info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
             self.live[pid] = True
-            try:
+            with suppress(OSError):  # the run is gone; we exit at the next read
                 self.conn.send(("exit", pid, -info.si_status if killed else info.si_status))
-            except OSError:
-                pass  # the run is gone; we exit at the next read
             if pid in self.reap_on_exit:
                 self.reap(pid)
 
@@ -172,11 +169,9 @@ class Zygote:
 
     def kill_all(self) -> None:
         for pid in self.live:
-            try:
+            with suppress(ProcessLookupError, ChildProcessError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
         self.live.clear()
 
     def check_threads(self) -> None:

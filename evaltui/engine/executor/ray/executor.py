@@ -35,13 +35,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Unpack
 
 from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.episode.loop import EpisodeOutcome
-from evaltui.engine.executor.dealing import SlotExecutor
+from evaltui.engine.executor.dealing import DealingOptions, SlotExecutor
 from evaltui.engine.executor.errors import ExecutorError
 from evaltui.engine.executor.ray.actors import EpisodeWorkerActor
 from evaltui.engine.executor.ray.hosts import RayHosts
@@ -70,14 +69,8 @@ class RayExecutor(SlotExecutor[RaySlot]):
     def __init__(self, checked: CheckedSpec, episodes: list[dict[str, Any]],
                  worker_count: int, *, address: str | None,
                  shared: Mapping[str, SharedEndpoint], run_key: str,
-                 max_episode_retries: int = 0, stop: threading.Event | None = None,
-                 cancel_grace_sec: float = 5.0, hung_step_sec: float | None = None,
-                 hung_reset_sec: float | None = None,
-                 episode_log: Callable[[int], Path]) -> None:
-        super().__init__([RaySlot(i) for i in range(worker_count)],
-                         max_episode_retries=max_episode_retries, stop=stop,
-                         cancel_grace_sec=cancel_grace_sec, hung_step_sec=hung_step_sec,
-                         hung_reset_sec=hung_reset_sec, episode_log=episode_log)
+                 **dealing: Unpack[DealingOptions]) -> None:
+        super().__init__([RaySlot(i) for i in range(worker_count)], **dealing)
         self.checked, self.episodes = checked, episodes
         self.address = address or "auto"
         self.hosts = RayHosts(checked, shared, worker_count)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pickle
 import sys
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
 
 from evaltui.engine.executor.errors import ExecutorError, NodesetBuildError
@@ -161,10 +162,8 @@ class RayHosts:
 
         self.notes.stop()  # their last requests count, before they go
         for actor in [*self.actors.values(), *(a for rs in self.replicas.values() for a in rs)]:
-            try:
+            with suppress(Exception):  # gone with its node
                 ray.kill(actor, no_restart=True)
-            except Exception:  # gone with its node
-                pass
         self.actors.clear()
         self.replicas.clear()
 

@@ -33,11 +33,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from evaltui.engine.executor.dealing import SlotExecutor
+from evaltui.engine.executor.dealing import DealingOptions, SlotExecutor
 from evaltui.engine.executor.errors import ExecutorError
 from evaltui.engine.executor.hostwatch import HostLost, check_host, host_conns
 from evaltui.engine.executor.slots import Died, SlotEvent, StartFailed
@@ -87,16 +87,9 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
 
     def __init__(self, make_config: Callable[[int], WorkerConfig], worker_count: int, *,
                  cpus_per_worker: int = 1, mem_per_worker_mb: int | None = None,
-                 max_episode_retries: int = 0, stop: threading.Event | None = None,
-                 cancel_grace_sec: float = 5.0, hung_step_sec: float | None = None,
-                 hung_reset_sec: float | None = None,
-                 episode_log: Callable[[int], Path] | None = None,
-                 hosts: Sequence[HostProcess] = (), host_lost: HostLost | None = None
-                 ) -> None:
-        super().__init__([StepSlot(i) for i in range(worker_count)],
-                         max_episode_retries=max_episode_retries, stop=stop,
-                         cancel_grace_sec=cancel_grace_sec, hung_step_sec=hung_step_sec,
-                         hung_reset_sec=hung_reset_sec, episode_log=episode_log)
+                 hosts: Sequence[HostProcess] = (), host_lost: HostLost | None = None,
+                 **dealing: Unpack[DealingOptions]) -> None:
+        super().__init__([StepSlot(i) for i in range(worker_count)], **dealing)
         self.make_config = make_config
         self.hosts, self.host_lost = list(hosts), host_lost
         self.job_id = in_allocation()
@@ -136,10 +129,10 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
         self._retiring.clear()
         self._closing = True
         host, port = self._listener.address
-        try:  # wake the accepting thread, which then sees _closing
+        # Wake the accepting thread, which then sees _closing (an OSError: already closed
+        # or never listening, nothing waits to be woken).
+        with suppress(OSError):
             socket.create_connection((host, port), timeout=1).close()
-        except OSError:
-            pass  # already closed or never listening: nothing waits to be woken
         self._listener.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
@@ -167,11 +160,11 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
         step = SrunStep(proc, slot.starts)
         step.relay(f"evaltui: worker {slot.worker_id} srun")
         assert proc.stdin is not None
-        try:  # srun hands its stdin to the task: the secret never is in argv or environ
+        # srun hands its stdin to the task: the secret never is in argv or environ (an
+        # OSError: srun already ended, reported as a start failure).
+        with suppress(OSError):
             proc.stdin.write(self._secret.hex().encode() + b"\n")
             proc.stdin.close()
-        except OSError:
-            pass  # srun already ended: reported as a start failure
         slot.step, slot.node = step, None
 
     def send_episode(self, slot: StepSlot, index: int, attempt: int) -> None:
@@ -248,10 +241,8 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
             conn.close()
             return
         self._hellos.put((conn, hello))
-        try:
+        with suppress(OSError):  # closing
             os.write(self._wake_w, b"h")
-        except OSError:
-            pass  # closing
 
     def _on_hello(self, conn: Connection, hello: tuple[Any, ...]) -> None:
         _, worker_id, start, pid, node, step_id = hello
@@ -323,10 +314,8 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
             return
         argv = ["scancel", *([f"--signal={signal}"] if signal else []),
                 f"{self.job_id}.{step.step_id}"]
-        try:
+        with suppress(OSError, subprocess.TimeoutExpired):  # srun is killed below in any case
             subprocess.run(argv, capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            pass  # srun is killed below in any case
 
     def _end(self, step: SrunStep, signal: str | None, wait_sec: float) -> None:
         """End the step (``signal`` first, if given), wait up to ``wait_sec`` for srun, then
@@ -338,10 +327,8 @@ class SlurmExecutor(SlotExecutor[StepSlot]):
         except subprocess.TimeoutExpired:
             if step.step_id is not None:  # else no step yet (srun waits to create it)
                 self._scancel(step, None if signal is None else "KILL")
-                try:
+                with suppress(subprocess.TimeoutExpired):  # still running: killed just below
                     step.proc.wait(5.0)
-                except subprocess.TimeoutExpired:
-                    pass  # still running: killed just below
             if step.proc.poll() is None:
                 step.proc.kill()
                 step.proc.wait(5.0)
