@@ -134,12 +134,8 @@ def adopt(spec: Any) -> None:
 def stop_on_signals() -> threading.Event:
     """SIGTERM and SIGINT set the returned event: the run ends ``cancelled``."""
     stop = threading.Event()
-
-    def request_stop(signum: int, _frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     return stop
 
 

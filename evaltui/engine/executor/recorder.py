@@ -27,6 +27,7 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ class Recorder:
         self._thread.start()
 
     def put(self, result: Any) -> None:
-        self._queue.put(("result", result))
+        self._queue.put(result)
 
     def make_dirs(self, dirs: Iterable[Path]) -> None:
         """Create these episode dirs, each with an empty log.jsonl, ahead of use (each at
@@ -83,11 +84,10 @@ class Recorder:
                 return
             if item is _DIRS:
                 continue
-            _, value = item
             if self.error is not None:
                 continue  # the run is failing; the executor raises it
             try:
-                self.on_result(value)
+                self.on_result(item)
             except BaseException as exc:
                 self.error = exc
 
@@ -101,7 +101,5 @@ class Recorder:
         except OSError:
             return  # the worker's own mkdir reports it
         for name, mode in self._files.items():
-            try:
+            with suppress(OSError):  # there already: a file begun, or an earlier attempt's
                 os.close(os.open(path / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
-            except OSError:
-                pass  # there already: a file begun, or an earlier attempt's

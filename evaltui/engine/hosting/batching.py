@@ -25,6 +25,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from contextlib import suppress
 from typing import Any
 
 from evaltui.engine.hosting.stacking import call_stacked, request_signature
@@ -88,10 +89,8 @@ class BatchedInferenceServer:
         """
         request = _Request(op, inputs, reply, is_method, timeout)
         with self._cond:
-            if self._closed:
-                closed = True
-            else:
-                closed = False
+            closed = self._closed
+            if not closed:
                 self._pending.append(request)
                 self._cond.notify()
         if closed:
@@ -297,20 +296,16 @@ class BatchedInferenceServer:
             self._counts["requests"] += len(batch)
             self._latency_sum += sum(now - r.submitted for r in batch)
         for request, result in zip(batch, results, strict=True):
-            try:
+            with suppress(Exception):  # a caller that went away must not stop the server thread
                 request.reply(True, result)
-            except Exception:  # a caller that went away must not stop the server thread
-                pass
 
     def _finish(self, request: _Request, ok: bool, value: Any) -> None:
         with self._cond:
             self._counts["requests"] += 1
             self._counts["errors"] += not ok
             self._latency_sum += time.monotonic() - request.submitted
-        try:
+        with suppress(Exception):  # a caller that went away must not stop the server thread
             request.reply(ok, value)
-        except Exception:  # a caller that went away must not stop the server thread
-            pass
 
     def _record_size(self, size: int) -> None:
         with self._cond:

@@ -180,10 +180,7 @@ class ReplicatedNodeset(ReplicaCalls):
         super().__init__(proxies, make_spread(endpoint, slot), dying=(HostGoneError,),
                          refusing=(ChannelError,), connect_timeout=connect_timeout)
 
-    @property
-    def success_distance(self) -> float:
-        value = self.describe().get("success_distance")
-        return 1.0 if value is None else float(value)
+    success_distance = RemoteNodeset.success_distance  # the same rule, over ``describe``
 
     def describe(self) -> dict[str, Any]:
         return self._send(lambda p: p.describe())  # type: ignore[no-any-return]
