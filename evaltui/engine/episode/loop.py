@@ -19,7 +19,7 @@ from evaltui.contract.states import EpisodeStatus
 from evaltui.engine.episode.logger import ExecutionLogger
 from evaltui.engine.episode.metrics import episode_metrics, failure_metrics
 from evaltui.engine.episode.trajrecord import trajectory_record
-from evaltui.engine.graph.definition import GraphDefinition
+from evaltui.engine.graph.definition import GraphDefinition, split_port
 from evaltui.engine.nodes import NodeSpec, Trajectory
 
 
@@ -66,12 +66,8 @@ class LoopRunner:
         # Pre-resolve the edges into per-node input sources: (port, src_node|"@", src_port).
         self._sources: dict[str, list[tuple[str, str, str]]] = {n: [] for n in graph.nodes}
         for src, dst in graph.edges:
-            d_node, _, d_port = dst.partition(".")
-            if src.startswith("@"):
-                self._sources[d_node].append((d_port, "@", src[1:]))
-            else:
-                s_node, _, s_port = src.partition(".")
-                self._sources[d_node].append((d_port, s_node, s_port))
+            d_node, d_port = split_port(dst, "edges")
+            self._sources[d_node].append((d_port, *split_port(src, "edges")))
 
     def run_episode(
         self, episode: Mapping[str, Any], registry: Mapping[str, Any], logger: ExecutionLogger

@@ -78,7 +78,7 @@ def _require(obj: Any, kind: type | tuple[type, ...], path: str) -> Any:
     return obj
 
 
-def _split_port(ref: str, path: str) -> tuple[str, str]:
+def split_port(ref: str, path: str) -> tuple[str, str]:
     if ref.startswith("@"):
         if len(ref) < 2:
             raise GraphError(path, f"loop port {ref!r} has no name")
@@ -214,15 +214,8 @@ class GraphDefinition:
             batching = classes[ns_name].batching_error()
             if batching is not None:
                 raise GraphError(f"nodesets.{ns_name}.impl", f"{ns.impl}: {batching}")
-        if defer:  # what needs no class: the names the graph refers to, the DAG
-            for node_name, nd in self.nodes.items():
-                if nd.nodeset not in self.nodesets:
-                    raise GraphError(f"nodes.{node_name}.nodeset",
-                                     f"no nodeset named {nd.nodeset!r}")
-            if self.loop.env not in self.nodesets:
-                raise GraphError("loop.env", f"no nodeset named {self.loop.env!r}")
-            if self.loop.step not in self.nodes:
-                raise GraphError("loop.step", f"no node named {self.loop.step!r}")
+        self._check_names()
+        if defer:  # what needs no class: the names the graph refers to (above), the DAG
             self.topological_order()
             return classes
         specs = self._node_specs(classes)
@@ -231,11 +224,19 @@ class GraphDefinition:
         self.topological_order()
         return classes
 
+    def _check_names(self) -> None:
+        """Every nodeset and node the nodes and the loop refer to exists."""
+        for node_name, nd in self.nodes.items():
+            if nd.nodeset not in self.nodesets:
+                raise GraphError(f"nodes.{node_name}.nodeset", f"no nodeset named {nd.nodeset!r}")
+        if self.loop.env not in self.nodesets:
+            raise GraphError("loop.env", f"no nodeset named {self.loop.env!r}")
+        if self.loop.step not in self.nodes:
+            raise GraphError("loop.step", f"no node named {self.loop.step!r}")
+
     def _node_specs(self, classes: Mapping[str, type[NodeSet]]) -> dict[str, NodeSpec]:
         specs: dict[str, NodeSpec] = {}
         for node_name, nd in self.nodes.items():
-            if nd.nodeset not in classes:
-                raise GraphError(f"nodes.{node_name}.nodeset", f"no nodeset named {nd.nodeset!r}")
             offered = classes[nd.nodeset].node_specs()
             if nd.op not in offered:
                 raise GraphError(
@@ -250,15 +251,11 @@ class GraphDefinition:
         self, classes: Mapping[str, type[NodeSet]], specs: Mapping[str, NodeSpec]
     ) -> None:
         env = self.loop.env
-        if env not in classes:
-            raise GraphError("loop.env", f"no nodeset named {env!r}")
         if not issubclass(classes[env], EnvNodeSet):
             raise GraphError("loop.env", f"{self.nodesets[env].impl} is not an EnvNodeSet")
         if self.nodesets[env].parallelism != "replicated":
             raise GraphError(f"nodesets.{env}.parallelism", "the env nodeset must be 'replicated'")
         step = self.loop.step
-        if step not in self.nodes:
-            raise GraphError("loop.step", f"no node named {step!r}")
         if self.nodes[step].nodeset != env:
             raise GraphError("loop.step", f"node {step!r} is not an op of the env nodeset {env!r}")
         if "done" not in specs[step].outputs:
@@ -268,7 +265,7 @@ class GraphDefinition:
         step_outputs = set(specs[self.loop.step].outputs)
         fed: dict[tuple[str, str], int] = {}
         for i, (src, dst) in enumerate(self.edges):
-            s_node, s_port = _split_port(src, f"edges[{i}][0]")
+            s_node, s_port = split_port(src, f"edges[{i}][0]")
             if s_node == "@":
                 if s_port not in step_outputs:
                     raise GraphError(f"edges[{i}][0]", f"loop port {src!r} is not an output of "
@@ -278,7 +275,7 @@ class GraphDefinition:
             elif s_port not in specs[s_node].outputs:
                 raise GraphError(f"edges[{i}][0]", f"node {s_node!r} has no output {s_port!r} "
                                  f"(outputs: {list(specs[s_node].outputs)})")
-            d_node, d_port = _split_port(dst, f"edges[{i}][1]")
+            d_node, d_port = split_port(dst, f"edges[{i}][1]")
             if d_node == "@" or d_node not in specs:
                 raise GraphError(f"edges[{i}][1]", f"dangling edge: no node named {d_node!r}")
             if d_port not in specs[d_node].inputs:

@@ -77,7 +77,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
         self.run_key = run_key
         self._lost_nodes: set[str] = set()
         self._checked_ref: Any = None
-        self.liveness: NodeLiveness | None = None
+        self.liveness = NodeLiveness()
 
     # ---- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> RayExecutor:
@@ -99,7 +99,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
                         signal.signal(sig, handler)
         self.where = ActorPlacement()
         try:
-            self.liveness = NodeLiveness().start()
+            self.liveness.start()
             self.hosts.start(self.where)
             self._checked_ref = ray.put(pickle.dumps(self.checked))
             for slot in self.slots:
@@ -122,8 +122,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
         for slot in self.slots:
             slot.actor = None
         self.hosts.kill()
-        if self.liveness is not None:
-            self.liveness.close()
+        self.liveness.close()
         ray.shutdown()
 
     # ---- the slot interface ----------------------------------------------------------------
@@ -198,7 +197,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
     def _placement(self) -> dict[str, Any]:
         """The run's placement, minus the nodes this run found lost: Ray still lists them
         (and SPREAD may pick them) until its own ~15 s death timeout."""
-        lost_nodes = self._lost_nodes | self._liveness_lost()
+        lost_nodes = self._lost_nodes | self.liveness.lost()
         if not lost_nodes or self.where.pinned:
             return self.where.options
         lost = ",".join(sorted(lost_nodes))
@@ -258,8 +257,7 @@ class RayExecutor(SlotExecutor[RaySlot]):
             alive = alive_nodes() if node else None
             node_lost = bool(NODE_DEATH.search(str(exc))) or (
                 alive is not None and node not in alive)
-            if not node_lost and node and self.liveness is not None \
-                    and not self.liveness.check_now(node):
+            if not node_lost and node and not self.liveness.check_now(node):
                 # Ray still lists the node (it would for ~15 s) but its raylet is silent:
                 # e.g. "actor is temporarily unavailable ... rpc_code: 14" after a SIGKILL.
                 self._take_node_lost(node)
@@ -275,23 +273,20 @@ class RayExecutor(SlotExecutor[RaySlot]):
         slot.run_ref = None
         return Finished(slot, slot.index, outcome)
 
-    def _liveness_lost(self) -> set[str]:
-        return self.liveness.lost() if self.liveness is not None else set()
-
     def _take_node_lost(self, node_id: str) -> None:
         """The run's rule found ``node_id`` lost: no actor goes there, said once."""
         if node_id in self._lost_nodes:
             return
         self._lost_nodes.add(node_id)
         self.where.lost(node_id)
-        why = self.liveness.why(node_id) if self.liveness is not None else "unreachable"
+        why = self.liveness.why(node_id)
         print(f"evaltui: node {node_id[:8]} is lost ({why}); its episodes are retried on "
               "other nodes", file=sys.stderr, flush=True)
 
     def _on_lost_nodes(self) -> list[SlotEvent]:
         """Deaths of the actors on nodes the run's rule finds lost (busy or not: nothing
         of theirs will answer), before Ray says anything about them."""
-        lost = self._liveness_lost()
+        lost = self.liveness.lost()
         if not lost:
             return []
         events: list[SlotEvent] = []
@@ -300,7 +295,6 @@ class RayExecutor(SlotExecutor[RaySlot]):
             if slot.actor is None or node not in lost:
                 continue
             self._take_node_lost(node)
-            assert self.liveness is not None
             events.append(self._died(slot, f"{self.liveness.why(node)}: its node is lost",
                                      node_lost=True))
         return events
