@@ -80,6 +80,11 @@ def reset_budget(ev: Any) -> float | None:
     return max(60.0, 10.0 * step) if step is not None else None
 
 
+_EXITS = {SummaryStatus.DONE: RunExit.OK, SummaryStatus.FAILED: RunExit.FAILED,
+          SummaryStatus.CANCELLED: RunExit.CANCELLED}
+"""The run process's exit code after each final summary status."""
+
+
 class BatchEvalRunner:
     """Runs one eval from its run dir; ``stop`` (set by SIGTERM) ends it consistently.
 
@@ -181,13 +186,10 @@ class BatchEvalRunner:
                     executor.run(todo, record, attempts_before=attempts)
             summary.stopped = plan.note(closing=True)
         except (HostStartError, NodesetBuildError, ChannelError) as exc:
-            summary.finish(SummaryStatus.FAILED, f"cannot build the graph's nodesets: {exc}")
-            self._touch_done()
-            return RunExit.FAILED
+            return self._end(summary, SummaryStatus.FAILED,
+                             f"cannot build the graph's nodesets: {exc}")
         except ExecutorError as exc:
-            summary.finish(SummaryStatus.FAILED, str(exc))
-            self._touch_done()
-            return RunExit.FAILED
+            return self._end(summary, SummaryStatus.FAILED, str(exc))
         finally:
             self._replicas.stop()  # their last requests count, before the hosts go
             for host in hosts:
@@ -196,24 +198,23 @@ class BatchEvalRunner:
         if summary.failure is not None:  # its flusher stopped the run
             if isinstance(summary.failure, DiskFull):
                 raise summary.failure
-            summary.finish(SummaryStatus.FAILED, f"cannot write summary.json: "
-                           f"{type(summary.failure).__name__}: {summary.failure}")
-            self._touch_done()
-            return RunExit.FAILED
+            return self._end(summary, SummaryStatus.FAILED, f"cannot write summary.json: "
+                             f"{type(summary.failure).__name__}: {summary.failure}")
         if self.stop.is_set():
-            summary.finish(SummaryStatus.CANCELLED)
-            self._touch_done()
-            return RunExit.CANCELLED
+            return self._end(summary, SummaryStatus.CANCELLED)
         every_error = summary.every_episode_errored()
         if every_error is not None:
-            summary.finish(SummaryStatus.FAILED, every_error)
-            self._touch_done()
-            return RunExit.FAILED
-        summary.finish(SummaryStatus.DONE)
-        self._touch_done()
-        return RunExit.OK
+            return self._end(summary, SummaryStatus.FAILED, every_error)
+        return self._end(summary, SummaryStatus.DONE)
 
     # ---- pieces ---------------------------------------------------------------------------
+    def _end(self, summary: SummaryWriter, status: SummaryStatus, error: str | None = None
+             ) -> int:
+        """The run's last writes (its final summary, then ``_DONE``); its exit code."""
+        summary.finish(status, error)
+        self._touch_done()
+        return _EXITS[status]
+
     def _touch_done(self) -> None:
         """``_DONE``, last; waiting for room on a full disk like every write of the run."""
         DISK.retry(self.run_dir / DONE_FILENAME, partial(touch_done, self.run_dir))
@@ -284,10 +285,7 @@ class BatchEvalRunner:
                 "episode_log": partial(_episode_log, self.run_dir)}
 
     def _fail(self, header: Mapping[str, Any], error: str) -> int:
-        summary = SummaryWriter(self.run_dir, header, 0)
-        summary.finish(SummaryStatus.FAILED, error)
-        self._touch_done()
-        return RunExit.FAILED
+        return self._end(SummaryWriter(self.run_dir, header, 0), SummaryStatus.FAILED, error)
 
     def _shared_endpoints(self, checked: CheckedSpec, secret: bytes, sockets: SocketDir,
                           hosts: list[HostProcess], *, given_only: bool = False,
