@@ -34,10 +34,6 @@ class ExecutorKind:
     """Why it cannot run here (None: it can)."""
 
 
-def _nothing_missing() -> str | None:
-    return None
-
-
 def _ray_missing() -> str | None:
     try:
         found = importlib.util.find_spec("ray") is not None  # not imported: only looked up
@@ -56,7 +52,7 @@ def _slurm_missing() -> str | None:
 
 
 EXECUTORS: dict[str, ExecutorKind] = {kind.name: kind for kind in (
-    ExecutorKind("local", "local: worker processes here", False, False, _nothing_missing),
+    ExecutorKind("local", "local: worker processes here", False, False, lambda: None),
     ExecutorKind("ray", "ray: actors on a Ray cluster", True, False, _ray_missing),
     ExecutorKind("slurm", "slurm: one Slurm job, workers as its steps", True, True,
                  _slurm_missing))}
