@@ -204,6 +204,7 @@ class QueueScreen(BackendActions, Screen[None]):
         empty.display = message is not None
         empty.update(message or "")
 
+    @on(DataTable.RowHighlighted, "#runs")
     def _show_detail(self) -> None:
         """The selected run's pane; the footer follows the selection (its keys)."""
         table = self.query_one(RunsTable)
@@ -212,10 +213,6 @@ class QueueScreen(BackendActions, Screen[None]):
             else None
         self.query_one(RunDetail).show(run, mark)
         self.refresh_bindings()
-
-    @on(DataTable.RowHighlighted, "#runs")
-    def _highlighted(self) -> None:
-        self._show_detail()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Only keys that act show in the footer: none of the screen's keys while typing
