@@ -15,7 +15,6 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
-from textual.widget import Widget
 
 from evaltui.results.groups import (
     OVERALL,
@@ -27,7 +26,7 @@ from evaltui.results.groups import (
 )
 from evaltui.results.stopnote import CS_TITLE, T_TITLE, stopped_of
 from evaltui.tui.display import NONE, metric
-from evaltui.tui.widgets.bars import theme_style
+from evaltui.tui.widgets.bars import ThemedWidget, theme_style
 
 HEADLINE = ("success", "spl", "ndtw", "sdtw")
 """Shown first, in this order; other metrics follow as the run reports them."""
@@ -69,7 +68,7 @@ def _mean(value: object) -> str:
     return metric(value if isinstance(value, int | float) else None)
 
 
-class MetricsPanel(Widget):
+class MetricsPanel(ThemedWidget):
     """Mean, 95% CI and n per metric, from the run's summary.
 
     The means are over every scored episode, errors and timeouts counting as failures;
@@ -87,9 +86,6 @@ class MetricsPanel(Widget):
     """``(field, groups)``: the run by a row field (Meta-World's task), under the table."""
     collapsed: reactive[bool] = reactive(False, layout=True)
     """One line with the headline metrics instead of the table."""
-
-    def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
 
     def watch_collapsed(self, collapsed: bool) -> None:
         self.set_class(collapsed, "-collapsed")
