@@ -147,12 +147,10 @@ def table(snap: RunSnapshot) -> tuple[list[str], list[list[Any]]]:
 
 def series(snap: RunSnapshot) -> dict[str, list[SeriesPoint]]:
     """Running mean and CI of each rate metric (success, spl, ndtw, sdtw) over episodes."""
-    out = {}
-    for name, s in snap.running_means(SERIES_POINTS).items():
-        out[name] = [SeriesPoint(int(c), float(m), None if math.isnan(lo) else float(lo),
-                                 None if math.isnan(hi) else float(hi))
-                     for c, m, lo, hi in zip(s.counts, s.mean, s.low, s.high, strict=True)]
-    return out
+    return {name: [SeriesPoint(int(c), float(m), None if math.isnan(lo) else float(lo),
+                               None if math.isnan(hi) else float(hi))
+                   for c, m, lo, hi in zip(s.counts, s.mean, s.low, s.high, strict=True)]
+            for name, s in snap.running_means(SERIES_POINTS).items()}
 
 
 def media_episodes(snap: RunSnapshot, count: int = MEDIA_EPISODES) -> list[int]:
