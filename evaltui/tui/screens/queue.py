@@ -197,7 +197,7 @@ class QueueScreen(BackendActions, Screen[None]):
     def _show_caption(self) -> None:
         table = self.query_one(RunsTable)
         runs = self.snapshot.runs if self.snapshot else ()
-        self.query_one(RunsCaption).show(runs, table.shown, table.text_filter,
+        self.query_one(RunsCaption).show(runs, table.row_count, table.text_filter,
                                          table.sorted_by, self.stale_for)
         message = empty_message(len(runs), table.text_filter) if self.snapshot else None
         empty = self.query_one("#runs-empty", Static)

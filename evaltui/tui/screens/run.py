@@ -252,7 +252,7 @@ class RunScreen(Screen[None]):
         table = self.query_one(EpisodesTable)
         column = next(c for c in COLUMNS if c.key == table.sort_column)
         arrow = "↓" if table.sort_reverse else "↑"
-        caption = Text(f"episodes {table.shown}/{table.total} shown",
+        caption = Text(f"episodes {table.row_count}/{table.total} shown",
                        style=theme_style(self.app, "foreground", bold=True))
         caption.append(f"   status: {table.status_filter}   sort: {column.label} {arrow}",
                        style=theme_style(self.app, "foreground-muted"))

@@ -271,10 +271,6 @@ class EpisodesTable(RowTable):
         event.stop()
         self.sort_by(str(event.column_key.value))
 
-    @property
-    def shown(self) -> int:
-        return self.row_count
-
     def _matches(self, row: dict[str, Any]) -> bool:
         status = row.get("status")
         wanted = self.status_filter

@@ -159,10 +159,6 @@ class RunsTable(RowTable):
             self.marks = [*self.marks, run_id][-len(MARKS):]
         self._apply()
 
-    @property
-    def shown(self) -> int:
-        return self.row_count
-
     def _matches(self, run: RunInfo) -> bool:
         if not self.text_filter:
             return True
