@@ -19,7 +19,7 @@ from typing import Any
 
 from PIL import Image, ImageSequence
 
-from evaltui.results.groups import OVERALL, GroupByError, group_by_field, metric_groups
+from evaltui.results.groups import OVERALL, default_groups
 from evaltui.results.stopnote import stopped_of
 from evaltui.rundir.layout import episode_dir
 from evaltui.runview.gif import NoFramesError, export_gif
@@ -91,13 +91,10 @@ def group_values(snap: RunSnapshot) -> dict[str, float | int]:
     """A grouped benchmark's numbers by group (Meta-World: by task): ``m/by_task/T`` per
     metric, and ``success/by_task/T/ci95_low``, ``.../ci95_high``, ``.../n`` (the rate
     papers report per task; every metric's CI would be thousands of keys on MT50)."""
-    field = group_by_field(None, snap.summary.get("dataset"))
-    if not field:
+    found = default_groups(snap.summary, snap.rows)
+    if found is None:
         return {}
-    try:
-        groups = metric_groups(snap.rows, field)
-    except GroupByError:
-        return {}
+    field, groups = found
     out: dict[str, float | int] = {}
     for g in groups:
         if g.key == OVERALL:  # the run's own numbers, already there

@@ -16,14 +16,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
 
-from evaltui.results.groups import (
-    OVERALL,
-    GroupByError,
-    MetricGroup,
-    group_by_field,
-    metric_groups,
-    metric_names,
-)
+from evaltui.results.groups import OVERALL, MetricGroup, metric_names
 from evaltui.results.stopnote import CS_TITLE, T_TITLE, stopped_of
 from evaltui.tui.display import NONE, metric
 from evaltui.tui.widgets.bars import ThemedWidget, theme_style
@@ -50,18 +43,6 @@ def compact_interval(ci: object) -> str:
                                                            for v in ci):
         return f"[{short_number(ci[0])},{short_number(ci[1])}]"
     return NONE
-
-
-def run_groups(summary: Mapping[str, Any], episodes: Any
-               ) -> tuple[str, list[MetricGroup]] | None:
-    """The run by its benchmark's default field (Meta-World: task), or None."""
-    field = group_by_field(None, summary.get("dataset"))
-    if not field or not isinstance(episodes, list) or not episodes:
-        return None
-    try:
-        return field, metric_groups(episodes, field)
-    except GroupByError:
-        return None
 
 
 def _mean(value: object) -> str:
