@@ -14,7 +14,7 @@ import argparse
 import importlib.util
 import os
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from typing import Any
 
 from evaltui.commands.console import note as say_note
@@ -72,12 +72,9 @@ def ensure_gpu() -> str | None:
     """Declare a fake GPU when there is no real one; returns a note saying so, if done."""
     if settings().fake_gpus:
         return None
-    probe = resources.NvmlProbe()
-    try:
+    with closing(resources.NvmlProbe()) as probe:
         if probe.read().available:
             return None
-    finally:
-        probe.close()
     os.environ["EVALTUI_FAKE_GPUS"] = FAKE_GPU
     return "demo: fake GPU"  # the resources panel says its size; short for 80 columns
 

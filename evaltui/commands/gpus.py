@@ -14,6 +14,7 @@ import json
 import shutil
 import sys
 from collections.abc import Sequence
+from contextlib import closing
 from typing import Any
 
 from evaltui.commands.console import error
@@ -39,11 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    probe = make_gpu_probe()
-    try:
+    with closing(make_gpu_probe()) as probe:
         reading = probe.read()
-    finally:
-        probe.close()
     if not reading.available:
         return error(f"no GPU to show: {reading.reason} (EVALTUI_FAKE_GPUS=1x24576 "
                      "declares a fake one)", 1)

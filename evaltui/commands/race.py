@@ -251,17 +251,13 @@ def _report(race: Any, answers: list[dict[str, Any]], dirs: list[Path],
         print(json.dumps(result, indent=2))
         return 0
     diff = f"{state.diff:+.3f}" if state.diff is not None else "-"
+    found = f"B - A = {diff}, 95% CS [{lo:+.3f}, {hi:+.3f}]"
     if state.winner in SIDES:
-        better = state.winner
-        verdict = (f"{better} ({names[better]}) is better on {args.metric}: B - A = {diff}, "
-                   f"95% CS [{lo:+.3f}, {hi:+.3f}]")
+        print(f"{state.winner} ({names[state.winner]}) is better on {args.metric}: {found}")
     elif state.winner == "neither":
-        verdict = f"no difference beyond {args.min_diff}: B - A = {diff}, 95% CS " \
-                  f"[{lo:+.3f}, {hi:+.3f}]"
+        print(f"no difference beyond {args.min_diff}: {found}")
     else:
-        verdict = f"undecided after {state.n} pairs: B - A = {diff}, 95% CS " \
-                  f"[{lo:+.3f}, {hi:+.3f}]"
-    print(verdict)
+        print(f"undecided after {state.n} pairs: {found}")
     print(f"decided by: {method}")
     fixed = f"; {fixed_what} needs {state.fixed_n} per side" if state.fixed_n else ""
     at = (f", decided at pair {race.decided_at} (the rest were in flight)"

@@ -100,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
 class Wrapper:
     """One ``evaltui run``: its backend lease, admit entry, command and signals."""
 
+    NAME = "evaltui run"
+    """What its own lines on stderr start with."""
+
     def __init__(self, cmd: list[str], profile: ResolvedProfile, outputs: Path,
                  pool: list[int], *, quiet: bool = False) -> None:
         self.cmd = cmd
@@ -122,7 +125,7 @@ class Wrapper:
     def say(self, message: str) -> None:
         if not self.quiet:
             # The wrapper's own lines, among the command's: named, not "note:".
-            print(f"evaltui run: {message}", file=sys.stderr, flush=True)
+            print(f"{self.NAME}: {message}", file=sys.stderr, flush=True)
 
     def run(self) -> int:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in FORWARDED}
@@ -144,10 +147,7 @@ class Wrapper:
             self._release()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            if self.client is not None:
-                self.client.close()
-            if self.lease is not None:
-                self.lease.close()
+            self._disconnect()
 
     # ---- admission ----------------------------------------------------------------------
     def _admitted(self) -> Admit:
@@ -163,12 +163,18 @@ class Wrapper:
         raise AssertionError("unreachable")
 
     def _connect(self) -> None:
-        if self.client is not None:
-            self.client.close()
-        if self.lease is not None:
-            self.lease.close()
+        self._disconnect()
         self.lease = acquire_backend(self.outputs, self.pool, self.say)
         self.client = ApiClient(self.lease.url)
+
+    def _disconnect(self) -> None:
+        """Close the client and let the backend lease go."""
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if self.lease is not None:
+            self.lease.close()
+            self.lease = None
 
     def _wait_admission(self) -> Admit:
         assert self.client is not None and self.lease is not None

@@ -59,7 +59,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        "first.")
     p.add_argument("--state", choices=[s.value for s in RunState], help="only runs in STATE")
     p.add_argument("--limit", type=int, default=50, help="at most N runs (0: all; default 50)")
-    _common(p, run_ls)
+    client_options(p, run_ls)
 
     p = sub.add_parser("show",
                        description="Show a run: a run id asks the backend, a run dir is "
@@ -75,12 +75,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "(default 3; CSV: every digit)")
     p.add_argument("--outputs", help="outputs root a run id is read from when no backend "
                    "answers (default $EVALTUI_OUTPUTS or ./outputs)")
-    _common(p, run_show)
+    client_options(p, run_show)
     p.set_defaults(func=show)
 
     p = sub.add_parser("cancel")
     p.add_argument("run_ids", nargs="+", metavar="RUN", help="a run id or run dir")
-    _common(p, run_cancel)
+    client_options(p, run_cancel)
 
     p = sub.add_parser("resume")
     p.add_argument("run_ids", nargs="+", metavar="RUN", help="a run id or run dir")
@@ -88,20 +88,22 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="a run stopped by its rule (--stop-when), or cut by --max-episodes in "
                    "a seeded order: deal N more episodes of its order past the stop (no N: to "
                    "the end); its confidence sequence stays valid")
-    _common(p, run_resume)
+    client_options(p, run_resume)
 
     p = sub.add_parser("logs")
     p.add_argument("run_id", metavar="RUN", help="a run id or run dir")
     p.add_argument("episode", type=int, help="episode index")
     p.add_argument("--follow", "-f", action="store_true",
                    help="keep printing while the run is active")
-    _common(p, run_logs)
+    client_options(p, run_logs)
 
 
-def _common(p: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int]) -> None:
+def client_options(p: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int], *,
+                   probe: bool = True) -> None:
+    """``--url`` and ``--json``, and ``func`` run by :func:`with_client`."""
     p.add_argument("--url", help="backend URL (default $BACKEND_URL or http://127.0.0.1:8000)")
     p.add_argument("--json", action="store_true", help="JSON output for scripts")
-    p.set_defaults(func=lambda args: with_client(args, func))
+    p.set_defaults(func=lambda args: with_client(args, func, probe=probe))
 
 
 def with_client(args: argparse.Namespace, func: Callable[[argparse.Namespace], int],

@@ -56,15 +56,13 @@ def runs_table(runs: Sequence[Run], admits: Sequence[QueueEntry] = (),
     for held in holding:
         where = f"GPU{held.gpu}" if held.gpu is not None else "host"
         mib = f", {held.reserved_mb} MiB" if held.reserved_mb else ""
-        if held.kind == "serve":  # `evaltui serve-policy`: where it listens, what it served
-            served = f"; {held.requests_served} requests served" \
-                if held.requests_served is not None else ""
-            rows.append([f"admit:{held.admit_id}", state_cell(RunState.RUNNING.value),
-                         *node_cell, f"serve {held.label}", held.url or held.command, "-",
-                         "-", f"holds {where}{mib}{served}"])
-            continue
+        serve = held.kind == "serve"  # `evaltui serve-policy`: where it listens, what it served
+        served = f"; {held.requests_served} requests served" \
+            if serve and held.requests_served is not None else ""
         rows.append([f"admit:{held.admit_id}", state_cell(RunState.RUNNING.value), *node_cell,
-                     held.label, held.command, "-", "-", f"holds {where}{mib}"])
+                     f"serve {held.label}" if serve else held.label,
+                     (held.url or held.command) if serve else held.command, "-", "-",
+                     f"holds {where}{mib}{served}"])
     for run, node, held in zip(runs, nodes, gpus, strict=True):
         summary, spec = run.summary, run.spec
         graph = (summary and summary.graph_name) or (spec and spec.graph_name) or "?"

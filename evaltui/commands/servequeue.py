@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import resource
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +36,8 @@ REPORT_EVERY_SEC = 1.0
 class ServeQueue(Wrapper):
     """One ``serve-policy``'s admit entry: queued, admitted, reported, released."""
 
+    NAME = "evaltui serve-policy"
+
     def __init__(self, cmd: list[str], profile: ResolvedProfile, outputs: Path,
                  pool: list[int]) -> None:
         super().__init__(cmd, profile, outputs, pool)
@@ -44,10 +45,6 @@ class ServeQueue(Wrapper):
         self.calibration_part: tuple[Any, str, Any] | None = None
         """(Calibration, nodeset key, PolicySource): where its RAM peak is recorded."""
         self.served = False
-
-    def say(self, message: str) -> None:
-        if not self.quiet:
-            print(f"evaltui serve-policy: {message}", file=sys.stderr, flush=True)
 
     def admit(self) -> dict[str, str] | int:
         """Wait for admission: the variables to export (its GPU), or the exit code when it
@@ -110,9 +107,4 @@ class ServeQueue(Wrapper):
         self._closing = True
         self._release()
         self.entry = None
-        if self.client is not None:
-            self.client.close()
-            self.client = None
-        if self.lease is not None:
-            self.lease.close()
-            self.lease = None
+        self._disconnect()

@@ -47,8 +47,7 @@ def set_ref(ref: str) -> str:
 
 def run_remote(args: argparse.Namespace, kind: str, url: str, options: RunnerOptions) -> int:
     console = Console(stderr=True, soft_wrap=True)  # piped: lines whole, never folded
-    client = ApiClient(url)
-    try:
+    with ApiClient(url) as client:
         try:
             if kind == "run":
                 _setfile, data = load_set_file(Path(args.file))
@@ -82,8 +81,6 @@ def run_remote(args: argparse.Namespace, kind: str, url: str, options: RunnerOpt
             return 130
         except ApiError as exc:
             return error(str(exc), 1)
-    finally:
-        client.close()
     return finish(body, args, console)
 
 

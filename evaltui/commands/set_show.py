@@ -25,8 +25,6 @@ from evaltui.sets.setdir import SetDirError, list_sets, read_set, resolve_set
 from evaltui.sets.table import build_table, table_json
 from evaltui.sets.textplot import metric_plots
 
-FORMATS = ("md", "latex", "csv", "json")
-
 
 def show_set(args: argparse.Namespace) -> int:
     if args.digits < 0:

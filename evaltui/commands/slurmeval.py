@@ -21,7 +21,6 @@ import argparse
 import json
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,16 +108,12 @@ def submit_and_follow(args: argparse.Namespace, spec: dict[str, Any],
     console.print(f"run [bold]{run_dir.name}[/]: {checked.graph.name} on {ev.dataset}/"
                   f"{checked.split}, {total} episodes, Slurm job {job_id} -> {run_dir}",
                   highlight=False)
-
-    def resubmit() -> str:
-        return resubmit_run(run_dir, checked, read_run_status(run_dir).state.value)
-
     proc = SlurmJobProcess(run_dir, job_id, interrupt)
-    return _follow(args, run_dir, proc, total, console, resubmit)
+    return _follow(args, run_dir, proc, total, console, checked)
 
 
 def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, total: int,
-            console: Console, resubmit: Callable[[], str]) -> int:
+            console: Console, checked: CheckedSpec) -> int:
     earlier: list[str] = []
     while True:
         _show_pending(proc, console)
@@ -134,7 +129,7 @@ def _follow(args: argparse.Namespace, run_dir: Path, proc: SlurmJobProcess, tota
         # Slurm will not bring the job back: a new one, on the same run dir, runs what is
         # not yet ok (the run dir is the truth; the store's reset clears the last end)
         try:
-            job_id = resubmit()
+            job_id = resubmit_run(run_dir, checked, read_run_status(run_dir).state.value)
         except SlurmError as exc:
             touch_done(run_dir)  # the run reads as the last job left it (its summary's end)
             console.print(f"[red]not resubmitted[/]: {escape(str(exc))}", highlight=False)

@@ -23,7 +23,7 @@ from evaltui.api.models import Run
 from evaltui.commands.console import error, note, warning
 from evaltui.commands.eval import add_spec_arguments
 from evaltui.commands.evalspec import spec_from_args
-from evaltui.commands.runs import emit_json, reachable, with_client
+from evaltui.commands.runs import client_options, emit_json, reachable
 from evaltui.commands.runtables import print_run, state_text
 from evaltui.contract.spec import SpecError
 from evaltui.contract.states import RunExit, RunState
@@ -46,9 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tie-to-backend", action="store_true",
                    help="kill the run if the backend dies")
     p.add_argument("--wait", action="store_true", help="follow the run until it ends")
-    p.add_argument("--url", help="backend URL (default $BACKEND_URL or http://127.0.0.1:8000)")
-    p.add_argument("--json", action="store_true", help="JSON output for scripts")
-    p.set_defaults(func=lambda args: with_client(args, run, probe=False))
+    client_options(p, run, probe=False)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from evaltui.commands.console import error
 from evaltui.results.replaycheck import ReplayReport, replay_run
@@ -65,9 +64,8 @@ def run(args: argparse.Namespace) -> int:
         return error(str(exc))
     ok = report.ok and (replay is None or replay.ok)
     if args.json:
-        out: dict[str, Any] = report.to_json()
-        out["replay"] = None if replay is None else replay.to_json()
-        out["ok"] = ok
+        out = {**report.to_json(), "replay": None if replay is None else replay.to_json(),
+               "ok": ok}
         print(json.dumps(out, indent=2, default=str))
     else:
         print_report(report)

@@ -19,7 +19,7 @@ from typing import Any
 
 from PIL import Image, ImageSequence
 
-from evaltui.results.groups import OVERALL, GroupByError, group_by_field, metric_groups
+from evaltui.results.groups import OVERALL, default_groups
 from evaltui.results.stopnote import stopped_of
 from evaltui.rundir.layout import episode_dir
 from evaltui.runview.gif import NoFramesError, export_gif
@@ -91,13 +91,10 @@ def group_values(snap: RunSnapshot) -> dict[str, float | int]:
     """A grouped benchmark's numbers by group (Meta-World: by task): ``m/by_task/T`` per
     metric, and ``success/by_task/T/ci95_low``, ``.../ci95_high``, ``.../n`` (the rate
     papers report per task; every metric's CI would be thousands of keys on MT50)."""
-    field = group_by_field(None, snap.summary.get("dataset"))
-    if not field:
+    found = default_groups(snap.summary, snap.rows)
+    if found is None:
         return {}
-    try:
-        groups = metric_groups(snap.rows, field)
-    except GroupByError:
-        return {}
+    field, groups = found
     out: dict[str, float | int] = {}
     for g in groups:
         if g.key == OVERALL:  # the run's own numbers, already there
@@ -147,12 +144,10 @@ def table(snap: RunSnapshot) -> tuple[list[str], list[list[Any]]]:
 
 def series(snap: RunSnapshot) -> dict[str, list[SeriesPoint]]:
     """Running mean and CI of each rate metric (success, spl, ndtw, sdtw) over episodes."""
-    out = {}
-    for name, s in snap.running_means(SERIES_POINTS).items():
-        out[name] = [SeriesPoint(int(c), float(m), None if math.isnan(lo) else float(lo),
-                                 None if math.isnan(hi) else float(hi))
-                     for c, m, lo, hi in zip(s.counts, s.mean, s.low, s.high, strict=True)]
-    return out
+    return {name: [SeriesPoint(int(c), float(m), None if math.isnan(lo) else float(lo),
+                               None if math.isnan(hi) else float(hi))
+                   for c, m, lo, hi in zip(s.counts, s.mean, s.low, s.high, strict=True)]
+            for name, s in snap.running_means(SERIES_POINTS).items()}
 
 
 def media_episodes(snap: RunSnapshot, count: int = MEDIA_EPISODES) -> list[int]:

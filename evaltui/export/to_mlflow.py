@@ -66,16 +66,21 @@ def experiment_id(client: MlflowClient, experiment: str) -> str:
         experiment, artifact_location=artifact_location(client.tracking_uri))
 
 
-def find_or_create_run(client: MlflowClient, snap: RunSnapshot, experiment: str,
-                       name: str) -> str:
-    """The MLflow run id of ``snap`` in ``experiment`` (made at the first export)."""
+def find_or_create_run(client: MlflowClient, experiment: str, key: str, name: str,
+                       **tags: str) -> str:
+    """The id of the MLflow run tagged ``key`` in ``experiment`` (made, with ``tags``,
+    at the first export)."""
     exp_id = experiment_id(client, experiment)
-    key = payload.run_key(snap)
     runs = client.search_runs([exp_id], filter_string=f"tags.`{KEY_TAG}` = '{key}'",
                               max_results=1)
     if runs:
         return runs[0].info.run_id
-    return client.create_run(exp_id, run_name=name, tags={KEY_TAG: key}).info.run_id
+    return client.create_run(exp_id, run_name=name, tags={KEY_TAG: key, **tags}).info.run_id
+
+
+def _log_metrics(client: MlflowClient, run_id: str, metrics: list[Metric]) -> None:
+    for i in range(0, len(metrics), _BATCH):
+        client.log_batch(run_id, metrics=metrics[i:i + _BATCH])
 
 
 def export(snap: RunSnapshot, *, tracking_uri: str | None, project: str | None = None,
@@ -87,7 +92,7 @@ def export(snap: RunSnapshot, *, tracking_uri: str | None, project: str | None =
     client = MlflowClient(tracking_uri)
     experiment = project or DEFAULT_EXPERIMENT
     name = payload.run_name(snap, member.name(run_name) if member is not None else run_name)
-    run_id = find_or_create_run(client, snap, experiment, name)
+    run_id = find_or_create_run(client, experiment, payload.run_key(snap), name)
     stamp = _epoch_ms(snap.summary.get("started_at"))
     values = payload.summary_values(snap)
     last = int(values.get("episodes", 0))
@@ -123,8 +128,7 @@ def export(snap: RunSnapshot, *, tracking_uri: str | None, project: str | None =
                     for k, v in member.checkpoint_values(snap).items()]
     for i in range(0, len(params), 100):
         client.log_batch(run_id, params=params[i:i + 100])
-    for i in range(0, len(metrics), _BATCH):
-        client.log_batch(run_id, metrics=metrics[i:i + _BATCH])
+    _log_metrics(client, run_id, metrics)
     client.log_batch(run_id, tags=tags)
     columns, rows = payload.table(snap)
     client.log_dict(run_id, conf, "spec.json")
@@ -148,15 +152,9 @@ def set_parent_run(tracking_uri: str | None, set_id: str, project: str | None,
     metrics over the checkpoint steps. Its MLflow run id."""
     client = MlflowClient(tracking_uri)
     experiment = project or DEFAULT_EXPERIMENT
-    exp_id = experiment_id(client, experiment)
-    key = f"evaltui-set-{set_id}"
-    runs = client.search_runs([exp_id], filter_string=f"tags.`{KEY_TAG}` = '{key}'",
-                              max_results=1)
-    run_id = runs[0].info.run_id if runs else client.create_run(
-        exp_id, run_name=f"set {set_id}", tags={KEY_TAG: key, SET_TAG: set_id}).info.run_id
-    metrics = [Metric(name, value, 0, step) for name, points in curves.items()
-               for step, value in points]
-    for i in range(0, len(metrics), _BATCH):
-        client.log_batch(run_id, metrics=metrics[i:i + _BATCH])
+    run_id = find_or_create_run(client, experiment, f"evaltui-set-{set_id}", f"set {set_id}",
+                                **{SET_TAG: set_id})
+    _log_metrics(client, run_id, [Metric(name, value, 0, step)
+                                  for name, points in curves.items() for step, value in points])
     client.set_terminated(run_id, "FINISHED")
     return run_id

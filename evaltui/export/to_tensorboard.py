@@ -87,7 +87,6 @@ def export(snap: RunSnapshot, *, logdir: Path, project: str | None = None,
     target.mkdir(parents=True, exist_ok=True)
     values = payload.summary_values(snap)
     last = int(values.get("episodes", 0))
-    wall = time.time()
     events: list[tuple[int, list[summary_pb2.Summary.Value]]] = []
     for name, points in payload.series(snap).items():
         for p in points:
@@ -110,21 +109,26 @@ def export(snap: RunSnapshot, *, logdir: Path, project: str | None = None,
     with tempfile.TemporaryDirectory(prefix=".evaltui-", dir=target) as tmp:
         for index, gif in payload.write_gifs(snap, Path(tmp) / "gifs").items():
             final.append(_image(f"episode/ep{index:04d}", gif))
-        events.append((last, final))
+    events.append((last, final))
+    return _write_events(target, events)
+
+
+def _write_events(target: Path, events: list[tuple[int, list[summary_pb2.Summary.Value]]]
+                  ) -> Path:
+    """Write ``events`` (step, values) as ``target``'s event file, in place of the one an
+    earlier export wrote; return ``target``."""
+    wall = time.time()
+    with tempfile.TemporaryDirectory(prefix=".evaltui-", dir=target) as tmp:
         writer = EventFileWriter(tmp, filename_suffix=SUFFIX)
         for step, vals in events:
             writer.add_event(event_pb2.Event(wall_time=wall, step=step,
                                              summary=summary_pb2.Summary(value=vals)))
         writer.close()
-        _replace_event_file(Path(tmp), target)
+        (written,) = Path(tmp).glob(f"events.out.tfevents.*{SUFFIX}")
+        for old in target.glob(f"events.out.tfevents.*{SUFFIX}"):
+            old.unlink()
+        shutil.move(str(written), target / written.name)
     return target
-
-
-def _replace_event_file(tmp: Path, target: Path) -> None:
-    (written,) = tmp.glob(f"events.out.tfevents.*{SUFFIX}")
-    for old in target.glob(f"events.out.tfevents.*{SUFFIX}"):
-        old.unlink()
-    shutil.move(str(written), target / written.name)
 
 
 def export_set_curve(logdir: Path, project: str | None, set_id: str, group: str,
@@ -138,11 +142,4 @@ def export_set_curve(logdir: Path, project: str | None, set_id: str, group: str,
     for name, points in curves.items():
         for step, value in points:
             by_step.setdefault(step, []).append(_scalar(name, value))
-    with tempfile.TemporaryDirectory(prefix=".evaltui-", dir=target) as tmp:
-        writer = EventFileWriter(tmp, filename_suffix=SUFFIX)
-        for step in sorted(by_step):
-            writer.add_event(event_pb2.Event(wall_time=time.time(), step=step,
-                                             summary=summary_pb2.Summary(value=by_step[step])))
-        writer.close()
-        _replace_event_file(Path(tmp), target)
-    return target
+    return _write_events(target, sorted(by_step.items()))

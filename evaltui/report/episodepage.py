@@ -11,6 +11,7 @@ without following a symlink out of the run dir.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,9 +153,7 @@ def write_episode_page(run_dir: Path, row: dict[str, Any], dest: Path, *, run_id
     sheet, no_frames = _frames(run_dir, index, dest)
     records, total, log_problem = read_log(run_dir, index)
     data = {"index": index, "frames": None if sheet is None else {
-        "sheet": f"{name}.frames.png", "count": sheet.count, "total": sheet.total,
-        "width": sheet.width, "height": sheet.height, "cols": sheet.cols,
-        "steps": sheet.steps, "scale": sheet.scale},
+        "sheet": f"{name}.frames.png", **dataclasses.asdict(sheet)},
         "log": {"columns": ["line", "step", "event", "node", "nodeset", "dur_ms", "detail",
                             "error"], "records": records, "total": total}}
     (dest / f"{name}.js").write_bytes(js_data("EVALTUI_EPISODE", data))

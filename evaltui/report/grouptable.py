@@ -7,24 +7,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evaltui.report.html import esc, number, value_attr
-from evaltui.results.groups import (
-    OVERALL,
-    GroupByError,
-    group_by_field,
-    metric_groups,
-    metric_names,
-)
+from evaltui.results.groups import OVERALL, default_groups, metric_names
 
 
 def groups_section(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     """``<section id="by-group">`` with the table, or "" when the run is not grouped."""
-    field = group_by_field(None, summary.get("dataset"))
-    if not field or not rows:
+    found = default_groups(summary, list(rows))
+    if found is None:
         return ""
-    try:
-        groups = metric_groups(rows, field)
-    except GroupByError:
-        return ""
+    field, groups = found
     names = metric_names(groups)
     head = (f"<tr><th>{esc(field)}</th><th>n</th>"
             + "".join(f"<th>{esc(n)}</th>" for n in names) + "</tr>")

@@ -17,6 +17,7 @@ from evaltui.runview.running_mean import Series
 
 WIDTH, HEIGHT = 640, 260
 _LEFT, _RIGHT, _TOP, _BOTTOM = 48, 112, 16, 36
+_PLOT_W, _PLOT_H = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
 COLOURS = ("#2b6cb0", "#c05621", "#2f855a", "#805ad5", "#b83280", "#718096")
 DASHES = ("none", "7 3", "2 3", "9 3 2 3", "4 4", "1 2")
 """A metric's line pattern, by its place (the first, success, solid)."""
@@ -46,26 +47,25 @@ def _frame(title: str, x_label: str, y_label: str) -> list[str]:
             'font-family="sans-serif" font-size="11">',
             f"<title>{escape(title)}</title>",
             f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
-            f'<text x="{_LEFT + (WIDTH - _LEFT - _RIGHT) / 2}" y="{HEIGHT - 4}" '
+            f'<text x="{_LEFT + _PLOT_W / 2}" y="{HEIGHT - 4}" '
             f'text-anchor="middle" fill="#333">{escape(x_label)}</text>',
-            f'<text transform="translate(12 {_TOP + (HEIGHT - _TOP - _BOTTOM) / 2}) '
+            f'<text transform="translate(12 {_TOP + _PLOT_H / 2}) '
             f'rotate(-90)" text-anchor="middle" fill="#333">{escape(y_label)}</text>']
 
 
 def _axes(xs: Sequence[float], x_max: float, ys: Sequence[float], y_max: float) -> list[str]:
-    plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
     out = []
     for y in ys:
-        py = _TOP + plot_h * (1 - y / y_max)
-        out.append(f'<line x1="{_LEFT}" x2="{_LEFT + plot_w}" y1="{py:.1f}" y2="{py:.1f}" '
+        py = _TOP + _PLOT_H * (1 - y / y_max)
+        out.append(f'<line x1="{_LEFT}" x2="{_LEFT + _PLOT_W}" y1="{py:.1f}" y2="{py:.1f}" '
                    'stroke="#e2e8f0"/>')
         out.append(f'<text x="{_LEFT - 6}" y="{py + 4:.1f}" text-anchor="end" '
                    f'fill="#555">{_num(y)}</text>')
     for x in xs:
-        px = _LEFT + plot_w * (x / x_max if x_max else 0)
-        out.append(f'<text x="{px:.1f}" y="{_TOP + plot_h + 14}" text-anchor="middle" '
+        px = _LEFT + _PLOT_W * (x / x_max if x_max else 0)
+        out.append(f'<text x="{px:.1f}" y="{_TOP + _PLOT_H + 14}" text-anchor="middle" '
                    f'fill="#555">{_num(x)}</text>')
-    out.append(f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" '
+    out.append(f'<rect x="{_LEFT}" y="{_TOP}" width="{_PLOT_W}" height="{_PLOT_H}" '
                'fill="none" stroke="#a0aec0"/>')
     return out
 
@@ -81,10 +81,9 @@ def running_means_svg(series: Mapping[str, Series]) -> str:
     x_max = float(max(n_max, 1))
     parts += _axes([t for t in _ticks(x_max) if t <= x_max], x_max,
                    [0, 0.25, 0.5, 0.75, 1.0], 1.0)
-    plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
 
     def xy(count: float, value: float) -> str:
-        return f"{_LEFT + plot_w * count / x_max:.1f},{_TOP + plot_h * (1 - value):.1f}"
+        return f"{_LEFT + _PLOT_W * count / x_max:.1f},{_TOP + _PLOT_H * (1 - value):.1f}"
 
     named = list(series.items())
     # All bands first and faint (four overlapping bands hid the lines); then the lines,
@@ -137,19 +136,18 @@ def steps_histogram_svg(steps: Sequence[int], max_bins: int = 30) -> str:
     y_max = y_ticks[-1]
     x_span = float(edges[-1] - edges[0])
     parts += _axes([], 1, y_ticks, y_max)
-    plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
-    bar_w = plot_w * width / x_span
+    bar_w = _PLOT_W * width / x_span
     for i, count in enumerate(counts.tolist()):
-        x = _LEFT + plot_w * (edges[i] - edges[0]) / x_span
-        h = plot_h * count / y_max
+        x = _LEFT + _PLOT_W * (edges[i] - edges[0]) / x_span
+        h = _PLOT_H * count / y_max
         label = f"{edges[i]}" if width == 1 else f"{edges[i]}-{edges[i + 1] - 1}"
-        parts.append(f'<rect class="bar" x="{x + 1:.1f}" y="{_TOP + plot_h - h:.1f}" '
+        parts.append(f'<rect class="bar" x="{x + 1:.1f}" y="{_TOP + _PLOT_H - h:.1f}" '
                      f'width="{max(bar_w - 2, 1):.1f}" height="{h:.1f}" fill="{COLOURS[0]}">'
                      f"<title>{label} steps: {count} episodes</title></rect>")
     every = max(1, math.ceil(len(counts) / 12))
     for i in range(0, len(counts), every):
-        x = _LEFT + plot_w * (edges[i] - edges[0] + width / 2) / x_span
-        parts.append(f'<text x="{x:.1f}" y="{_TOP + plot_h + 14}" text-anchor="middle" '
+        x = _LEFT + _PLOT_W * (edges[i] - edges[0] + width / 2) / x_span
+        parts.append(f'<text x="{x:.1f}" y="{_TOP + _PLOT_H + 14}" text-anchor="middle" '
                      f'fill="#555">{edges[i]}</text>')
     parts.append(f'<text x="{WIDTH - _RIGHT + 10}" y="{_TOP + 14}" fill="#333">'
                  f"n = {len(steps)}</text>")

@@ -203,15 +203,15 @@ def compare_rows(rows_a: Iterable[Mapping[str, Any]], rows_b: Iterable[Mapping[s
     all_a, all_b = run_values(a), run_values(b)
     values_a = {eid: all_a[eid] for eid in shared}
     values_b = {eid: all_b[eid] for eid in shared}
-    names = _metric_names(values_a.values(), values_b.values())
+    # Metrics both runs report.
+    names = ordered_metrics(set().union(*values_a.values()) & set().union(*values_b.values()))
     metrics = []
     for name in names:
         pairs = [(values_a[e][name], values_b[e][name]) for e in shared
                  if name in values_a[e] and name in values_b[e]]
         if not pairs:
             continue
-        xa = np.array([p[0] for p in pairs])
-        xb = np.array([p[1] for p in pairs])
+        xa, xb = np.array(pairs, dtype=float).T
         metrics.append(MetricDiff(
             name=name, n=len(pairs), mean_a=float(xa.mean()), mean_b=float(xb.mean()),
             diff=float((xb - xa).mean()),
@@ -238,11 +238,6 @@ def _flips(shared: list[str], a: Mapping[str, Mapping], b: Mapping[str, Mapping]
     test = McNemar(b=len(lost), c=len(gained), n=len(both),
                    p_value=mcnemar_exact(b=len(lost), c=len(gained)))
     return lost, gained, test
-
-
-def _metric_names(a: Iterable[dict[str, float]], b: Iterable[dict[str, float]]) -> list[str]:
-    """Metrics both runs report: the standard ones first, then the rest by name."""
-    return ordered_metrics(set().union(*a) & set().union(*b))
 
 
 def ordered_metrics(names: Iterable[str]) -> list[str]:

@@ -64,6 +64,19 @@ def metric_groups(rows: Iterable[Any], field: str) -> list[MetricGroup]:
     return out
 
 
+def default_groups(summary: Mapping[str, Any], rows: Any
+                   ) -> tuple[str, list[MetricGroup]] | None:
+    """A run's rows by its benchmark's default field (Meta-World: task), or None: the
+    benchmark does not group, there are no rows, or no row has the field."""
+    field = group_by_field(None, summary.get("dataset"))
+    if not field or not isinstance(rows, list) or not rows:
+        return None
+    try:
+        return field, metric_groups(rows, field)
+    except GroupByError:
+        return None
+
+
 def metric_names(groups: Sequence[MetricGroup]) -> list[str]:
     """Every metric any group has, in the order they first appear."""
     return list(dict.fromkeys(name for g in groups for name in g.stats.means))

@@ -74,11 +74,9 @@ def load_run(run_dir: Path) -> RunRows:
         raise RunDirError(f"{run_dir} is not a directory")
     problems: list[str] = []
     summary = _read_object(run_dir, SUMMARY_FILENAME, problems)
-    rows: dict[int, dict[str, Any]] = {}
-    for row in (summary or {}).get("episodes") or ():
-        index = _index(row)
-        if index is not None:
-            rows[index] = row
+    episodes = (summary or {}).get("episodes") or ()
+    rows: dict[int, dict[str, Any]] = {index: row for row in episodes
+                                       if (index := _index(row)) is not None}
     for index, name in episode_dirs(run_dir, problems):
         # Read even where the summary has a row: a damaged episode.json (the episode's own
         # record) makes it unreadable here as in the API's single-episode route.

@@ -129,9 +129,12 @@ class LineIndex:
         """The bytes of line ``i`` (without its newline)."""
         with self._lock:
             start, end = int(self._starts[i]), int(self._ends[i])
+        return self._pread(end - start, start)
+
+    def _pread(self, length: int, offset: int) -> bytes:
         fd = self._open()
         try:
-            return os.pread(fd, end - start, start)
+            return os.pread(fd, length, offset)
         finally:
             os.close(fd)
 
@@ -147,12 +150,8 @@ class LineIndex:
         with self._lock:
             starts = self._starts[first:stop].copy()
             ends = self._ends[first:stop].copy()
-        fd = self._open()
-        try:
-            base = int(starts[0])
-            blob = os.pread(fd, int(ends[-1]) - base, base)
-        finally:
-            os.close(fd)
+        base = int(starts[0])
+        blob = self._pread(int(ends[-1]) - base, base)
         return [parse_log_line(blob[s - base : e - base]) for s, e in zip(starts.tolist(),
                                                                         ends.tolist(),
                                                                         strict=True)]

@@ -14,6 +14,7 @@ firing of the last step rather than dropped.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,24 +72,21 @@ class EpisodeReplay:
         """(Re)read episode.json; a missing or corrupt one is noted, not raised."""
         path = self.ep_dir / EPISODE_FILENAME
         self.finished = True
+        why: str | None
         try:
             data = read_json_inside(self.root, path)
         except (FileNotFoundError, NotADirectoryError):
             self.finished = False
-            self.episode, self.episode_error = {}, "episode.json not written yet"
-            return
+            why = "episode.json not written yet"
         except LeavesRoot:
             where = "the run dir" if self.root != self.ep_dir else "the episode dir"
             what = "" if self._dir_leaves() else "episode.json is "
-            self.episode, self.episode_error = {}, f"{what}unreadable (symlink leaves {where})"
-            return
+            why = f"{what}unreadable (symlink leaves {where})"
         except (OSError, orjson.JSONDecodeError) as exc:
-            self.episode, self.episode_error = {}, f"episode.json is unreadable: {exc}"
-            return
-        if not isinstance(data, dict):
-            self.episode, self.episode_error = {}, "episode.json is not a JSON object"
-            return
-        self.episode, self.episode_error = data, None
+            why = f"episode.json is unreadable: {exc}"
+        else:
+            why = None if isinstance(data, dict) else "episode.json is not a JSON object"
+        self.episode, self.episode_error = (data, None) if why is None else ({}, why)
 
     # --- steps ---------------------------------------------------------------------------
 
@@ -115,14 +113,7 @@ class EpisodeReplay:
 
     def first_line_of(self, step: int) -> int:
         """The first line whose step is >= ``step`` (``len(index)`` if none)."""
-        lo, hi = 0, len(self.index)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.step_of(mid) < step:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        return bisect_left(range(len(self.index)), step, key=self.step_of)
 
     def step_lines(self, step: int) -> range:
         """Line numbers of the records of ``step``."""

@@ -178,7 +178,7 @@ def read_snapshot(run_dir: Path) -> RunSnapshot:
     return RunSnapshot(
         run_dir=loaded.run_dir, run_id=loaded.run_id, state=status.state,
         state_note=status.note, summary=numbers, rows=loaded.rows,
-        spec=_spec(loaded.run_dir), numbers_from=numbers_from,
+        spec=object_inside_or_none(loaded.run_dir, SPEC_FILENAME), numbers_from=numbers_from,
         problems=list(loaded.problems))
 
 
@@ -186,10 +186,6 @@ _NUMBER_KEYS = frozenset({
     "status", "episodes_finished", "counts_by_status", "metrics", "metrics_ci95", "metrics_n",
     "metrics_ok_only", "metrics_ok_only_ci95", "metrics_ok_only_n", "error_count",
     "episodes"})
-
-
-def _spec(run_dir: Path) -> dict[str, Any] | None:
-    return object_inside_or_none(run_dir, SPEC_FILENAME)
 
 
 def _finite(value: Any) -> bool:

@@ -21,15 +21,15 @@ import httpx
 
 from evaltui.api.auth import TokenError, read_token
 from evaltui.api.client import ApiClient, ApiError, BackendUnavailable, InvalidRequest, NotFound
-from evaltui.api.models import Admit, BackendInfo, Resources
+from evaltui.api.models import Admit, BackendInfo
 from evaltui.contract.spec import SpecError
 from evaltui.contract.states import RunState
 from evaltui.tui.backend import (
     BackendError,
     QueueSnapshot,
-    SchedulerInfo,
     queue_rows,
     readable_dir,
+    scheduler_info,
 )
 from evaltui.tui.eventstream import EventFollower
 
@@ -131,7 +131,9 @@ class AttachedBackend:
             raise BackendError(f"{self.url} ({unreachable(exc)})") from None
         except ApiError as exc:
             raise BackendError(str(exc)) from None
-        return QueueSnapshot(self._scheduler_info(resources), resources,
+        # The lock measured against the backend's own clock (taken_at), not ours.
+        return QueueSnapshot(scheduler_info(resources, self.label, self._note,
+                                            resources.taken_at), resources,
                              tuple(queue_rows(runs, queue, admits)))
 
     def _admits(self) -> list[Admit]:
@@ -150,17 +152,6 @@ class AttachedBackend:
         except ApiError as exc:
             raise BackendError(str(exc)) from None
         return path if readable_dir(path) else None
-
-    def _scheduler_info(self, res: Resources) -> SchedulerInfo:
-        lock = res.lock
-        # Measured against the backend's own clock (taken_at), not ours.
-        left = lock.expires_at - res.taken_at if lock is not None else None
-        locked = lock is not None and left is not None and left > 0
-        return SchedulerInfo(mode="locked" if locked else "running", label=self.label,
-                             lock_owner=lock.owner if locked and lock else None,
-                             lock_expires_in_sec=left if locked else None,
-                             api_note=self._note, ledger_error=res.ledger_error,
-                             ledger_note=res.ledger_note)
 
     # --- actions -------------------------------------------------------------------------
 

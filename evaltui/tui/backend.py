@@ -175,6 +175,20 @@ def queue_rows(runs: Sequence[Run], queue: Sequence[QueueEntry],
     return active + waiting + rest
 
 
+def scheduler_info(res: Resources, label: str, api_note: str | None, now: float,
+                   unlocked: SchedulerMode = "running") -> SchedulerInfo:
+    """The header's scheduler state: ``locked`` while ``res``'s lock lasts (measured
+    against ``now`` on the backend's own clock), else ``unlocked``."""
+    lock = res.lock
+    left = lock.expires_at - now if lock is not None else None
+    locked = lock is not None and left is not None and left > 0
+    return SchedulerInfo(mode="locked" if locked else unlocked, label=label,
+                         lock_owner=lock.owner if locked and lock else None,
+                         lock_expires_in_sec=left if locked else None,
+                         api_note=api_note, ledger_error=res.ledger_error,
+                         ledger_note=res.ledger_note)
+
+
 def _mb(value: int | None) -> float | None:
     return float(value) if value is not None else None
 

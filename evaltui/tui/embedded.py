@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.contract.states import RunState
-from evaltui.contract.views import Resources
 from evaltui.scheduler.admits.entry import ADMIT_PREFIX
 from evaltui.scheduler.admits.queue import AdmitNotFound
 from evaltui.scheduler.core import NotResumable, RunNotFound
@@ -26,9 +25,8 @@ from evaltui.scheduler.scheduler import JobScheduler
 from evaltui.tui.backend import (
     BackendError,
     QueueSnapshot,
-    SchedulerInfo,
-    SchedulerMode,
     queue_rows,
+    scheduler_info,
 )
 
 
@@ -66,7 +64,9 @@ class EmbeddedBackend:
         resources = self.scheduler.resources()
         queue = self.scheduler.queue()
         runs = self.scheduler.list_runs()
-        return QueueSnapshot(self._scheduler_info(resources), resources,
+        info = scheduler_info(resources, self.label, self.api_note, time.time(),
+                              "running" if self._started else "paused")
+        return QueueSnapshot(info, resources,
                              tuple(queue_rows(runs, queue, self.scheduler.admits.all())))
 
     def run_dir(self, run_id: str) -> Path | None:
@@ -74,20 +74,6 @@ class EmbeddedBackend:
             return self.scheduler.get_run(run_id).run_dir
         except RunNotFound:
             return None
-
-    def _scheduler_info(self, res: Resources) -> SchedulerInfo:
-        lock = res.lock
-        left = lock.expires_at - time.time() if lock is not None else None
-        mode: SchedulerMode
-        if lock is not None and left is not None and left > 0:
-            mode = "locked"
-        else:
-            mode = "running" if self._started else "paused"
-        return SchedulerInfo(mode=mode, label=self.label,
-                             lock_owner=lock.owner if mode == "locked" and lock else None,
-                             lock_expires_in_sec=left if mode == "locked" else None,
-                             api_note=self.api_note, ledger_error=res.ledger_error,
-                             ledger_note=res.ledger_note)
 
     # --- actions -------------------------------------------------------------------------
 

@@ -107,10 +107,8 @@ def load_user_themes(directory: Path | None = None) -> tuple[list[Theme], list[s
 def install_themes(app: ThemeHost) -> list[str]:
     """Register the built-in themes, then the user's (a user file may restyle a built-in
     name); returns one line per user theme file that was skipped."""
-    for theme in load_themes():
-        app.register_theme(theme)
     themes, problems = load_user_themes()
-    for theme in themes:
+    for theme in [*load_themes(), *themes]:
         app.register_theme(theme)
     return problems
 

@@ -9,7 +9,7 @@ from runfixtures import log_records
 from tuihelpers import SIZE, replay_opened, wait_for
 
 from evaltui.rundir.layout import episode_dir
-from evaltui.tui.screens.goto import GoToStepScreen
+from evaltui.tui.screens.ask_number import AskNumberScreen
 from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.frame_view import FrameView
 
@@ -90,9 +90,9 @@ async def test_go_to_step(runs, app_factory) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await replay_opened(app)
         await pilot.press("g")
-        await wait_for(lambda: isinstance(app.screen, GoToStepScreen))
+        await wait_for(lambda: isinstance(app.screen, AskNumberScreen))
         await pilot.press("ctrl+u", "9", "enter")  # out of range: refused, stays open
-        assert isinstance(app.screen, GoToStepScreen)
+        assert isinstance(app.screen, AskNumberScreen)
         await pilot.press("ctrl+u", "3", "enter")
         await wait_for(lambda: app.screen is screen)
         await at(screen, 3)

@@ -1,4 +1,5 @@
-"""AskNumberScreen: a small modal asking for a whole number in a range (an episode #)."""
+"""AskNumberScreen: a small modal asking for a whole number in a range (an episode #, a
+replay's step)."""
 
 from __future__ import annotations
 
@@ -19,16 +20,19 @@ class AskNumberScreen(ModalScreen[int | None]):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel"), *QUIT_BINDINGS]
 
-    def __init__(self, title: str, *, minimum: int = 0, maximum: int | None = None) -> None:
+    def __init__(self, title: str, *, minimum: int = 0, maximum: int | None = None,
+                 value: str = "") -> None:
         super().__init__()
         self.title_text = title
         self.minimum = minimum
         self.maximum = maximum
+        self.initial = value
+        """What the input holds at first (the replay's current step)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.title_text, classes="dialog-title")
-            yield Input(id="number", type="integer",
+            yield Input(self.initial, id="number", type="integer",
                         validators=[Integer(minimum=self.minimum, maximum=self.maximum)])
             yield Label("", id="number-error", classes="field-error")
         yield KeysFooter()

@@ -92,19 +92,16 @@ class CompareScreen(Screen[None]):
             self.post_message(CompareDone(None, ("", ""), error=str(exc)))
             return
         headers = (run_label(run_a), run_label(run_b))
-        rows = {str(r.get("episode_id")): r for r in run_a.rows}
-        rows.update({str(r.get("episode_id")): r for r in run_b.rows
-                     if str(r.get("episode_id")) not in rows})
+        # Each episode's row, A's where both runs have one.
+        rows = {str(r.get("episode_id")): r for r in [*run_b.rows, *run_a.rows]}
         try:
             result = compare_rows(run_a.rows, run_b.rows, intersect=self.intersect)
         except EpisodeSetMismatch as exc:
-            if not exc.shared:  # nothing to intersect: say so instead of offering it
-                self.post_message(CompareDone(None, headers, rows=rows, error=f"{exc}: these "
-                                              "runs ran different episodes, so there is "
-                                              "nothing to compare pair by pair."))
-                return
-            self.post_message(CompareDone(None, headers, error=f"{exc}. Press i to compare "
-                                          f"the {exc.shared} shared episodes.", mismatch=True,
+            # Nothing to intersect: say so instead of offering it.
+            why = f"{exc}. Press i to compare the {exc.shared} shared episodes." \
+                if exc.shared else f"{exc}: these runs ran different episodes, so there is " \
+                "nothing to compare pair by pair."
+            self.post_message(CompareDone(None, headers, error=why, mismatch=bool(exc.shared),
                                           rows=rows))
             return
         except CompareError as exc:

@@ -197,13 +197,14 @@ class QueueScreen(BackendActions, Screen[None]):
     def _show_caption(self) -> None:
         table = self.query_one(RunsTable)
         runs = self.snapshot.runs if self.snapshot else ()
-        self.query_one(RunsCaption).show(runs, table.shown, table.text_filter,
+        self.query_one(RunsCaption).show(runs, table.row_count, table.text_filter,
                                          table.sorted_by, self.stale_for)
         message = empty_message(len(runs), table.text_filter) if self.snapshot else None
         empty = self.query_one("#runs-empty", Static)
         empty.display = message is not None
         empty.update(message or "")
 
+    @on(DataTable.RowHighlighted, "#runs")
     def _show_detail(self) -> None:
         """The selected run's pane; the footer follows the selection (its keys)."""
         table = self.query_one(RunsTable)
@@ -212,10 +213,6 @@ class QueueScreen(BackendActions, Screen[None]):
             else None
         self.query_one(RunDetail).show(run, mark)
         self.refresh_bindings()
-
-    @on(DataTable.RowHighlighted, "#runs")
-    def _highlighted(self) -> None:
-        self._show_detail()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Only keys that act show in the footer: none of the screen's keys while typing

@@ -23,7 +23,7 @@ from textual.worker import get_current_worker
 
 from evaltui.runview.replay import EpisodeReplay, Firing, error_step_from
 from evaltui.tui.messages import LogIndexed, StepLoaded
-from evaltui.tui.screens.goto import GoToStepScreen
+from evaltui.tui.screens.ask_number import AskNumberScreen
 from evaltui.tui.widgets.episode_header import EpisodeHeader
 from evaltui.tui.widgets.firing_view import FiringView
 from evaltui.tui.widgets.frame_view import (
@@ -219,7 +219,9 @@ class ReplayScreen(Screen[None]):
         def chosen(step: int | None) -> None:
             if step is not None:
                 self._go(step, "first")
-        self.app.push_screen(GoToStepScreen(self.last_step, self.step), chosen)
+        self.app.push_screen(AskNumberScreen(f"Go to step (0–{self.last_step})",
+                                             maximum=self.last_step, value=str(self.step)),
+                             chosen)
 
     @property
     def playing(self) -> bool:

@@ -26,6 +26,7 @@ from textual.widgets import DataTable, Input, Static
 from evaltui.contract.states import RunState
 from evaltui.nodesets.serverrecord import DIR as SERVER_DIR
 from evaltui.nodesets.serverrecord import read_latency
+from evaltui.results.groups import default_groups
 from evaltui.results.stopnote import CS_TITLE, stopped_of
 from evaltui.rundir.layout import episode_dir
 from evaltui.runview.runmodel import RunModel
@@ -38,7 +39,7 @@ from evaltui.tui.screens.replay import ReplayScreen
 from evaltui.tui.widgets.bars import theme_style
 from evaltui.tui.widgets.episodes_table import COLUMNS, STATUS_FILTERS, EpisodesTable
 from evaltui.tui.widgets.keys_footer import KeysFooter
-from evaltui.tui.widgets.metrics_panel import MetricsPanel, run_groups
+from evaltui.tui.widgets.metrics_panel import MetricsPanel
 from evaltui.tui.widgets.run_progress import Progress, RunProgress
 from evaltui.tui.widgets.running_mean_chart import RunningMeanChart
 from evaltui.tui.widgets.steps_histogram import StepsHistogram
@@ -181,7 +182,7 @@ class RunScreen(Screen[None]):
             episodes = summary.pop("episodes", None)  # the table has them; header light
             self._summary = summary
             self.query_one(MetricsPanel).summary = summary
-            self.query_one(MetricsPanel).groups = run_groups(summary, episodes)
+            self.query_one(MetricsPanel).groups = default_groups(summary, episodes)
         if self.band is not None:
             self._show_band(changes.rows)
         self._errors = changes.errors
@@ -252,7 +253,7 @@ class RunScreen(Screen[None]):
         table = self.query_one(EpisodesTable)
         column = next(c for c in COLUMNS if c.key == table.sort_column)
         arrow = "↓" if table.sort_reverse else "↑"
-        caption = Text(f"episodes {table.shown}/{table.total} shown",
+        caption = Text(f"episodes {table.row_count}/{table.total} shown",
                        style=theme_style(self.app, "foreground", bold=True))
         caption.append(f"   status: {table.status_filter}   sort: {column.label} {arrow}",
                        style=theme_style(self.app, "foreground-muted"))

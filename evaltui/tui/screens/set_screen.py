@@ -242,11 +242,9 @@ class SetScreen(Screen[None]):
             self.notify("one axis (" + ", ".join(self.table.axes) + "): a pivot would "
                         "give a row per member, as now", timeout=4)
             return
-        if self.pivot is None:
-            self.pivot = axes[0]
-        else:
-            i = axes.index(self.pivot) + 1 if self.pivot in axes else len(axes)
-            self.pivot = axes[i] if i < len(axes) else None
+        cycle = [*axes, None]  # no pivot, then each axis in turn
+        self.pivot = cycle[(cycle.index(self.pivot) + 1) % len(cycle)] \
+            if self.pivot in cycle else None
         self._show()
 
     def action_back(self) -> None:

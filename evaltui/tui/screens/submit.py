@@ -52,7 +52,10 @@ EXECUTOR_CHOICES = tuple((kind.label, kind.name) for kind in EXECUTORS.values())
 PLACEHOLDERS = {"graph": "built-in ({graphs}) or a JSON file",
                 "step_budget": "the env's own limit (BabyAI: max_steps)",
                 "ray_address": "HOST:PORT (default $RAY_ADDRESS); executor ray only",
-                "replicas": "N or per_gpu: a shared nodeset per GPU (empty: one)"}
+                "replicas": "N or per_gpu: a shared nodeset per GPU (empty: one)",
+                # executor slurm's own fields (eval.slurm; empty: the cluster's defaults)
+                "slurm_partition": "the cluster's default; executor slurm only",
+                "slurm_time": "limit: 90, 1:30:00, 2-00:00:00; executor slurm only"}
 
 REQUIRED = {"graph": "required: a built-in graph name or a JSON file",
             "episodes": "required: how many episodes to run",
@@ -67,16 +70,11 @@ FIELD_OF_PATH = {
     "eval.step_budget": "step_budget", "scheduling.priority": "priority",
     "scheduling.marginal_vram_mb": "vram", "scheduling.exclusive_gpu": "exclusive",
     "eval.executor": "executor", "eval.ray_address": "ray_address",
-    "replicas": "replicas",
+    "replicas": "replicas", "eval.slurm": "executor", "eval.slurm.partition": "slurm_partition",
+    "eval.slurm.time": "slurm_time",
 }
 NOT_INPUTS = ("form", "exclusive", "executor")
 """Error slots that are not text fields (no value to keep, nothing to focus)."""
-
-# executor slurm's own fields (eval.slurm; empty: the cluster's defaults)
-PLACEHOLDERS.update({"slurm_partition": "the cluster's default; executor slurm only",
-                     "slurm_time": "limit: 90, 1:30:00, 2-00:00:00; executor slurm only"})
-FIELD_OF_PATH.update({"eval.slurm": "executor", "eval.slurm.partition": "slurm_partition",
-                      "eval.slurm.time": "slurm_time"})
 
 
 def dataset_splits(dataset: str) -> list[str]:
@@ -273,16 +271,14 @@ class SubmitScreen(ModalScreen[str | None]):
         self.query_one("#submit", Button).disabled = False
         self._show_errors(errors)
 
-    def _clear_errors(self) -> None:
-        for label in self.query(".field-error").results(Label):
+    def _clear_errors(self, selector: str = ".field-error") -> None:
+        for label in self.query(selector).results(Label):
             label.update("")
             label.display = False
 
     def _clear_error(self, field_id: str) -> None:
         self._errored.pop(field_id, None)
-        for label in self.query(f"#{field_id}-error, #form-error").results(Label):
-            label.update("")
-            label.display = False
+        self._clear_errors(f"#{field_id}-error, #form-error")
 
     def _show_errors(self, errors: dict[str, str]) -> None:
         for field_id, message in errors.items():
@@ -296,13 +292,10 @@ class SubmitScreen(ModalScreen[str | None]):
             self.query_one(f"#{first}", Input).focus()
 
     @on(Button.Pressed, "#submit")
+    @on(Input.Submitted)
     def _submit_pressed(self) -> None:
         self.action_submit()
 
     @on(Button.Pressed, "#cancel")
     def _cancel_pressed(self) -> None:
         self.dismiss(None)
-
-    @on(Input.Submitted)
-    def _enter(self) -> None:
-        self.action_submit()

@@ -14,9 +14,17 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import App
 from textual.color import Color, ColorParseError
+from textual.widget import Widget
 
 EIGHTHS = " ▏▎▍▌▋▊▉"
 FULL = "█"
+
+
+class ThemedWidget(Widget):
+    """A widget whose rendering is in theme colours: drawn again when the theme changes."""
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
 
 
 def theme_colour(app: App[object], variable: str) -> RichColor:

@@ -17,7 +17,6 @@ from typing import Any, Literal
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist
 
 from evaltui.tui.display import NONE, STATE_COLOUR, duration, first_line, metric
 from evaltui.tui.widgets.bars import theme_style
@@ -46,16 +45,10 @@ class EpisodeColumn:
     """Shown only in a table at least this wide (the scene id is a luxury)."""
 
 
-def _metric(name: str) -> Callable[[dict[str, Any]], Any]:
+def _number(name: str, *, metric: bool = False) -> Callable[[dict[str, Any]], Any]:
+    """Sort by the row's number ``name`` (``metric``: its metric), missing ones first."""
     def key(row: dict[str, Any]) -> float:
-        value = (row.get("metrics") or {}).get(name)
-        return value if isinstance(value, int | float) else float("-inf")
-    return key
-
-
-def _number(name: str) -> Callable[[dict[str, Any]], Any]:
-    def key(row: dict[str, Any]) -> float:
-        value = row.get(name)
+        value = ((row.get("metrics") or {}) if metric else row).get(name)
         return value if isinstance(value, int | float) else float("-inf")
     return key
 
@@ -64,9 +57,9 @@ COLUMNS: tuple[EpisodeColumn, ...] = (
     EpisodeColumn("index", "#", 4, _number("episode_index"), 0),
     EpisodeColumn("episode", "episode", 14, lambda r: str(r.get("episode_id") or ""), 3, 32),
     EpisodeColumn("status", "status", 9, lambda r: str(r.get("status") or ""), 1),
-    EpisodeColumn("success", "SR", 3, _metric("success"), 2),
-    EpisodeColumn("spl", "SPL", 5, _metric("spl"), 4),
-    EpisodeColumn("ndtw", "nDTW", 5, _metric("ndtw"), 5),
+    EpisodeColumn("success", "SR", 3, _number("success", metric=True), 2),
+    EpisodeColumn("spl", "SPL", 5, _number("spl", metric=True), 4),
+    EpisodeColumn("ndtw", "nDTW", 5, _number("ndtw", metric=True), 5),
     EpisodeColumn("steps", "steps", 5, _number("step_count"), 6),
     EpisodeColumn("time", "time", 7, _number("elapsed_sec"), 7),
     EpisodeColumn("scene", "scene", 16, lambda r: str(r.get("scene_id") or ""), 8, 40, 150),
@@ -193,13 +186,8 @@ class EpisodesTable(RowTable):
 
     def selected_index(self) -> int | None:
         """The episode index of the row under the cursor."""
-        if not self.row_count:
-            return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:  # an empty table or a cursor mid-update
-            return None
-        return int(key.value) if key.value is not None else None
+        key = self.cursor_key()
+        return int(key) if key is not None else None
 
     def cursor_on_screen(self) -> bool:
         """True if the row under the cursor is drawn, wholly, in the table's viewport.
@@ -283,10 +271,6 @@ class EpisodesTable(RowTable):
         event.stop()
         self.sort_by(str(event.column_key.value))
 
-    @property
-    def shown(self) -> int:
-        return self.row_count
-
     def _matches(self, row: dict[str, Any]) -> bool:
         status = row.get("status")
         wanted = self.status_filter
@@ -331,14 +315,8 @@ class EpisodesTable(RowTable):
         self._select(selected, scroll=True)  # clear() took the view back to the top
 
     def _select(self, index: int | None, *, scroll: bool = False) -> None:
-        if index is None:
-            return
-        try:
-            row = self.get_row_index(str(index))
-        except RowDoesNotExist:
-            return
-        if row != self.cursor_row or scroll:
-            self.move_cursor(row=row, scroll=scroll)
+        if index is not None:
+            self.select_key(str(index), scroll=scroll)
 
     # --- cells ---------------------------------------------------------------------------
 

@@ -28,13 +28,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
-from textual.widget import Widget
 
 from evaltui.contract.units import gib
 from evaltui.contract.views import Gpu, Host, NodeHost, Resources
 from evaltui.gpu.holders import GpuHolder
 from evaltui.tui.display import duration
-from evaltui.tui.widgets.bars import level_variable, stacked_bar, theme_style
+from evaltui.tui.widgets.bars import ThemedWidget, level_variable, stacked_bar, theme_style
 from evaltui.tui.widgets.braille import stacked_columns
 
 LABEL_WIDTH = 22
@@ -50,7 +49,7 @@ HISTORY_MIN_HEIGHT = 40
 """Terminal rows from which the history is shown: below, the queue needs the room."""
 
 
-class ResourceMeters(Widget):
+class ResourceMeters(ThemedWidget):
     """Per-GPU memory and utilisation meters, then host CPU and RAM."""
 
     DEFAULT_CSS = """
@@ -70,9 +69,6 @@ class ResourceMeters(Widget):
         self.holders: dict[int, list[GpuHolder] | None] = {}
         """Per local GPU index, its processes and whose they are (set before
         ``resources``, which repaints)."""
-
-    def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
 
     def watch_resources(self, res: Resources | None) -> None:
         if res is None:

@@ -15,19 +15,11 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.reactive import reactive
-from textual.widget import Widget
 
-from evaltui.results.groups import (
-    OVERALL,
-    GroupByError,
-    MetricGroup,
-    group_by_field,
-    metric_groups,
-    metric_names,
-)
+from evaltui.results.groups import OVERALL, MetricGroup, metric_names
 from evaltui.results.stopnote import CS_TITLE, T_TITLE, stopped_of
 from evaltui.tui.display import NONE, metric
-from evaltui.tui.widgets.bars import theme_style
+from evaltui.tui.widgets.bars import ThemedWidget, theme_style
 
 HEADLINE = ("success", "spl", "ndtw", "sdtw")
 """Shown first, in this order; other metrics follow as the run reports them."""
@@ -53,23 +45,11 @@ def compact_interval(ci: object) -> str:
     return NONE
 
 
-def run_groups(summary: Mapping[str, Any], episodes: Any
-               ) -> tuple[str, list[MetricGroup]] | None:
-    """The run by its benchmark's default field (Meta-World: task), or None."""
-    field = group_by_field(None, summary.get("dataset"))
-    if not field or not isinstance(episodes, list) or not episodes:
-        return None
-    try:
-        return field, metric_groups(episodes, field)
-    except GroupByError:
-        return None
-
-
 def _mean(value: object) -> str:
     return metric(value if isinstance(value, int | float) else None)
 
 
-class MetricsPanel(Widget):
+class MetricsPanel(ThemedWidget):
     """Mean, 95% CI and n per metric, from the run's summary.
 
     The means are over every scored episode, errors and timeouts counting as failures;
@@ -87,9 +67,6 @@ class MetricsPanel(Widget):
     """``(field, groups)``: the run by a row field (Meta-World's task), under the table."""
     collapsed: reactive[bool] = reactive(False, layout=True)
     """One line with the headline metrics instead of the table."""
-
-    def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
 
     def watch_collapsed(self, collapsed: bool) -> None:
         self.set_class(collapsed, "-collapsed")

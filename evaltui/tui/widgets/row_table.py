@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist
 
 
 class RowTable(DataTable[Any]):
@@ -25,3 +26,22 @@ class RowTable(DataTable[Any]):
                 tooltip="next / previous row"),
         Binding("k", "cursor_up", "Move", show=False),
     ]
+
+    def cursor_key(self) -> str | None:
+        """The key of the row under the cursor (None: no rows, or a cursor mid-update)."""
+        if not self.row_count:
+            return None
+        try:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
+        except Exception:  # an empty table or a cursor mid-update
+            return None
+        return key.value
+
+    def select_key(self, key: str, *, scroll: bool = False) -> None:
+        """Put the cursor on the row ``key``, if it is shown."""
+        try:
+            row = self.get_row_index(key)
+        except RowDoesNotExist:
+            return
+        if row != self.cursor_row or scroll:
+            self.move_cursor(row=row, scroll=scroll)

@@ -12,10 +12,9 @@ from rich.console import Group
 from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
-from textual.widget import Widget
 
 from evaltui.tui.display import STATE_COLOUR, duration, seconds_between
-from evaltui.tui.widgets.bars import stacked_bar, theme_style
+from evaltui.tui.widgets.bars import ThemedWidget, stacked_bar, theme_style
 
 STATUS_ORDER = ("ok", "error", "timeout", "cancelled")
 
@@ -104,7 +103,7 @@ def disk_note(wait: object) -> str | None:
         if isinstance(waited, int | float) else None
 
 
-class RunProgress(Widget):
+class RunProgress(ThemedWidget):
     """Progress bar by status colour, counts, episodes per second and time left."""
 
     DEFAULT_CSS = """
@@ -121,9 +120,6 @@ class RunProgress(Widget):
     """Always four lines (one while reading), so a change never needs a new layout."""
     compact: reactive[bool] = reactive(False, layout=True)
     """One line (counts, bar, pace) for small terminals, instead of four."""
-
-    def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
 
     def watch_compact(self, compact: bool) -> None:
         self.set_class(compact, "-compact")

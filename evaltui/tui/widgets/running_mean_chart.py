@@ -11,10 +11,9 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import App
 from textual.color import Color
-from textual.widget import Widget
 
 from evaltui.runview.running_mean import RunningMeans
-from evaltui.tui.widgets.bars import theme_colour, theme_style
+from evaltui.tui.widgets.bars import ThemedWidget, theme_colour, theme_style
 from evaltui.tui.widgets.braille import band_line_plot
 from evaltui.tui.widgets.metrics_panel import SHORT_NAMES, compact_interval
 
@@ -31,7 +30,7 @@ def band_style(app: App[object], variable: str) -> Style:
     return Style(color=fg.rich_color, bgcolor=bg.blend(fg, BAND_ALPHA).rich_color)
 
 
-class RunningMeanChart(Widget):
+class RunningMeanChart(ThemedWidget):
     """Small plots side by side, one per headline metric the episodes have; ``refresh()`` redraws
     them from the RunningMeans the screen keeps up to date."""
 
@@ -45,9 +44,6 @@ class RunningMeanChart(Widget):
         super().__init__(id=id)
         self.means = means
         self._bands: dict[tuple[str, str], Style] = {}
-
-    def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
 
     def _band(self, variable: str) -> Style:
         """The metric's colour on a background shaded toward it (cached per theme)."""

@@ -18,7 +18,6 @@ from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.widgets.data_table import RowDoesNotExist
 
 from evaltui.contract.states import RunState
 from evaltui.contract.units import gib
@@ -114,13 +113,8 @@ class RunsTable(RowTable):
     @property
     def selected(self) -> RunInfo | None:
         """The run under the cursor."""
-        if not self.row_count:
-            return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:  # empty or mid-update
-            return None
-        return self._runs.get(str(key.value))
+        key = self.cursor_key()
+        return self._runs.get(key) if key is not None else None
 
     def run(self, run_id: str) -> RunInfo | None:
         return self._runs.get(run_id)
@@ -165,10 +159,6 @@ class RunsTable(RowTable):
             self.marks = [*self.marks, run_id][-len(MARKS):]
         self._apply()
 
-    @property
-    def shown(self) -> int:
-        return self.row_count
-
     def _matches(self, run: RunInfo) -> bool:
         if not self.text_filter:
             return True
@@ -207,21 +197,13 @@ class RunsTable(RowTable):
             for rid in wanted:
                 self.add_row(*self._shown[rid], key=rid)
         if selected is not None:
-            self._select(selected.run_id)
+            self.select_key(selected.run_id)
 
     def _refill(self) -> None:
         """Rebuild every row (after a theme change: cells hold old styles)."""
         self.clear()
         self._shown.clear()
         self._apply()
-
-    def _select(self, run_id: str) -> None:
-        try:
-            row = self.get_row_index(run_id)
-        except RowDoesNotExist:
-            return
-        if row != self.cursor_row:
-            self.move_cursor(row=row, scroll=False)
 
     def _cells(self, run: RunInfo, keys: Sequence[str]) -> tuple[Any, ...]:
         app = self.app

@@ -95,12 +95,9 @@ class SetGroups(Tree[Any]):
         self.display = False
         self.can_focus = False
 
-    def update_from(self, runs: Sequence[Any]) -> None:
-        """Read the sets again, members' states from the queue's ``runs``."""
-        self._load(tuple(runs))
-
     @work(thread=True, exclusive=True, group="set-groups", exit_on_error=False)
-    def _load(self, runs: tuple[Any, ...]) -> None:
+    def update_from(self, runs: Sequence[Any]) -> None:
+        """Read the sets again (thread), members' states from the queue's ``runs``."""
         groups = read_set_groups(self.outputs, runs)
         self.app.call_from_thread(self.show_groups, groups)
 

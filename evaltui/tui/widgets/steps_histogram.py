@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from rich.console import Group
 from rich.text import Text
-from textual.widget import Widget
 
 from evaltui.runview.running_mean import RunningMeans
-from evaltui.tui.widgets.bars import theme_style
+from evaltui.tui.widgets.bars import ThemedWidget, theme_style
 from evaltui.tui.widgets.braille import column_plot
 
 
@@ -23,7 +22,7 @@ def bin_counts(values: list[int], bins: int) -> tuple[list[int], int, int]:
     return counts, low, size
 
 
-class StepsHistogram(Widget):
+class StepsHistogram(ThemedWidget):
     """Episodes by step count, one column per bin; ``refresh()`` redraws from the
     RunningMeans the screen keeps up to date."""
 
@@ -36,9 +35,6 @@ class StepsHistogram(Widget):
     def __init__(self, means: RunningMeans, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.means = means
-
-    def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
 
     def render(self) -> Group | Text:
         app = self.app

@@ -78,9 +78,7 @@ class StopBandView(Widget):
         plot_w, plot_h = max(1, width - GUTTER), max(1, height - 2)
         if not history or height < 3:
             return title
-        means = [h[1] for h in history]
-        lows = [h[2] for h in history]
-        highs = [h[3] for h in history]
+        _, means, lows, highs = zip(*history, strict=True)
         lines = band_line_plot(means, lows, highs, plot_w, plot_h,
                                theme_style(app, "primary"), band_style(app, "primary"))
         rows = [title]

@@ -15,9 +15,8 @@ from rich.text import Text
 from textual import events
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widget import Widget
 
-from evaltui.tui.widgets.bars import theme_style
+from evaltui.tui.widgets.bars import ThemedWidget, theme_style
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ class TimelineState:
     """Steps a second while playing."""
 
 
-class Timeline(Widget):
+class Timeline(ThemedWidget):
     """A one-line bar of the steps of an episode, with a caption line."""
 
     DEFAULT_CSS = """
@@ -51,9 +50,6 @@ class Timeline(Widget):
         """A cell of the bar was clicked (handler: ``on_timeline_step_clicked``)."""
 
         step: int
-
-    def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _: self.refresh())
 
     def _layout(self, steps: int) -> tuple[int, int]:
         """(cells, width): ``cells`` marks of ``width`` columns each fill the bar."""
