@@ -67,10 +67,7 @@ async def create(request: Request, ctx: Ctx,
 
 
 def _create(ctx: ApiContext, data: Any, base: FsPath, options: RunnerOptions) -> Response:
-    try:
-        plan = plan_data(data, base, ctx.scheduler.outputs, check=True)
-    except SetFileError as exc:
-        raise ApiFailure(422, str(exc), exc.field) from None
+    plan = plan_data(data, base, ctx.scheduler.outputs, check=True)
     _not_an_array(plan)
     if _leaves_root(ctx, plan.set_id):
         raise ApiFailure(422, f"name: set dir {plan.set_id} is a symlink out of the outputs "
@@ -136,7 +133,7 @@ def cancel(set_id: SetId, ctx: Ctx) -> Response:
     """Cancel every queued or running member's run; the set stops submitting. A Slurm set
     (its members array tasks): scancel of its arrays, as ``evaltui set cancel`` does."""
     record = _record(ctx, set_id)
-    plan = _plan_of(ctx, record, check=False)
+    plan = plan_record(record, ctx.scheduler.outputs, check=False)
     if executor_kind(plan.setfile.base.executor).batch:
         return _cancel_arrays(ctx, plan)
     asked = drivers(ctx).cancel(plan)
@@ -150,7 +147,7 @@ def resume(set_id: SetId, ctx: Ctx, retries: Annotated[int, Query(ge=0, le=100)]
            max_parallel: Annotated[int | None, Query(ge=1)] = None) -> Response:
     """Continue a set from its set.json: resume incomplete members, retry failed ones."""
     record = _record(ctx, set_id)
-    plan = _plan_of(ctx, record, check=True)
+    plan = plan_record(record, ctx.scheduler.outputs, check=True)
     _not_an_array(plan)
     driver = _start(ctx, plan, RunnerOptions(retries=retries, max_error_rate=max_error_rate,
                                              backoff_sec=retry_backoff,
@@ -216,13 +213,6 @@ def _record(ctx: ApiContext, set_id: str) -> SetRecord:
         return read_set(path)
     except SetDirError:
         raise ApiFailure(404, f"no set {set_id!r}") from None
-
-
-def _plan_of(ctx: ApiContext, record: SetRecord, *, check: bool) -> SetPlan:
-    try:
-        return plan_record(record, ctx.scheduler.outputs, check=check)
-    except SetFileError as exc:
-        raise ApiFailure(422, str(exc), exc.field) from None
 
 
 def _cancel_arrays(ctx: ApiContext, plan: SetPlan) -> Response:
