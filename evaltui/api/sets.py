@@ -42,26 +42,32 @@ ARRAY_CANCEL_WAIT_SEC = 20.0
 """A Slurm set's cancel waits this long (at most) for its tasks to leave the queue."""
 
 
+def runner_options(retries: Annotated[int, Query(ge=0, le=100)] = 0,
+                   retry_backoff: Annotated[float, Query(ge=0, le=3600)] = 2.0,
+                   max_error_rate: Annotated[float | None, Query(ge=0, le=1)] = None,
+                   max_parallel: Annotated[int | None, Query(ge=1)] = None) -> RunnerOptions:
+    """FastAPI dependency: how a set run treats failures, from the query."""
+    return RunnerOptions(retries=retries, max_error_rate=max_error_rate,
+                         backoff_sec=retry_backoff, max_parallel=max_parallel)
+
+
+Options = Annotated[RunnerOptions, Depends(runner_options)]
+
+
 def drivers(ctx: ApiContext) -> SetDrivers:
     assert ctx.sets is not None, "make_api adds the set drivers"
     return ctx.sets
 
 
 @router.post("/sets", status_code=202, responses=errors(409))
-async def create(request: Request, ctx: Ctx,
-                 base_dir: Annotated[str | None, Query(max_length=4096)] = None,
-                 retries: Annotated[int, Query(ge=0, le=100)] = 0,
-                 retry_backoff: Annotated[float, Query(ge=0, le=3600)] = 2.0,
-                 max_error_rate: Annotated[float | None, Query(ge=0, le=1)] = None,
-                 max_parallel: Annotated[int | None, Query(ge=1)] = None) -> Response:
+async def create(request: Request, ctx: Ctx, options: Options,
+                 base_dir: Annotated[str | None, Query(max_length=4096)] = None) -> Response:
     """Check a set file and run it: 202 once it is checked and set.json written; the
     members are then submitted to this backend's queue by the set's driver (again for an
     existing set: ``done`` members are reused, the rest continue); ``set`` events and
     ``GET /sets/{set_id}`` follow them."""
     data = _parse_body(await request.body(), request.headers.get("content-type", ""))
     base = _base_dir(base_dir)
-    options = RunnerOptions(retries=retries, max_error_rate=max_error_rate,
-                            backoff_sec=retry_backoff, max_parallel=max_parallel)
     # Checking imports the graphs' nodesets and the first step submits: off the loop.
     return await run_in_threadpool(_create, ctx, data, base, options)
 
@@ -141,17 +147,12 @@ def cancel(set_id: SetId, ctx: Ctx) -> Response:
 
 
 @router.post("/sets/{set_id}/resume", responses=errors(404, 409))
-def resume(set_id: SetId, ctx: Ctx, retries: Annotated[int, Query(ge=0, le=100)] = 0,
-           retry_backoff: Annotated[float, Query(ge=0, le=3600)] = 2.0,
-           max_error_rate: Annotated[float | None, Query(ge=0, le=1)] = None,
-           max_parallel: Annotated[int | None, Query(ge=1)] = None) -> Response:
+def resume(set_id: SetId, ctx: Ctx, options: Options) -> Response:
     """Continue a set from its set.json: resume incomplete members, retry failed ones."""
     record = _record(ctx, set_id)
     plan = plan_record(record, ctx.scheduler.outputs, check=True)
     _not_an_array(plan)
-    driver = _start(ctx, plan, RunnerOptions(retries=retries, max_error_rate=max_error_rate,
-                                             backoff_sec=retry_backoff,
-                                             max_parallel=max_parallel))
+    driver = _start(ctx, plan, options)
     return json_response({"set_id": set_id, "name": record.name, "set_dir": str(plan.path),
                           "members": [_member_brief(m) for m in driver.first_members]})
 
