@@ -53,7 +53,7 @@ def make_api(scheduler: JobScheduler, token: str, *, admits: AdmitQueue | None =
     hub = EventHub(heartbeat_sec=heartbeat_sec)
     files = RunFiles(scheduler.runs_root)
     ctx = ApiContext(scheduler=scheduler, files=files, hub=hub, token=token,
-                     runs=RunList(scheduler, runs.run_json),
+                     runs=RunList(scheduler),
                      admits=admits, sets=SetDrivers(scheduler, hub.publish))
     ctx.detach.append(ctx.sets.close)
     scheduler.add_listener(hub.on_scheduler_event)

@@ -56,7 +56,7 @@ def list_runs(ctx: Ctx, state: RunState | None = None,
 @router.get("/runs/{run_id}", response_model=Run, responses=errors(404))
 def get_run(run_id: RunId, ctx: Ctx) -> Response:
     """State, scheduler record and summary (without rows) of one run."""
-    return json_response(run_json(_info(ctx, run_id)))
+    return json_response(_info(ctx, run_id).model_dump(mode="json"))
 
 
 @router.get("/runs/{run_id}/spec", response_model=dict[str, Any], responses=errors(404))
@@ -147,8 +147,3 @@ def episode_log(run_id: RunId, index: Index, ctx: Ctx,
 def _info(ctx: ApiContext, run_id: str) -> Run:
     ctx.files.run_dir(run_id)  # a malformed id never reaches the scheduler's path joins
     return ctx.scheduler.get_run(run_id)
-
-
-def run_json(info: Run) -> dict[str, Any]:
-    """A run as the ``Run`` model's JSON (``GET /runs`` caches these per run)."""
-    return info.model_dump(mode="json")
