@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from contextlib import suppress
 from pathlib import Path as FsPath
 from typing import Annotated, Any
 
@@ -124,10 +125,8 @@ def get(set_id: SetId, ctx: Ctx,
         rec = extra[member["key"]]
         member.update(attempts=rec.attempts, error=rec.error)
         if rec.run_id is not None:  # the scheduler's word over a file read mid-start
-            try:
+            with suppress(RunNotFound):  # its run dir is gone: set.json's state stands
                 member["state"] = ctx.scheduler.get_run(rec.run_id).state.value
-            except RunNotFound:
-                pass  # its run dir is gone: set.json's state stands
     driver = drivers(ctx).get(set_id)
     body.update(set_dir=str(_set_path(ctx, set_id)), running=driver is not None,
                 held=bool(driver and driver.held), axes=table.axes, metrics=table.metrics)

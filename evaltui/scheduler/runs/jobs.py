@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -41,10 +41,8 @@ log = logging.getLogger(__name__)
 def parse_iso(value: Any, default: float) -> float:
     """``time.time()`` of an ISO timestamp from a record, or ``default``."""
     if isinstance(value, str):
-        try:
+        with suppress(ValueError):
             return datetime.fromisoformat(value).timestamp()
-        except ValueError:
-            pass
     return default
 
 
