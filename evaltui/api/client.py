@@ -241,12 +241,8 @@ class ApiClient:
             "profile": profile, "marginal_vram_mb": marginal_vram_mb,
             "exclusive_gpu": exclusive_gpu, "priority": priority, "holder_pid": holder_pid,
             "holder_create_time": holder_create_time, "command": command}
-        if cpus is not None:  # a backend of an earlier version forbids the field
-            body["cpus"] = cpus
-        if kind != "run":  # likewise
-            body["kind"] = kind
-        if ram_mb is not None:
-            body["ram_mb"] = ram_mb
+        # Only when set: a backend of an earlier version forbids these fields.
+        body.update(_params(cpus=cpus, kind=kind if kind != "run" else None, ram_mb=ram_mb))
         return self._call("POST", "/admits", Admit, json=body)
 
     def get_admit(self, admit_id: str, wait: float = 0.0, seen: int | None = None) -> Admit:

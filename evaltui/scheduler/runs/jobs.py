@@ -176,12 +176,9 @@ class JobQueue:
     def add(self, job: Job) -> None:
         bisect.insort(self._jobs, job, key=Job.sort_key)
 
-    def remove(self, job: Job) -> bool:
-        try:
+    def remove(self, job: Job) -> None:
+        with suppress(ValueError):  # not queued (any more)
             self._jobs.remove(job)
-        except ValueError:
-            return False
-        return True
 
     def __iter__(self) -> Iterator[Job]:
         return iter(list(self._jobs))
