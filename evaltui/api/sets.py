@@ -195,10 +195,8 @@ def _leaves_root(ctx: ApiContext, set_id: str) -> bool:
     """True if the set dir (or its set.json) is a symlink out of ``eval_sets``."""
     root = sets_root(ctx.scheduler.outputs).resolve()
     path = sets_root(ctx.scheduler.outputs) / set_id
-    for item in (path, path / SET_FILENAME):
-        if item.is_symlink() and not item.resolve().is_relative_to(root):
-            return True
-    return False
+    return any(item.is_symlink() and not item.resolve().is_relative_to(root)
+               for item in (path, path / SET_FILENAME))
 
 
 def _set_path(ctx: ApiContext, set_id: str) -> FsPath:
