@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.models import Admit, AdmitBind, AdmitRequest, AdmitServing
 from evaltui.contract.pidref import PidRef
-from evaltui.scheduler.admits.queue import AdmitError, AdmitNotFound, AdmitQueue, HolderNotRunning
+from evaltui.scheduler.admits.queue import AdmitError, AdmitQueue, HolderNotRunning
 
 router = APIRouter(tags=["admits"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -44,10 +44,7 @@ def get(admit_id: AdmitId, ctx: Ctx,
     """One entry. With ``?wait=S`` the answer comes once its ``version`` differs from
     ``seen`` (default: its version now), or after S seconds: a long poll."""
     admits = _queue(ctx)
-    try:
-        info = admits.wait(admit_id, wait, seen) if wait else admits.get(admit_id)
-    except AdmitNotFound:
-        raise ApiFailure(404, f"no admit entry {admit_id!r}") from None
+    info = admits.wait(admit_id, wait, seen) if wait else admits.get(admit_id)
     return json_response(info.model_dump(mode="json"))
 
 
@@ -56,8 +53,6 @@ def bind(admit_id: AdmitId, body: AdmitBind, ctx: Ctx) -> Any:
     """Hand the entry's reservation to the command's process (it leads its own session)."""
     try:
         info = _queue(ctx).bind(admit_id, PidRef(body.pid, body.create_time))
-    except AdmitNotFound:
-        raise ApiFailure(404, f"no admit entry {admit_id!r}") from None
     except HolderNotRunning as exc:
         raise ApiFailure(422, str(exc), "pid") from None
     except AdmitError as exc:
@@ -69,20 +64,14 @@ def bind(admit_id: AdmitId, body: AdmitBind, ctx: Ctx) -> Any:
 def serving(admit_id: AdmitId, body: AdmitServing, ctx: Ctx) -> Any:
     """A serving entry (``evaltui serve-policy``) says where it listens and what it has
     answered; the reply's ``state`` tells it whether it was released (cancelled)."""
-    try:
-        info = _queue(ctx).serving(admit_id, body.url, body.requests_served)
-    except AdmitNotFound:
-        raise ApiFailure(404, f"no admit entry {admit_id!r}") from None
+    info = _queue(ctx).serving(admit_id, body.url, body.requests_served)
     return json_response(info.model_dump(mode="json"))
 
 
 @router.delete("/admits/{admit_id}", response_model=Admit, responses=errors(404))
 def release(admit_id: AdmitId, ctx: Ctx) -> Any:
     """Leave the queue, or release the reservation (idempotent)."""
-    try:
-        info = _queue(ctx).release(admit_id)
-    except AdmitNotFound:
-        raise ApiFailure(404, f"no admit entry {admit_id!r}") from None
+    info = _queue(ctx).release(admit_id)
     return json_response(info.model_dump(mode="json"))
 
 

@@ -31,10 +31,13 @@ from evaltui.api.context import ERRORS, ApiContext, ApiFailure, error_response, 
 from evaltui.api.events import EventHub
 from evaltui.api.limits import DEFAULT_MAX_BODY, BodyLimit, error_reply
 from evaltui.api.models import API_PREFIX, Health
-from evaltui.api.runfiles import RunFiles
+from evaltui.api.runfiles import NotFoundError, RunFiles
 from evaltui.api.runlist import RunList
 from evaltui.api.setdrivers import SetDrivers
-from evaltui.scheduler.admits.queue import AdmitQueue
+from evaltui.contract.setspec import SetFileError
+from evaltui.contract.spec import SpecError
+from evaltui.scheduler.admits.queue import AdmitNotFound, AdmitQueue
+from evaltui.scheduler.core import RunNotFound
 from evaltui.scheduler.scheduler import JobScheduler
 
 log = logging.getLogger(__name__)
@@ -50,7 +53,7 @@ def make_api(scheduler: JobScheduler, token: str, *, admits: AdmitQueue | None =
     hub = EventHub(heartbeat_sec=heartbeat_sec)
     files = RunFiles(scheduler.runs_root)
     ctx = ApiContext(scheduler=scheduler, files=files, hub=hub, token=token,
-                     runs=RunList(scheduler, runs.run_json),
+                     runs=RunList(scheduler),
                      admits=admits, sets=SetDrivers(scheduler, hub.publish))
     ctx.detach.append(ctx.sets.close)
     scheduler.add_listener(hub.on_scheduler_event)
@@ -141,9 +144,27 @@ def _add_open_routes(app: FastAPI) -> None:
 
 
 def _add_error_handlers(app: FastAPI) -> None:
+    # The errors of a lookup or a user's file, whichever route meets them: one answer each.
     @app.exception_handler(ApiFailure)
     async def failure(_request: Request, exc: ApiFailure) -> Response:
         return error_response(exc)
+
+    @app.exception_handler(RunNotFound)
+    async def no_run(_request: Request, exc: RunNotFound) -> Response:
+        return error_response(ApiFailure(404, f"no run {exc.args[0]!r}"))
+
+    @app.exception_handler(AdmitNotFound)
+    async def no_admit(_request: Request, exc: AdmitNotFound) -> Response:
+        return error_response(ApiFailure(404, f"no admit entry {exc.args[0]!r}"))
+
+    @app.exception_handler(NotFoundError)
+    async def not_found(_request: Request, exc: NotFoundError) -> Response:
+        return error_response(ApiFailure(404, str(exc)))
+
+    @app.exception_handler(SpecError)
+    @app.exception_handler(SetFileError)
+    async def bad_field(_request: Request, exc: SpecError | SetFileError) -> Response:
+        return error_response(ApiFailure(422, str(exc), exc.field))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> Response:

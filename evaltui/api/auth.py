@@ -13,6 +13,7 @@ import hmac
 import os
 import secrets
 import stat
+from contextlib import suppress
 from pathlib import Path
 
 from evaltui.contract.settings import settings
@@ -101,9 +102,7 @@ def _read(path: Path) -> str | None:
 
 def _tighten(path: Path) -> None:
     """Keep the token owner-only even if someone loosened the file's mode."""
-    try:
+    with suppress(OSError):
         mode = stat.S_IMODE(path.stat().st_mode)
         if mode & 0o077:
             os.chmod(path, 0o600)
-    except OSError:
-        pass

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -139,8 +140,8 @@ class ApiClient:
     def resume(self, run_id: str, more: int | None = None) -> RunRef:
         """Re-run what is not ok; ``more``: a stopped run goes on past its rule (0: to the
         end of its order)."""
-        query = "" if more is None else f"?more={int(more)}"
-        return self._call("POST", f"/runs/{_seg(run_id)}/resume{query}", RunRef)
+        return self._call("POST", f"/runs/{_seg(run_id)}/resume", RunRef,
+                          params=_params(more=more))
 
     def set_priority(self, run_id: str, priority: int) -> RunRef:
         """Move a queued run in the queue; Conflict if it is not queued any more."""
@@ -240,12 +241,8 @@ class ApiClient:
             "profile": profile, "marginal_vram_mb": marginal_vram_mb,
             "exclusive_gpu": exclusive_gpu, "priority": priority, "holder_pid": holder_pid,
             "holder_create_time": holder_create_time, "command": command}
-        if cpus is not None:  # a backend of an earlier version forbids the field
-            body["cpus"] = cpus
-        if kind != "run":  # likewise
-            body["kind"] = kind
-        if ram_mb is not None:
-            body["ram_mb"] = ram_mb
+        # Only when set: a backend of an earlier version forbids these fields.
+        body.update(_params(cpus=cpus, kind=kind if kind != "run" else None, ram_mb=ram_mb))
         return self._call("POST", "/admits", Admit, json=body)
 
     def get_admit(self, admit_id: str, wait: float = 0.0, seen: int | None = None) -> Admit:
@@ -301,13 +298,10 @@ class ApiClient:
               json: Any = None, params: dict[str, Any] | None = None,
               timeout: float | None = None, content: bytes | None = None,
               headers: dict[str, str] | None = None) -> Any:
-        kwargs: dict[str, Any] = {"json": json, "params": params}
-        if content is not None:
-            kwargs.update(content=content, headers=headers)
-        if timeout is not None:
-            kwargs["timeout"] = timeout
         try:
-            response = self._http.request(method, path, **kwargs)
+            response = self._http.request(
+                method, path, json=json, params=params, content=content, headers=headers,
+                timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout)
         except httpx.TransportError as exc:
             raise self._unavailable(exc) from None
         if response.status_code >= 400:
@@ -359,10 +353,8 @@ def _shutdown(response: httpx.Response) -> None:
     stream = response.extensions.get("network_stream")
     sock = stream.get_extra_info("socket") if stream is not None else None
     if sock is not None:
-        try:
+        with suppress(OSError):  # already closed by the peer or by the reader
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass  # already closed by the peer or by the reader
 
 
 def _params(**kwargs: Any) -> dict[str, Any]:

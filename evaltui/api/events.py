@@ -71,8 +71,7 @@ class Subscription:
                  run_id: str | None) -> None:
         self._hub = hub
         self._loop = loop
-        self._queue: deque[Event] = deque()
-        self._maxlen = maxlen
+        self._queue: deque[Event] = deque(maxlen=maxlen)
         self.run_id = run_id
         self.dropped = 0
         self._ready = asyncio.Event()
@@ -81,9 +80,8 @@ class Subscription:
         """Queue ``event`` (hub lock held); the oldest goes if the queue is full."""
         if self.run_id is not None and event.run_id != self.run_id:
             return
-        if len(self._queue) >= self._maxlen:
-            self._queue.popleft()
-            self.dropped += 1
+        if len(self._queue) == self._queue.maxlen:
+            self.dropped += 1  # the append drops the oldest
         self._queue.append(event)
         self._wake()
 

@@ -14,13 +14,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from evaltui.api.runfiles import run_refusal
 from evaltui.contract.records import DONE_FILENAME, SCHEDULER_FILENAME, SUMMARY_FILENAME
 from evaltui.contract.states import RunState
-from evaltui.contract.views import Run
 from evaltui.rundir.layout import is_run_id, run_id_order
 from evaltui.rundir.safeopen import Root
 from evaltui.scheduler import procs
@@ -34,12 +32,10 @@ _LIVE = (RunState.STARTING.value, RunState.RUNNING.value)
 class RunList:
     """Every run under a scheduler's runs root as API entries, newest first."""
 
-    def __init__(self, scheduler: JobScheduler, to_json: Callable[[Run], dict[str, Any]]
-                 ) -> None:
+    def __init__(self, scheduler: JobScheduler) -> None:
         self.scheduler = scheduler
         self.root = str(scheduler.runs_root)
         self._safe_root = Root.of(self.root)
-        self._to_json = to_json
         self._lock = threading.Lock()
         self._ids: tuple[int, float, list[str]] = (-1, 0.0, [])
         self._entries: dict[str, tuple[_Key, dict[str, Any]]] = {}
@@ -62,7 +58,7 @@ class RunList:
                 if run_refusal(self._safe_root, run_id) is not None:
                     continue  # a symlink out of the outputs root: not served (runfiles.py)
                 try:
-                    entry = self._to_json(self.scheduler.get_run(run_id))
+                    entry = self.scheduler.get_run(run_id).model_dump(mode="json")
                 except RunNotFound:
                     continue
             fresh[run_id] = (key, entry)

@@ -9,11 +9,11 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 
 from evaltui.api.context import ApiContext, ApiFailure, context, errors, json_response
 from evaltui.api.models import EpisodeRow, LogPage, PriorityRequest, Run, RunRef, SubmitRef
-from evaltui.api.runfiles import BadOffset, NotFoundError
-from evaltui.contract.spec import JobSpec, SpecError
+from evaltui.api.runfiles import BadOffset
+from evaltui.contract.spec import JobSpec
 from evaltui.contract.states import RunState
 from evaltui.rundir.diskfull import is_disk_full
-from evaltui.scheduler.core import NotQueued, NotResumable, RunNotFound
+from evaltui.scheduler.core import NotQueued, NotResumable
 from evaltui.slurm.commands import SlurmError
 
 router = APIRouter(tags=["runs"])
@@ -33,8 +33,6 @@ def submit(spec: JobSpec, ctx: Ctx) -> SubmitRef:
                          "directory on the backend's machine", "active_workspace_dir")
     try:
         submitted = ctx.scheduler.submit(spec)  # parsed by FastAPI: checked, not re-parsed
-    except SpecError as exc:
-        raise ApiFailure(422, str(exc), exc.field) from None
     except OSError as exc:
         if not is_disk_full(exc):
             raise
@@ -58,13 +56,13 @@ def list_runs(ctx: Ctx, state: RunState | None = None,
 @router.get("/runs/{run_id}", response_model=Run, responses=errors(404))
 def get_run(run_id: RunId, ctx: Ctx) -> Response:
     """State, scheduler record and summary (without rows) of one run."""
-    return json_response(run_json(_info(ctx, run_id)))
+    return json_response(_info(ctx, run_id).model_dump(mode="json"))
 
 
 @router.get("/runs/{run_id}/spec", response_model=dict[str, Any], responses=errors(404))
 def get_spec(run_id: RunId, ctx: Ctx) -> Response:
     """The run's spec.json, as submitted (plus the shared URLs it was given)."""
-    _run_dir(ctx, run_id)
+    ctx.files.run_dir(run_id)
     spec = ctx.files.spec(run_id)
     if spec is None:
         raise ApiFailure(404, f"run {run_id} has no readable spec.json")
@@ -79,8 +77,6 @@ def cancel(run_id: RunId, ctx: Ctx) -> RunRef:
         raise ApiFailure(409, f"run {run_id} is already {before.value}")
     try:
         state = ctx.scheduler.cancel(run_id)
-    except RunNotFound:
-        raise ApiFailure(404, f"no run {run_id!r}") from None
     except SlurmError as exc:  # a Slurm run whose scancel failed: Slurm's one line
         raise ApiFailure(502, f"run {run_id}: {exc}") from None
     return RunRef(run_id=run_id, state=state)
@@ -91,26 +87,20 @@ def resume(run_id: RunId, ctx: Ctx,
            more: Annotated[int | None, Query(ge=0)] = None) -> RunRef:
     """Queue again the episodes of a finished run that are not ``ok``, same run dir;
     ``more`` (a run stopped by its rule): that many more past the stop, 0 to the end."""
-    _run_dir(ctx, run_id)
+    ctx.files.run_dir(run_id)
     try:
         state = ctx.scheduler.resume(run_id, more)
-    except RunNotFound:
-        raise ApiFailure(404, f"no run {run_id!r}") from None
     except NotResumable as exc:
         raise ApiFailure(409, str(exc)) from None
-    except SpecError as exc:
-        raise ApiFailure(422, str(exc), exc.field) from None
     return RunRef(run_id=run_id, state=state)
 
 
 @router.post("/runs/{run_id}/priority", response_model=RunRef, responses=errors(404, 409))
 def set_priority(run_id: RunId, body: PriorityRequest, ctx: Ctx) -> RunRef:
     """Give a queued run another priority (-100..100), moving it in the queue."""
-    _run_dir(ctx, run_id)
+    ctx.files.run_dir(run_id)
     try:
         state = ctx.scheduler.set_priority(run_id, body.priority)
-    except RunNotFound:
-        raise ApiFailure(404, f"no run {run_id!r}") from None
     except NotQueued as exc:
         raise ApiFailure(409, str(exc)) from None
     return RunRef(run_id=run_id, state=state)
@@ -122,10 +112,7 @@ def episodes(run_id: RunId, ctx: Ctx,
              limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
              offset: Annotated[int, Query(ge=0)] = 0) -> Response:
     """Finished episodes' rows in episode order (``?status=ok|error|timeout|cancelled``)."""
-    try:
-        rows = ctx.files.episodes(run_id)
-    except NotFoundError as exc:
-        raise ApiFailure(404, str(exc)) from None
+    rows = ctx.files.episodes(run_id)
     if status is not None:
         rows = [r for r in rows if r.get("status") == status]
     page = rows[offset:offset + limit if limit is not None else None]
@@ -136,10 +123,7 @@ def episodes(run_id: RunId, ctx: Ctx,
             responses=errors(404))
 def episode(run_id: RunId, index: Index, ctx: Ctx) -> Response:
     """One episode's episode.json."""
-    try:
-        return json_response(ctx.files.episode(run_id, index))
-    except NotFoundError as exc:
-        raise ApiFailure(404, str(exc)) from None
+    return json_response(ctx.files.episode(run_id, index))
 
 
 @router.get("/runs/{run_id}/episodes/{index}/log", response_model=LogPage,
@@ -150,8 +134,6 @@ def episode_log(run_id: RunId, index: Index, ctx: Ctx,
     """Complete log.jsonl records from a byte ``offset`` (0, or a page's ``next_offset``)."""
     try:
         records, next_offset, complete = ctx.files.log_page(run_id, index, offset, limit)
-    except NotFoundError as exc:
-        raise ApiFailure(404, str(exc)) from None
     except BadOffset as exc:
         raise ApiFailure(422, str(exc), "offset") from None
     return json_response({"run_id": run_id, "episode_index": index, "offset": offset,
@@ -162,21 +144,6 @@ def episode_log(run_id: RunId, index: Index, ctx: Ctx,
 # ---- helpers --------------------------------------------------------------------------------
 
 
-def _run_dir(ctx: ApiContext, run_id: str) -> None:
-    try:
-        ctx.files.run_dir(run_id)
-    except NotFoundError as exc:
-        raise ApiFailure(404, str(exc)) from None
-
-
 def _info(ctx: ApiContext, run_id: str) -> Run:
-    _run_dir(ctx, run_id)  # a malformed id never reaches the scheduler's path joins
-    try:
-        return ctx.scheduler.get_run(run_id)
-    except RunNotFound:
-        raise ApiFailure(404, f"no run {run_id!r}") from None
-
-
-def run_json(info: Run) -> dict[str, Any]:
-    """A run as the ``Run`` model's JSON (``GET /runs`` caches these per run)."""
-    return info.model_dump(mode="json")
+    ctx.files.run_dir(run_id)  # a malformed id never reaches the scheduler's path joins
+    return ctx.scheduler.get_run(run_id)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from typing import Any
 
 from evaltui.contract.setspec import SetMemberRecord
@@ -196,10 +196,9 @@ class SetDrivers:
         runner.record = read_set(plan.path)
         asked = runner.cancel()
         if asked:  # follow them so that set.json and the events see them end
-            try:
+            # its runner (a `set run` elsewhere) sees the cancel itself
+            with suppress(SetBusy, SetBusyHere):
                 self.run(plan, RunnerOptions(), follow=True)
-            except (SetBusy, SetBusyHere):
-                pass  # its runner (a `set run` elsewhere) sees the cancel itself
         return asked
 
     def _ended(self, driver: SetDriver) -> None:

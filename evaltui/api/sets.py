@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from contextlib import suppress
 from pathlib import Path as FsPath
 from typing import Annotated, Any
 
@@ -42,35 +43,38 @@ ARRAY_CANCEL_WAIT_SEC = 20.0
 """A Slurm set's cancel waits this long (at most) for its tasks to leave the queue."""
 
 
+def runner_options(retries: Annotated[int, Query(ge=0, le=100)] = 0,
+                   retry_backoff: Annotated[float, Query(ge=0, le=3600)] = 2.0,
+                   max_error_rate: Annotated[float | None, Query(ge=0, le=1)] = None,
+                   max_parallel: Annotated[int | None, Query(ge=1)] = None) -> RunnerOptions:
+    """FastAPI dependency: how a set run treats failures, from the query."""
+    return RunnerOptions(retries=retries, max_error_rate=max_error_rate,
+                         backoff_sec=retry_backoff, max_parallel=max_parallel)
+
+
+Options = Annotated[RunnerOptions, Depends(runner_options)]
+
+
 def drivers(ctx: ApiContext) -> SetDrivers:
     assert ctx.sets is not None, "make_api adds the set drivers"
     return ctx.sets
 
 
 @router.post("/sets", status_code=202, responses=errors(409))
-async def create(request: Request, ctx: Ctx,
-                 base_dir: Annotated[str | None, Query(max_length=4096)] = None,
-                 retries: Annotated[int, Query(ge=0, le=100)] = 0,
-                 retry_backoff: Annotated[float, Query(ge=0, le=3600)] = 2.0,
-                 max_error_rate: Annotated[float | None, Query(ge=0, le=1)] = None,
-                 max_parallel: Annotated[int | None, Query(ge=1)] = None) -> Response:
+async def create(request: Request, ctx: Ctx, options: Options,
+                 base_dir: Annotated[str | None, Query(max_length=4096)] = None) -> Response:
     """Check a set file and run it: 202 once it is checked and set.json written; the
     members are then submitted to this backend's queue by the set's driver (again for an
     existing set: ``done`` members are reused, the rest continue); ``set`` events and
     ``GET /sets/{set_id}`` follow them."""
     data = _parse_body(await request.body(), request.headers.get("content-type", ""))
     base = _base_dir(base_dir)
-    options = RunnerOptions(retries=retries, max_error_rate=max_error_rate,
-                            backoff_sec=retry_backoff, max_parallel=max_parallel)
     # Checking imports the graphs' nodesets and the first step submits: off the loop.
     return await run_in_threadpool(_create, ctx, data, base, options)
 
 
 def _create(ctx: ApiContext, data: Any, base: FsPath, options: RunnerOptions) -> Response:
-    try:
-        plan = plan_data(data, base, ctx.scheduler.outputs, check=True)
-    except SetFileError as exc:
-        raise ApiFailure(422, str(exc), exc.field) from None
+    plan = plan_data(data, base, ctx.scheduler.outputs, check=True)
     _not_an_array(plan)
     if _leaves_root(ctx, plan.set_id):
         raise ApiFailure(422, f"name: set dir {plan.set_id} is a symlink out of the outputs "
@@ -121,10 +125,8 @@ def get(set_id: SetId, ctx: Ctx,
         rec = extra[member["key"]]
         member.update(attempts=rec.attempts, error=rec.error)
         if rec.run_id is not None:  # the scheduler's word over a file read mid-start
-            try:
+            with suppress(RunNotFound):  # its run dir is gone: set.json's state stands
                 member["state"] = ctx.scheduler.get_run(rec.run_id).state.value
-            except RunNotFound:
-                pass  # its run dir is gone: set.json's state stands
     driver = drivers(ctx).get(set_id)
     body.update(set_dir=str(_set_path(ctx, set_id)), running=driver is not None,
                 held=bool(driver and driver.held), axes=table.axes, metrics=table.metrics)
@@ -136,7 +138,7 @@ def cancel(set_id: SetId, ctx: Ctx) -> Response:
     """Cancel every queued or running member's run; the set stops submitting. A Slurm set
     (its members array tasks): scancel of its arrays, as ``evaltui set cancel`` does."""
     record = _record(ctx, set_id)
-    plan = _plan_of(ctx, record, check=False)
+    plan = plan_record(record, ctx.scheduler.outputs, check=False)
     if executor_kind(plan.setfile.base.executor).batch:
         return _cancel_arrays(ctx, plan)
     asked = drivers(ctx).cancel(plan)
@@ -144,17 +146,12 @@ def cancel(set_id: SetId, ctx: Ctx) -> Response:
 
 
 @router.post("/sets/{set_id}/resume", responses=errors(404, 409))
-def resume(set_id: SetId, ctx: Ctx, retries: Annotated[int, Query(ge=0, le=100)] = 0,
-           retry_backoff: Annotated[float, Query(ge=0, le=3600)] = 2.0,
-           max_error_rate: Annotated[float | None, Query(ge=0, le=1)] = None,
-           max_parallel: Annotated[int | None, Query(ge=1)] = None) -> Response:
+def resume(set_id: SetId, ctx: Ctx, options: Options) -> Response:
     """Continue a set from its set.json: resume incomplete members, retry failed ones."""
     record = _record(ctx, set_id)
-    plan = _plan_of(ctx, record, check=True)
+    plan = plan_record(record, ctx.scheduler.outputs, check=True)
     _not_an_array(plan)
-    driver = _start(ctx, plan, RunnerOptions(retries=retries, max_error_rate=max_error_rate,
-                                             backoff_sec=retry_backoff,
-                                             max_parallel=max_parallel))
+    driver = _start(ctx, plan, options)
     return json_response({"set_id": set_id, "name": record.name, "set_dir": str(plan.path),
                           "members": [_member_brief(m) for m in driver.first_members]})
 
@@ -198,10 +195,8 @@ def _leaves_root(ctx: ApiContext, set_id: str) -> bool:
     """True if the set dir (or its set.json) is a symlink out of ``eval_sets``."""
     root = sets_root(ctx.scheduler.outputs).resolve()
     path = sets_root(ctx.scheduler.outputs) / set_id
-    for item in (path, path / SET_FILENAME):
-        if item.is_symlink() and not item.resolve().is_relative_to(root):
-            return True
-    return False
+    return any(item.is_symlink() and not item.resolve().is_relative_to(root)
+               for item in (path, path / SET_FILENAME))
 
 
 def _set_path(ctx: ApiContext, set_id: str) -> FsPath:
@@ -216,13 +211,6 @@ def _record(ctx: ApiContext, set_id: str) -> SetRecord:
         return read_set(path)
     except SetDirError:
         raise ApiFailure(404, f"no set {set_id!r}") from None
-
-
-def _plan_of(ctx: ApiContext, record: SetRecord, *, check: bool) -> SetPlan:
-    try:
-        return plan_record(record, ctx.scheduler.outputs, check=check)
-    except SetFileError as exc:
-        raise ApiFailure(422, str(exc), exc.field) from None
 
 
 def _cancel_arrays(ctx: ApiContext, plan: SetPlan) -> Response:

@@ -125,7 +125,7 @@ class Core:
         self.rss = RssCache()
         self.writer = RecordWriter(self.lock)
         self.episodes = EpisodeWatcher()
-        self.listeners = Listeners()
+        self.listeners: Listeners[SchedulerEvent] = Listeners()
         self.index = RunIndex(self.runs_root)
         self.me = PidRef.current()
         self.owner = new_owner(owner_of)
@@ -234,10 +234,8 @@ class Core:
                            uid=os.getuid(), part=part, cpus=cpus)
 
     def run_dir(self, run_id: str) -> Path:
-        if not is_run_id(run_id):
-            raise RunNotFound(run_id)
         run_dir = self.runs_root / run_id
-        if not run_dir.is_dir():
+        if not is_run_id(run_id) or not run_dir.is_dir():
             raise RunNotFound(run_id)
         return run_dir
 

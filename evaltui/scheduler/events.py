@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from evaltui.contract.states import RunState
 
@@ -50,25 +51,26 @@ class NodesetsChanged:
 
 SchedulerEvent = RunStateChanged | EpisodeFinished | NodesetsChanged
 Listener = Callable[[SchedulerEvent], None]
+E = TypeVar("E")
 
 
-class Listeners:
-    """A thread-safe list of listeners."""
+class Listeners(Generic[E]):
+    """A thread-safe list of listeners of events ``E`` (the scheduler's, its admit queue's)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._listeners: list[Listener] = []
+        self._listeners: list[Callable[[E], None]] = []
 
-    def add(self, listener: Listener) -> None:
+    def add(self, listener: Callable[[E], None]) -> None:
         with self._lock:
             self._listeners.append(listener)
 
-    def remove(self, listener: Listener) -> None:
+    def remove(self, listener: Callable[[E], None]) -> None:
         with self._lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
-    def emit(self, event: SchedulerEvent) -> None:
+    def emit(self, event: E) -> None:
         with self._lock:
             listeners = list(self._listeners)
         for listener in listeners:

@@ -14,6 +14,7 @@ import select
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,8 @@ class SchedulerLoop:
     def nudge(self) -> None:
         wake = self._wake
         if wake is not None:
-            try:
+            with suppress(OSError):  # a full pipe already means "wake up"; a closed one, "stopping"
                 os.write(wake[1], b"\0")
-            except OSError:
-                pass  # a full pipe already means "wake up"; a closed one, "stopping"
 
     def _run(self) -> None:
         assert self._wake is not None
@@ -95,8 +94,6 @@ class SchedulerLoop:
 
 
 def _drain(fd: int) -> None:
-    try:
+    with suppress(BlockingIOError):
         while os.read(fd, 4096):
             pass
-    except BlockingIOError:
-        pass

@@ -152,13 +152,9 @@ def _graph_name(spec: JobSpec | None) -> str | None:
 
 def lock_view(held: LockInfo) -> views.Lock:
     """The interactive lock as status reads show it."""
-    return views.Lock(owner=held.owner, acquired_at=held.acquired_at,
-                      expires_at=held.expires_at, pid=held.pid, reason=held.reason)
+    return views.Lock.model_validate(held, from_attributes=True)
 
 
 def nodeset_view(ns: SharedNodeset) -> views.Nodeset:
-    """A hosted shared nodeset as status reads show it."""
-    return views.Nodeset(name=ns.name, key=ns.key, impl=ns.impl, params=dict(ns.params),
-                         url=ns.hosted.url, pid=ns.hosted.ref.pid, origin=ns.origin,
-                         refcount=ns.refcount, holders=sorted(ns.holders), gpu=ns.gpu,
-                         loaded_at=ns.loaded_at)
+    """A hosted shared nodeset as status reads show it (its host file's fields)."""
+    return views.Nodeset.model_validate({**ns.to_json(), "refcount": ns.refcount})

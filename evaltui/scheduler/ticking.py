@@ -106,12 +106,9 @@ class Ticker:
             self.sampler.sample(self.sampler.account(c.ledger.entries()))
         if lock_reason is not None:
             with c.lock:
-                for job in c.queue:
-                    if job.admissible:  # not admitted already, not building
-                        c.set_wait(job, Wait(job.run_id, WaitKind.LOCK, lock_reason))
-                for entry in self.admits.waiting():
-                    self.admits.set_wait(entry, Wait(entry.ledger_id, WaitKind.LOCK,
-                                                     lock_reason))
+                # The jobs not admitted already nor building, and the waiting entries.
+                self._all_wait([j for j in c.queue if j.admissible] + self.admits.waiting(),
+                               WaitKind.LOCK, lock_reason)
 
     def _durable(self, txn: LedgerTxn) -> bool:
         """Whether what the ledger holds is on disk (storing it now if an earlier store
@@ -124,17 +121,17 @@ class Ticker:
             return True
         except LedgerNotDurable as exc:
             with c.lock:
-                self._ledger_waits([j for j in c.queue if j.admissible]
-                                   + self.admits.waiting(), str(exc))
+                self._all_wait([j for j in c.queue if j.admissible] + self.admits.waiting(),
+                               WaitKind.LEDGER, str(exc))  # fail closed
             return False
 
-    def _ledger_waits(self, items: list[Job | Entry], reason: str) -> None:
-        """Fail closed: each of ``items`` waits for the ledger (core lock held)."""
+    def _all_wait(self, items: list[Job | Entry], kind: WaitKind, reason: str) -> None:
+        """Each of ``items`` waits for the same reason (core lock held)."""
         for item in items:
             if isinstance(item, Job):
-                self.core.set_wait(item, Wait(item.run_id, WaitKind.LEDGER, reason))
+                self.core.set_wait(item, Wait(item.run_id, kind, reason))
             else:
-                self.admits.set_wait(item, Wait(item.ledger_id, WaitKind.LEDGER, reason))
+                self.admits.set_wait(item, Wait(item.ledger_id, kind, reason))
 
     def _admission(self, acct: Accounting, txn: LedgerTxn) -> None:
         c = self.core
@@ -166,7 +163,8 @@ class Ticker:
                 try:
                     self._admit(admit, by_id[admit.run_id], views, txn)
                 except LedgerNotDurable as exc:  # fail closed: this one and the rest wait
-                    self._ledger_waits([by_id[a.run_id] for a in admits[done:]], str(exc))
+                    self._all_wait([by_id[a.run_id] for a in admits[done:]], WaitKind.LEDGER,
+                                   str(exc))
                     break
 
     def _admit(self, admit: Admission, item: Job | Entry, views: dict[Any, Any],

@@ -10,30 +10,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from evaltui.contract.setspec import SetFileError
 from evaltui.results.runrows import RunDirError, load_run
-from evaltui.sets.expansion import same_value
+from evaltui.sets.expansion import one_member
 from evaltui.sets.stats import baseline_diffs
 
 if TYPE_CHECKING:
-    from evaltui.sets.table import MemberRow, SetTable
-
-
-def find_baseline(table: SetTable, entry: dict[str, Any]) -> MemberRow:
-    """The one row whose axes match ``entry`` (SetFileError naming ``baseline`` if not)."""
-    found = [r for r in table.rows
-             if all(same_value(r.axes.get(k), v) for k, v in entry.items())]
-    shown = "{" + ", ".join(f"{k}: {v}" for k, v in entry.items()) + "}"
-    if not found:
-        raise SetFileError("baseline", f"{shown} is no member of the set")
-    if len(found) > 1:
-        raise SetFileError("baseline", f"{shown} matches {len(found)} members; name more axes")
-    return found[0]
+    from evaltui.sets.table import SetTable
 
 
 def attach_baseline(table: SetTable, entry: dict[str, Any]) -> None:
     """Set ``table.baseline`` and each other row's ``vs_baseline`` (or its note)."""
-    base = find_baseline(table, entry)
+    base = one_member(table.rows, entry, "baseline")
     table.baseline = base
     if base.run_dir is None:
         for r in table.rows:

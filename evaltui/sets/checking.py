@@ -8,11 +8,9 @@ the value came from (``eval.selectors.policy.bogus`` -> ``matrix.policy.bogus``)
 
 from __future__ import annotations
 
-import sys
-
 from evaltui.contract.setspec import DEFAULT_REPEAT_PARAM, SetFile, SetFileError
 from evaltui.contract.spec import SpecError
-from evaltui.engine.graph.specchecks import metric_absent, validate_spec
+from evaltui.engine.graph.specchecks import metric_absent, validate_in_workspace
 from evaltui.sets.expansion import Expansion, Member
 from evaltui.sets.racing import check_race_metric
 
@@ -32,12 +30,8 @@ def check_members(expansion: Expansion) -> list[str]:
     if expansion.setfile.race is not None:
         check_race_metric(expansion.setfile.race)
     for member in expansion.members:
-        # the check imports the member's nodesets: its workspace's too, as a run does
-        workspace = member.spec.get("active_workspace_dir")
-        if isinstance(workspace, str) and workspace and workspace not in sys.path:
-            sys.path.insert(0, workspace)
         try:
-            checked = validate_spec(member.spec)
+            checked = validate_in_workspace(member.spec)  # imports its workspace's nodesets
         except SpecError as exc:
             field = set_file_field(expansion.setfile, member, exc.field)
             raise SetFileError(field, exc.message) from None

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from evaltui.contract.setspec import DEFAULT_REPEAT_PARAM, NAMED_AXES, SetFile, SetFileError
 from evaltui.contract.spec import SpecError
@@ -37,10 +37,6 @@ class Member:
     key: str
     axes: dict[str, Any]
     spec: dict[str, Any]
-
-    def matches(self, entry: dict[str, Any]) -> bool:
-        """True if every axis ``entry`` names has that value here."""
-        return all(same_value(self.axes.get(axis), value) for axis, value in entry.items())
 
 
 @dataclass(frozen=True)
@@ -249,12 +245,27 @@ def _baseline(setfile: SetFile, members: list[Member], known: set[str]) -> Membe
     if entry is None or not members:  # a watch before its first checkpoint
         return None
     _check_entry("baseline", entry, known, setfile)
-    found = [m for m in members if m.matches(entry)]
+    return one_member(members, entry, "baseline")
+
+
+class _HasAxes(Protocol):
+    @property
+    def axes(self) -> dict[str, Any]: ...
+
+
+_Member = TypeVar("_Member", bound=_HasAxes)
+
+
+def one_member(members: Sequence[_Member], entry: dict[str, Any], field: str) -> _Member:
+    """The one of ``members`` (of a set, or rows of its table) whose axes have every value
+    ``entry`` names; SetFileError on ``field`` if none or several do."""
+    found = [m for m in members
+             if all(same_value(m.axes.get(axis), value) for axis, value in entry.items())]
     if not found:
-        raise SetFileError("baseline", f"{_show(entry)} is no member of the set")
+        raise SetFileError(field, f"{show_axes(entry)} is no member of the set")
     if len(found) > 1:
-        raise SetFileError("baseline", f"{_show(entry)} matches {len(found)} members; name "
-                           "more axes")
+        raise SetFileError(field, f"{show_axes(entry)} matches {len(found)} members; name more "
+                           "axes")
     return found[0]
 
 

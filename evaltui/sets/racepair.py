@@ -13,7 +13,7 @@ import copy
 from typing import Any
 
 from evaltui.contract.setspec import SetFileError
-from evaltui.sets.expansion import Expansion, Member, show_axes
+from evaltui.sets.expansion import Expansion, Member, one_member, show_axes
 
 SAME_EPISODES = ("dataset", "split", "episode_count", "start_episode_index", "episode_indices")
 """The eval fields that select a run's episodes: the two sides must agree on each."""
@@ -22,11 +22,12 @@ SAME_EPISODES = ("dataset", "split", "episode_count", "start_episode_index", "ep
 def race_pair(expansion: Expansion, member: dict[str, Any],
               baseline: dict[str, Any] | None = None) -> tuple[Member, Member]:
     """(baseline, member) of the set (raises SetFileError naming the field at fault)."""
-    base = _one(expansion, baseline, "--baseline") if baseline else expansion.baseline
+    base = (one_member(expansion.members, baseline, "--baseline") if baseline
+            else expansion.baseline)
     if base is None:
         raise SetFileError("baseline", "the set file names no baseline; give --baseline "
                            "AXIS=VALUE,...")
-    chosen = _one(expansion, member, "MEMBER")
+    chosen = one_member(expansion.members, member, "MEMBER")
     if chosen.key == base.key:
         raise SetFileError("MEMBER", f"{show_axes(member)} is the baseline itself")
     for name in SAME_EPISODES:
@@ -51,13 +52,3 @@ def race_spec(member: Member, *, order_seed: int, episodes: int | None,
     scheduling = spec.get("scheduling") or {}
     scheduling.pop("set_id", None)
     return spec
-
-
-def _one(expansion: Expansion, entry: dict[str, Any], field: str) -> Member:
-    found = [m for m in expansion.members if m.matches(entry)]
-    if not found:
-        raise SetFileError(field, f"{show_axes(entry)} is no member of the set")
-    if len(found) > 1:
-        raise SetFileError(field, f"{show_axes(entry)} matches {len(found)} members; name more "
-                           "axes")
-    return found[0]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -325,11 +326,9 @@ class SetRunner:
         asked = 0
         for rec in self._members():
             if rec.run_id is not None and not rec.state.finished:
-                try:
+                with suppress(TargetError):
                     self.target.cancel(rec.run_id)
                     asked += 1
-                except TargetError:
-                    continue
         return asked
 
 

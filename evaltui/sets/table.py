@@ -79,9 +79,7 @@ def build_table(record: SetRecord, outputs: str | os.PathLike[str] | None = None
     """The table of a set; ``baseline`` (axis values) names the member to compare with."""
 
     rows = [_row(m, outputs) for m in record.members]
-    axes: list[str] = []
-    for m in record.members:
-        axes += [a for a in m.axes if a not in axes]
+    axes = list(dict.fromkeys(a for m in record.members for a in m.axes))  # in first-seen order
     present = set().union(*(r.metrics for r in rows)) if rows else set()
     metrics = ordered_metrics(present)
     table = SetTable(record.set_id, record.name, axes, metrics, rows, race=record.race)

@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -108,7 +109,5 @@ def record_placement(run_dir: Path, environ: Mapping[str, str] | None = None) ->
         ("slurm_cluster", "SLURM_CLUSTER_NAME"), ("slurm_batch_host", "SLURMD_NODENAME"))}
     fields = {k: v for k, v in fields.items() if v}
     if fields:
-        try:
+        with suppress(OSError):  # the readers still have the job id the submitter recorded
             update_scheduler_record(run_dir, **fields)
-        except OSError:
-            pass  # the readers still have the job id the submitter recorded

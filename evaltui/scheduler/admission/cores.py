@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from contextlib import suppress
 from pathlib import Path
 
 from evaltui.contract.settings import settings
@@ -48,11 +49,9 @@ def _positive(name: str, raw: str | None) -> float | None:
 
 def cgroup_cores(root: Path = CGROUP_ROOT) -> float | None:
     """The CPU limit of this process's cgroup in cores, or None where there is none."""
-    try:
+    with suppress(OSError, ValueError):
         quota, period = (root / "cpu.max").read_text().split()[:2]  # v2: "max 100000"
         return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        pass
     try:
         quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())  # v1: -1 = none
         period = int((root / "cpu" / "cpu.cfs_period_us").read_text())

@@ -183,10 +183,10 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
                      and free[i] >= c.vram_mb]
             if ready and c.ram_mb <= host_free:
                 gpu = max(ready, key=lambda i: free[i])
-                _take(admits, c, gpu, free, runs, holder)
+                admits.append(Admission(c.run_id, gpu))
+                views.charge(gpu, c.vram_mb, c.run_id)
                 host_free -= c.ram_mb
                 stale = True
-                views.changed()
                 continue
             if not open_gpus:
                 claimant, claimant_exclusive = next(iter(claims.values()))
@@ -202,9 +202,9 @@ def decide(candidates: Sequence[Candidate], gpus: Sequence[GpuView] | None, host
         fits = [i for i in usable if free[i] >= c.vram_mb]
         if fits and c.ram_mb <= host_free:
             gpu = min(fits, key=lambda i: (free[i], i))  # best fit
-            _take(admits, c, gpu, free, runs, holder)
+            admits.append(Admission(c.run_id, gpu))
+            views.charge(gpu, c.vram_mb, None)
             host_free -= c.ram_mb
-            views.changed()
             continue
         if fits:
             waits[c.run_id] = _ram_wait(c, host_free)
@@ -273,11 +273,7 @@ def _spread(c: Candidate, views: TickViews, host_free: int, waited: bool
         if c.ram_mb > host_free:
             return _ram_wait(c, host_free)
         for gpu in spread.gpus:
-            views.free[gpu] -= c.vram_mb
-            views.runs[gpu] += 1
-            if c.exclusive:
-                views.holder[gpu] = c.run_id
-        views.changed()
+            views.charge(gpu, c.vram_mb, c.run_id if c.exclusive else None)
         return spread.gpus
     if c.exclusive or waited:
         for gpu in claim_targets(c.replicas, views, c.run_id, c.exclusive):
@@ -292,15 +288,6 @@ def _memory_wait(c: Candidate, gpu: GpuKey, free: int) -> Wait:
                     f"{gib(max(0, free))} free after reservations")
     return Wait(c.run_id, WaitKind.GPU_MEMORY, f"needs {gib(c.vram_mb)} on GPU{gpu}, "
                 f"{gib(max(0, free))} free after reservations")
-
-
-def _take(admits: list[Admission], c: Candidate, gpu: GpuKey, free: dict[GpuKey, int],
-          runs: dict[GpuKey, int], holder: dict[GpuKey, str | None]) -> None:
-    admits.append(Admission(c.run_id, gpu))
-    free[gpu] -= c.vram_mb
-    runs[gpu] += 1
-    if c.exclusive:
-        holder[gpu] = c.run_id
 
 
 def _ram_wait(c: Candidate, host_free: int) -> Wait:

@@ -32,7 +32,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import orjson
@@ -186,10 +186,9 @@ class Ledger:
                 yield txn
             finally:
                 if txn.changes:
-                    try:
+                    # not durable: kept in _unsaved and said in self.error by flush
+                    with suppress(LedgerNotDurable):
                         self.flush(txn)
-                    except LedgerNotDurable:
-                        pass  # kept in _unsaved and said in self.error by flush
                 elif txn.blocked is None:
                     self._unsaved = []  # what a failed flush kept was discarded since
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -130,10 +131,8 @@ class NvmlProbe:
 
     def close(self) -> None:
         if self._ready and self._nvml is not None:
-            try:
+            with suppress(Exception):  # shutting down a broken driver: nothing left to do
                 self._nvml.nvmlShutdown()
-            except Exception:  # shutting down a broken driver: nothing left to do
-                pass
             self._ready = False
 
     def _ensure_init(self) -> bool:

@@ -41,13 +41,18 @@ class TickViews:
     holder: dict[GpuKey, str | None]
     claims: dict[GpuKey, tuple[str, bool]]
     """gpu -> (run_id, exclusive) of the waiting job that claimed it."""
-    version: int = 0
-    """Bumped by every admission or claim charged here (``changed``)."""
     _seen: dict[tuple[object, ...], Spread] = field(default_factory=dict)
 
     def changed(self) -> None:
-        self.version += 1
         self._seen.clear()
+
+    def charge(self, gpu: GpuKey, vram_mb: int, exclusive_run: str | None) -> None:
+        """An admission on ``gpu`` (``exclusive_run``: the run that then holds it alone)."""
+        self.free[gpu] -= vram_mb
+        self.runs[gpu] += 1
+        if exclusive_run is not None:
+            self.holder[gpu] = exclusive_run
+        self.changed()
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from evaltui.scheduler.admits.entry import (
     entry_from,
 )
 from evaltui.scheduler.core import Core
+from evaltui.scheduler.events import Listeners
 from evaltui.scheduler.runs.ownership import owner_alive
 
 __all__ = ["ADMIT_PREFIX", "AdmitError", "AdmitNotFound", "AdmitQueue", "AdmitState",
@@ -72,7 +73,7 @@ class AdmitQueue:
         self.store = store or AdmitStore()
         self.keep_released_sec = KEEP_RELEASED_SEC
         self._entries: dict[str, Entry] = {}
-        self._listeners: list[Callable[[Admit], None]] = []
+        self._listeners: Listeners[Admit] = Listeners()
         self._pending: list[Admit] = []
 
     def nudge(self) -> None:
@@ -81,13 +82,10 @@ class AdmitQueue:
 
     def add_listener(self, listener: Callable[[Admit], None]) -> None:
         """Call ``listener(info)`` (on a scheduler or request thread) when an entry changes."""
-        with self.core.lock:
-            self._listeners.append(listener)
+        self._listeners.add(listener)
 
     def remove_listener(self, listener: Callable[[Admit], None]) -> None:
-        with self.core.lock:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+        self._listeners.remove(listener)
 
     # ---- requests -----------------------------------------------------------------------
     def add(self, label: str, holder: PidRef, *, vram_mb: int | None, exclusive: bool,
@@ -276,13 +274,8 @@ class AdmitQueue:
         """Hand the changes recorded so far to the listeners (no lock held)."""
         with self.core.lock:
             pending, self._pending = self._pending, []
-            listeners = list(self._listeners)
         for info in pending:
-            for listener in listeners:
-                try:
-                    listener(info)
-                except Exception:  # a listener never stops the queue
-                    log.exception("admit listener failed on %s", info.admit_id)
+            self._listeners.emit(info)  # a listener that fails is logged, never stops it
 
     # ---- helpers ------------------------------------------------------------------------
     def _claimable(self, data: dict[str, Any]) -> bool:

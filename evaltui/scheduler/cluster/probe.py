@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import asdict
 from typing import Any
 
@@ -348,10 +349,8 @@ class ClusterProbe:
             self.lost[name] = time.time()
             self.hosts.pop(name, None)
         if actor is not None:
-            try:
+            with suppress(Exception):  # its node is gone with it
                 self._ray.kill(actor, no_restart=True)
-            except Exception:  # its node is gone with it
-                pass
 
 
 class ClusterUnavailable(RuntimeError):

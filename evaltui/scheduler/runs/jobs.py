@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -41,10 +41,8 @@ log = logging.getLogger(__name__)
 def parse_iso(value: Any, default: float) -> float:
     """``time.time()`` of an ISO timestamp from a record, or ``default``."""
     if isinstance(value, str):
-        try:
+        with suppress(ValueError):
             return datetime.fromisoformat(value).timestamp()
-        except ValueError:
-            pass
     return default
 
 
@@ -178,12 +176,9 @@ class JobQueue:
     def add(self, job: Job) -> None:
         bisect.insort(self._jobs, job, key=Job.sort_key)
 
-    def remove(self, job: Job) -> bool:
-        try:
+    def remove(self, job: Job) -> None:
+        with suppress(ValueError):  # not queued (any more)
             self._jobs.remove(job)
-        except ValueError:
-            return False
-        return True
 
     def __iter__(self) -> Iterator[Job]:
         return iter(list(self._jobs))

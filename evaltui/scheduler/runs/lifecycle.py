@@ -150,7 +150,7 @@ class Lifecycle:
             prepare_more(run_dir, derive_run_state(run_dir), more)
         if slurm_job_of(read_record(run_dir)):  # Slurm runs it: its job is submitted again
             return _resume_on_slurm(run_dir)
-        checked, left = _resumable(run_dir, derive_run_state(run_dir), build=False)
+        checked = _resumable(run_dir, derive_run_state(run_dir), build=False)
         estimate = c.calibration.estimate(checked.spec, nodeset_parts(checked.spec),
                                           c.shared_keys())
         state = derive_run_state(run_dir)
@@ -323,9 +323,9 @@ def _submit_to_slurm(spec: JobSpec | Mapping[str, Any], outputs: Path) -> Submit
     return Submitted(submitted.run_dir.name, RunState.QUEUED, checked.warnings, checked.notes)
 
 
-def _resumable(run_dir: Path, state: RunState, build: bool = True) -> tuple[Any, list[int]]:
-    """The checked spec of a run that may resume from ``state`` and its episodes not yet
-    ``ok``; NotResumable (or SpecError) why not. ``build=False``: an environment the cache
+def _resumable(run_dir: Path, state: RunState, build: bool = True) -> Any:
+    """The checked spec of a run that may resume from ``state`` (some episode not yet
+    ``ok``); NotResumable (or SpecError) why not. ``build=False``: an environment the cache
     lacks is built in the queue (envbuilds.py), not here."""
     if state not in RESUMABLE:
         raise NotResumable(f"run {run_dir.name} is {state.value}; only finished runs resume")
@@ -335,10 +335,9 @@ def _resumable(run_dir: Path, state: RunState, build: bool = True) -> tuple[Any,
         raise SpecError(SPEC_FILENAME, f"cannot read the run's spec: {exc}") from None
     _importable_workspace(spec_data)
     checked = check_spec(parse_spec(spec_data), build=build)
-    left = [i for i in checked.episode_indices if not _episode_ok(run_dir, i)]
-    if not left:
+    if all(_episode_ok(run_dir, i) for i in checked.episode_indices):
         raise NotResumable(f"run {run_dir.name}: every selected episode is ok already")
-    return checked, left
+    return checked
 
 
 def _resume_on_slurm(run_dir: Path) -> RunState:
@@ -346,7 +345,7 @@ def _resume_on_slurm(run_dir: Path) -> RunState:
     none) resumed as a new job into the same run dir (``slurm/runsubmit.py``)."""
 
     state = follow_status(run_dir, read_run_status(run_dir)).state
-    checked, _left = _resumable(run_dir, state)
+    checked = _resumable(run_dir, state)
     try:
         resubmit_run(run_dir, checked, state.value)
     except SlurmError as exc:

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +122,6 @@ def _read_line(stream: Any, timeout: float) -> bytes:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
