@@ -15,6 +15,7 @@ Shared by ``evaltui gpus`` and the TUI's resources panel (headless: no Textual h
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -142,7 +143,7 @@ def gpu_holders(gpus: Iterable[GpuProcesses], *, run_dirs: Iterable[Path],
 def _holder(gpu: int, pid: int, used_mb: int, owners: Mapping[int, _Owner]) -> GpuHolder:
     user = command = None
     whose: dict[str, Any] = {}
-    try:
+    with contextlib.suppress(psutil.Error):  # gone since the reading, or not ours to inspect
         proc = psutil.Process(pid)
         with proc.oneshot():
             command = proc.name()
@@ -155,8 +156,6 @@ def _holder(gpu: int, pid: int, used_mb: int, owners: Mapping[int, _Owner]) -> G
             if known is not None and _same(candidate, known[0]):
                 whose = known[1]
                 break
-    except psutil.Error:  # gone since the reading, or not ours to inspect
-        pass
     return GpuHolder(gpu, pid, used_mb, user, command, **whose)
 
 
