@@ -167,9 +167,10 @@ def _same(proc: psutil.Process, ref: PidRef) -> bool:
         return False
 
 
-def _ref(data: Mapping[str, Any]) -> PidRef | None:
+def _ref(data: Mapping[str, Any], pid: str = "pid", create_time: str = "pid_create_time"
+         ) -> PidRef | None:
     try:
-        return PidRef(int(data["pid"]), float(data["pid_create_time"]))
+        return PidRef(int(data[pid]), float(data[create_time]))
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -197,14 +198,10 @@ def _admit_owners(directory: Path) -> list[_Owner]:
     """The holders of admitted entries (a waiting one holds no GPU memory yet)."""
     owners = []
     for path, data in _json_objects(directory):
-        if data.get("state") != "admitted":
-            continue
-        try:
-            ref = PidRef(int(data["holder_pid"]), float(data["holder_create_time"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        owners.append((ref, {"admit": f"admit:{data.get('admit_id', path.stem)}",
-                             "admit_kind": str(data.get("kind") or "run")}))
+        ref = _ref(data, "holder_pid", "holder_create_time")
+        if data.get("state") == "admitted" and ref is not None:
+            owners.append((ref, {"admit": f"admit:{data.get('admit_id', path.stem)}",
+                                 "admit_kind": str(data.get("kind") or "run")}))
     return owners
 
 
