@@ -14,7 +14,7 @@ import os
 import threading
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "EVALTUI_"
@@ -51,16 +51,13 @@ class Settings(BaseSettings):
     """``EVALTUI_FRAMES``: ``graphics`` draws frames with terminal graphics (textual-image)."""
     admit_id: str | None = None
     """``EVALTUI_ADMIT_ID``: set by ``evaltui run`` for the wrapped command (its admit entry)."""
-    backend_url: str | None = Field(default=None,
-                                    validation_alias=AliasChoices("BACKEND_URL"))
+    backend_url: str | None = Field(default=None, validation_alias="BACKEND_URL")
     """``BACKEND_URL``: the backend clients talk to; default ``http://127.0.0.1:8000``."""
-    xdg_state_home: str | None = Field(default=None,
-                                       validation_alias=AliasChoices("XDG_STATE_HOME"))
+    xdg_state_home: str | None = Field(default=None, validation_alias="XDG_STATE_HOME")
     """``XDG_STATE_HOME``: base of the state dir when ``EVALTUI_STATE_DIR`` is unset."""
-    xdg_config_home: str | None = Field(default=None,
-                                        validation_alias=AliasChoices("XDG_CONFIG_HOME"))
+    xdg_config_home: str | None = Field(default=None, validation_alias="XDG_CONFIG_HOME")
     """``XDG_CONFIG_HOME``: base of the config dir when ``EVALTUI_CONFIG_DIR`` is unset."""
-    ray_address: str | None = Field(default=None, validation_alias=AliasChoices("RAY_ADDRESS"))
+    ray_address: str | None = Field(default=None, validation_alias="RAY_ADDRESS")
     """``RAY_ADDRESS``: the Ray cluster of ``executor = "ray"`` runs without a ``ray_address``."""
     ray_place_timeout_sec: float | None = Field(default=None, gt=0)
     """``EVALTUI_RAY_PLACE_TIMEOUT_SEC``: how long a Ray actor may wait for room (60 s)."""
@@ -85,8 +82,8 @@ class Settings(BaseSettings):
     cpu_oversubscribe: str | None = None
     """``EVALTUI_CPU_OVERSUBSCRIBE``: how many cores' worth of reservations admission lets
     each core carry (default 1.0: no oversubscription)."""
-    cuda_visible_devices: str | None = Field(
-        default=None, validation_alias=AliasChoices("CUDA_VISIBLE_DEVICES"))
+    cuda_visible_devices: str | None = Field(default=None,
+                                             validation_alias="CUDA_VISIBLE_DEVICES")
     """``CUDA_VISIBLE_DEVICES``: kept verbatim, since an empty value means "no GPU"."""
 
     @field_validator("*", mode="before")
@@ -111,12 +108,8 @@ class Settings(BaseSettings):
 
 def env_names() -> tuple[str, ...]:
     """The environment variable behind each field, in field order."""
-    names: list[str] = []
-    for name, field in Settings.model_fields.items():
-        alias = field.validation_alias
-        first = alias.choices[0] if isinstance(alias, AliasChoices) else None
-        names.append(first if isinstance(first, str) else ENV_PREFIX + name.upper())
-    return tuple(names)
+    return tuple(field.validation_alias if isinstance(field.validation_alias, str)
+                 else ENV_PREFIX + name.upper() for name, field in Settings.model_fields.items())
 
 
 _ENV_NAMES = env_names()

@@ -15,9 +15,10 @@ Shared by ``evaltui gpus`` and the TUI's resources panel (headless: no Textual h
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -80,20 +81,13 @@ class GpuHolder:
         return self.command or "?"
 
     def to_json(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "pid": self.pid, "used_mb": self.used_mb, "user": self.user,
-                "command": self.command, "run_id": self.run_id, "nodeset": self.nodeset,
-                "holders": list(self.holders), "admit": self.admit,
-                "admit_kind": self.admit_kind}
+        return asdict(self)
 
 
-@dataclass(frozen=True)
-class _Owner:
-    ref: PidRef
-    run_id: str | None = None
-    nodeset: str | None = None
-    holders: tuple[str, ...] = ()
-    admit: str | None = None
-    admit_kind: str | None = None
+_Owner = tuple[PidRef, dict[str, Any]]
+"""A process that owns what its descendants hold, and the :class:`GpuHolder` fields
+saying whose they are (``run_id``, or ``nodeset`` and ``holders``, or ``admit`` and
+``admit_kind``)."""
 
 
 def shared_hosts_dir() -> Path:
@@ -133,7 +127,7 @@ def gpu_holders(gpus: Iterable[GpuProcesses], *, run_dirs: Iterable[Path],
     gpus = list(gpus)
     if not any(g.processes for g in gpus):
         return {int(g.index): None if g.processes is None else [] for g in gpus}
-    owners = {o.ref.pid: o for o in (*_admit_owners(admits or admits_dir()),
+    owners = {o[0].pid: o for o in (*_admit_owners(admits or admits_dir()),
                                      *_run_owners(run_dirs),
                                      *_host_owners(hosts_dir or shared_hosts_dir()))}
     out: dict[int, list[GpuHolder] | None] = {}
@@ -148,8 +142,8 @@ def gpu_holders(gpus: Iterable[GpuProcesses], *, run_dirs: Iterable[Path],
 
 def _holder(gpu: int, pid: int, used_mb: int, owners: Mapping[int, _Owner]) -> GpuHolder:
     user = command = None
-    owner: _Owner | None = None
-    try:
+    whose: dict[str, Any] = {}
+    with contextlib.suppress(psutil.Error):  # gone since the reading, or not ours to inspect
         proc = psutil.Process(pid)
         with proc.oneshot():
             command = proc.name()
@@ -159,15 +153,10 @@ def _holder(gpu: int, pid: int, used_mb: int, owners: Mapping[int, _Owner]) -> G
                 user = str(proc.uids().real)
         for candidate in (proc, *proc.parents()):
             known = owners.get(candidate.pid)
-            if known is not None and _same(candidate, known.ref):
-                owner = known
+            if known is not None and _same(candidate, known[0]):
+                whose = known[1]
                 break
-    except psutil.Error:  # gone since the reading, or not ours to inspect
-        pass
-    if owner is None:
-        return GpuHolder(gpu, pid, used_mb, user, command)
-    return GpuHolder(gpu, pid, used_mb, user, command, owner.run_id, owner.nodeset,
-                     owner.holders, owner.admit, owner.admit_kind)
+    return GpuHolder(gpu, pid, used_mb, user, command, **whose)
 
 
 def _same(proc: psutil.Process, ref: PidRef) -> bool:
@@ -178,9 +167,10 @@ def _same(proc: psutil.Process, ref: PidRef) -> bool:
         return False
 
 
-def _ref(data: Mapping[str, Any]) -> PidRef | None:
+def _ref(data: Mapping[str, Any], pid: str = "pid", create_time: str = "pid_create_time"
+         ) -> PidRef | None:
     try:
-        return PidRef(int(data["pid"]), float(data["pid_create_time"]))
+        return PidRef(int(data[pid]), float(data[create_time]))
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -191,40 +181,35 @@ def _run_owners(run_dirs: Iterable[Path]) -> list[_Owner]:
         record = read_record(Path(run_dir))
         ref = _ref(record) if record else None
         if ref is not None:
-            owners.append(_Owner(ref, run_id=Path(run_dir).name))
+            owners.append((ref, {"run_id": Path(run_dir).name}))
     return owners
+
+
+def _json_objects(directory: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The readable JSON objects of ``directory``'s ``*.json`` files, by file name."""
+    try:
+        paths = sorted(Path(directory).glob("*.json"))
+    except OSError:
+        return []
+    return [(path, data) for path in paths if (data := read_json_object(path)) is not None]
 
 
 def _admit_owners(directory: Path) -> list[_Owner]:
     """The holders of admitted entries (a waiting one holds no GPU memory yet)."""
     owners = []
-    try:
-        paths = sorted(Path(directory).glob("*.json"))
-    except OSError:
-        return []
-    for path in paths:
-        data = read_json_object(path)
-        if data is None or data.get("state") != "admitted":
-            continue
-        try:
-            ref = PidRef(int(data["holder_pid"]), float(data["holder_create_time"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        owners.append(_Owner(ref, admit=f"admit:{data.get('admit_id', path.stem)}",
-                             admit_kind=str(data.get("kind") or "run")))
+    for path, data in _json_objects(directory):
+        ref = _ref(data, "holder_pid", "holder_create_time")
+        if data.get("state") == "admitted" and ref is not None:
+            owners.append((ref, {"admit": f"admit:{data.get('admit_id', path.stem)}",
+                                 "admit_kind": str(data.get("kind") or "run")}))
     return owners
 
 
 def _host_owners(hosts_dir: Path) -> list[_Owner]:
     owners = []
-    try:
-        paths = sorted(Path(hosts_dir).glob("*.json"))
-    except OSError:
-        return []
-    for path in paths:
-        data = read_json_object(path)
-        ref = _ref(data) if data else None
-        if data is not None and ref is not None:
+    for _path, data in _json_objects(hosts_dir):
+        ref = _ref(data)
+        if ref is not None:
             holders = tuple(str(h) for h in data.get("holders") or ())
-            owners.append(_Owner(ref, nodeset=str(data.get("name") or "?"), holders=holders))
+            owners.append((ref, {"nodeset": str(data.get("name") or "?"), "holders": holders}))
     return owners

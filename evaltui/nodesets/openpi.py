@@ -31,6 +31,7 @@ kept in the run dir (:mod:`evaltui.nodesets.serverrecord`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping
@@ -145,11 +146,9 @@ class WebsocketPolicy(RemotePolicy):
 
     def close(self) -> None:
         super().close()
-        try:
+        with contextlib.suppress(Exception):  # closing: the server may be gone already
             if self._ws is not None:
                 self._end_episode()
-        except Exception:  # closing: the server may be gone already
-            pass
         self._drop()
 
     def _end_episode(self) -> None:
@@ -204,7 +203,5 @@ class WebsocketPolicy(RemotePolicy):
         self._chunk = []
         self._episode_open = False
         if ws is not None:
-            try:
+            with contextlib.suppress(Exception):  # already broken
                 ws.close()
-            except Exception:  # already broken
-                pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -31,7 +32,5 @@ def terminate_group(ref: PidRef, grace_sec: float = 10.0, poll_sec: float = 0.05
 
 def signal_group(pgid: int, sig: int) -> None:
     """Send ``sig`` to a process group; a group that is gone (or not ours) is not an error."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

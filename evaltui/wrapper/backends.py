@@ -15,6 +15,7 @@ lock (shared) while it runs, so teardown can tell a backend still in use.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -130,11 +131,9 @@ def spawn_backend(port: int, outputs: Path, timeout: float = 60.0) -> PidFile:
             pid_file_path(port).unlink(missing_ok=True)
             raise BackendStartError(f"the backend on port {port} exited during startup:\n"
                                     f"{_tail(log_path)}")
-        try:
+        with contextlib.suppress(httpx.TransportError):  # not listening yet
             if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
                 return pid_file
-        except httpx.TransportError:
-            pass
         time.sleep(0.1)
     stop_backend(pid_file, grace_sec=2.0)
     raise BackendStartError(f"the backend on port {port} did not answer within {timeout} s:\n"
@@ -160,10 +159,8 @@ def stop_backend(pid_file: PidFile, grace_sec: float = 10.0) -> bool:
 
 def _reap(pid: int) -> None:
     """Collect the exit status if the backend is our child (started by this process)."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _tail(path: Path, lines: int = 15) -> str:
