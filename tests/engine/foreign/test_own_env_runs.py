@@ -142,7 +142,7 @@ def run_hosts(watch: Path) -> list[psutil.Process]:
 def eval_with_two_hosts(argv: list[str], work: Path, watch: Path, err: Path
                         ) -> Iterator[tuple[list[psutil.Process], psutil.Process]]:
     """``evaltui eval`` started in its own group until two env hosts of its run show:
-    those hosts and the run process. The group is SIGKILLed on the way out."""
+    those hosts and the run process (not a worker). The group is SIGKILLed on the way out."""
     with err.open("wb") as sink:
         cli = subprocess.Popen(argv, cwd=work, env=eval_env(), stdout=subprocess.DEVNULL,
                                stderr=sink, start_new_session=True)
@@ -160,8 +160,10 @@ def eval_with_two_hosts(argv: list[str], work: Path, watch: Path, err: Path
         except AssertionError as exc:
             raise AssertionError(f"{exc}; eval said: {err.read_text()[-2000:]}") from None
         hosts = run_hosts(watch)
-        yield hosts, next(p for p in hosts[0].parents()
-                          if "evaltui.engine.main" in " ".join(p.cmdline()))
+        # the outermost evaltui.engine.main above a host: the run (the zygote and the
+        # workers it forks carry the same command line)
+        yield hosts, [p for p in hosts[0].parents()
+                      if "evaltui.engine.main" in " ".join(p.cmdline())][-1]
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(cli.pid, signal.SIGKILL)
@@ -173,7 +175,10 @@ def test_killing_the_run_leaves_no_env_host_alive(env_cache: Path, tmp_path: Pat
     watch.mkdir()
     (watch / "killed").write_text("0")  # hosts record their PIDs here, and none kills itself
     work = tmp_path / "run"
-    graph = cartpole_graph(OWN, numpy_major=1, die_once_in=str(watch), max_steps=100000)
+    # a second a step: the run outlives the wait for its two hosts (the dataset's step
+    # budget of 30 ends an episode whatever max_steps says: without the sleep a loaded
+    # machine saw the run end before its second host was seen)
+    graph = cartpole_graph(OWN, numpy_major=1, die_once_in=str(watch), step_sleep_ms=1000)
     argv = eval_argv(work, graph, "--workers", "2", episodes=4)
     with eval_with_two_hosts(argv, work, watch, tmp_path / "eval.stderr") as (hosts, run):
         os.kill(run.pid, signal.SIGKILL)  # the run alone, not its process group
